@@ -1,0 +1,106 @@
+/*
+ * config.h - the agent's YAML configuration: schema, defaults, validation.
+ *
+ * config_load() parses strictly: unknown keys (with a "did you mean" hint),
+ * wrong types, out-of-range values and malformed YAML fail with
+ * "FILE:LINE:COL: message" in err. ${VAR} and ${VAR:-default} expand in
+ * string values. Durations are nanoseconds, sizes bytes. Every field has its
+ * default filled in after a successful load; config_dump() prints the
+ * effective config back as YAML (what `pushprof check-config` shows).
+ */
+#ifndef PUSHPROF_CONFIG_H
+#define PUSHPROF_CONFIG_H
+
+#include <regex.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#include "err.h"
+#include "labels.h"
+#include "log.h"
+
+struct remote_store_config {
+	char *address;		/* host:port; "" -> no push */
+	bool insecure;		/* plaintext HTTP/2 */
+	char *ca_file, *cert_file, *key_file, *server_name;
+	bool insecure_skip_verify;
+	char *bearer_token_file;	/* never the token itself */
+	struct pp_labels headers;	/* extra gRPC metadata */
+	uint64_t timeout_ns;		/* per call; default 10s */
+	uint64_t max_request_bytes;	/* default 4 MiB */
+};
+
+struct store_config {
+	char *directory;
+	uint64_t max_bytes;
+};
+
+struct cpu_config {
+	bool enabled;
+	uint32_t frequency_hz;		/* 1..1000, default 19 */
+	uint64_t interval_ns;		/* default 10s */
+	uint32_t max_stack_depth;	/* default 127; <= perf_event_max_stack */
+	bool kernel_stacks;		/* default true */
+};
+
+struct pressure_config {
+	bool enabled;
+	uint32_t threshold_percent;	/* of the memory cgroup's limit, default 80 */
+	uint64_t cooldown_ns;		/* default 5m */
+	uint64_t poll_interval_ns;	/* default 1s */
+};
+
+struct go_heap_config {
+	bool enabled;
+	uint64_t interval_ns;		/* 0 = no periodic snapshots; default 60s */
+	bool on_oom;
+	uint32_t max_buckets;		/* default 100000 */
+	uint32_t max_stack_depth;	/* default 128 */
+	bool enable_profiling;		/* write MemProfileRate into rate-0 programs */
+	struct pressure_config pressure;
+};
+
+/* A process matches an entry when every key that is set matches. */
+struct target_config {
+	char *cgroup;			/* path prefix, NULL = unset */
+	char *cgroup_regex, *comm_regex, *exe_regex;	/* sources, NULL = unset */
+	regex_t cgroup_re, comm_re, exe_re;		/* compiled when set */
+	pid_t *pids;
+	size_t npids;
+};
+
+struct config {
+	char *path;			/* file it came from */
+	char *node;			/* defaults to the hostname */
+	enum pp_log_level log_level;
+	enum pp_log_format log_format;
+	char *http_address;
+	struct pp_labels external_labels;
+	struct remote_store_config remote_store;
+	struct store_config local_store;	/* directory "" -> off */
+	struct store_config spool;
+	struct cpu_config cpu;
+	struct go_heap_config go_heap;
+	int oom_score_adj;		/* applied to the agent itself, default -1000 */
+	struct target_config *targets;
+	size_t ntargets;
+	/* relabel_configs: parsed and validated by the relabel module (issue 7) */
+	void *relabel;
+};
+
+/* Fill every field with its default (no file). */
+int config_defaults(struct config *c, struct pp_err *err);
+int config_load(const char *path, struct config *c, struct pp_err *err);
+/* Parse from memory; name is used in error positions. For tests and fuzzing. */
+int config_parse(const char *buf, size_t len, const char *name, struct config *c,
+		 struct pp_err *err);
+void config_free(struct config *c);
+int config_dump(const struct config *c, FILE *out);
+
+/* Parsing helpers shared with the command line ("10s", "4MiB"). */
+int parse_duration(const char *s, uint64_t *ns);
+int parse_size(const char *s, uint64_t *bytes);
+
+#endif

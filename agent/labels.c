@@ -1,0 +1,105 @@
+#include "labels.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+int pp_labels_set(struct pp_labels *l, const char *name, const char *value)
+{
+	char *v = strdup(value ? value : "");
+
+	if (!v)
+		return -ENOMEM;
+	for (size_t i = 0; i < l->n; i++) {
+		if (strcmp(l->v[i].name, name) == 0) {
+			free(l->v[i].value);
+			l->v[i].value = v;
+			return 0;
+		}
+	}
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 8;
+		struct pp_label *nv = realloc(l->v, cap * sizeof(*nv));
+		if (!nv) {
+			free(v);
+			return -ENOMEM;
+		}
+		l->v = nv;
+		l->cap = cap;
+	}
+	char *n = strdup(name);
+	if (!n) {
+		free(v);
+		return -ENOMEM;
+	}
+	l->v[l->n].name = n;
+	l->v[l->n].value = v;
+	l->n++;
+	return 0;
+}
+
+const char *pp_labels_get(const struct pp_labels *l, const char *name)
+{
+	for (size_t i = 0; i < l->n; i++)
+		if (strcmp(l->v[i].name, name) == 0)
+			return l->v[i].value;
+	return NULL;
+}
+
+void pp_labels_del(struct pp_labels *l, const char *name)
+{
+	for (size_t i = 0; i < l->n; i++) {
+		if (strcmp(l->v[i].name, name) == 0) {
+			free(l->v[i].name);
+			free(l->v[i].value);
+			memmove(&l->v[i], &l->v[i + 1], (l->n - i - 1) * sizeof(l->v[0]));
+			l->n--;
+			return;
+		}
+	}
+}
+
+int pp_labels_copy(struct pp_labels *dst, const struct pp_labels *src)
+{
+	for (size_t i = 0; i < src->n; i++) {
+		int rc = pp_labels_set(dst, src->v[i].name, src->v[i].value);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+static int cmp_label(const void *a, const void *b)
+{
+	return strcmp(((const struct pp_label *)a)->name, ((const struct pp_label *)b)->name);
+}
+
+void pp_labels_sort(struct pp_labels *l)
+{
+	if (l->n > 1)
+		qsort(l->v, l->n, sizeof(l->v[0]), cmp_label);
+}
+
+void pp_labels_free(struct pp_labels *l)
+{
+	for (size_t i = 0; i < l->n; i++) {
+		free(l->v[i].name);
+		free(l->v[i].value);
+	}
+	free(l->v);
+	l->v = NULL;
+	l->n = l->cap = 0;
+}
+
+bool pp_label_name_valid(const char *name)
+{
+	if (!name || !*name)
+		return false;
+	for (const char *p = name; *p; p++) {
+		char c = *p;
+		bool alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+		if (!alpha && !(p != name && c >= '0' && c <= '9'))
+			return false;
+	}
+	return true;
+}

@@ -1,0 +1,40 @@
+/*
+ * outbox.h - where finished profiles are handed over.
+ *
+ * outbox_submit() takes a profile (gzip pprof + series labels) and returns
+ * at once: the profile is first written to local_store.directory (when set)
+ * and kept in memory for the next flush. outbox_flush() sends everything
+ * pending through the uploader in one WriteRaw batch; what cannot be
+ * delivered is kept (and, with issue 6, spooled to disk) - never dropped
+ * silently. Producers (CPU windows, heap snapshots, OOM captures) only ever
+ * talk to this module, never to the uploader.
+ */
+#ifndef PUSHPROF_OUTBOX_H
+#define PUSHPROF_OUTBOX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "err.h"
+#include "labels.h"
+
+struct outbox;
+
+struct outbox_stats {
+	uint64_t submitted, written_local, delivered, failed_flushes, dropped;
+	uint64_t pending;
+};
+
+/* cfg must outlive the outbox. Creates the uploader when an address is set. */
+struct outbox *outbox_new(const struct config *cfg, struct pp_err *err);
+void outbox_free(struct outbox *o);
+
+/* Copies labels and bytes. Labels must include __name__. */
+int outbox_submit(struct outbox *o, const struct pp_labels *labels, const uint8_t *gz,
+		  size_t len, struct pp_err *err);
+/* Push what is pending; 0 when nothing is left pending. */
+int outbox_flush(struct outbox *o, struct pp_err *err);
+const struct outbox_stats *outbox_stats(const struct outbox *o);
+
+#endif

@@ -1,0 +1,48 @@
+/*
+ * upload.h - the one module that talks gRPC: Parca's
+ * ProfileStoreService/WriteRaw over grpc C core.
+ *
+ * uploader_write() sends a batch synchronously: one RawProfileSeries per
+ * label set (labels sorted), split into several requests when the batch
+ * exceeds remote_store.max_request_bytes, retried with exponential backoff
+ * and jitter on UNAVAILABLE, DEADLINE_EXCEEDED and RESOURCE_EXHAUSTED, never
+ * on INVALID_ARGUMENT or UNAUTHENTICATED (the server's message is kept in
+ * err). The bearer token is read from remote_store.bearer_token_file (re-read
+ * when it changes) or env PUSHPROF_BEARER_TOKEN and is never logged.
+ *
+ * Handing a profile over (queueing, spooling, local store) lives elsewhere;
+ * this module only sends now.
+ */
+#ifndef PUSHPROF_UPLOAD_H
+#define PUSHPROF_UPLOAD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "err.h"
+#include "labels.h"
+
+struct uploader;
+
+struct upload_series {
+	const struct pp_labels *labels;	/* must include __name__ */
+	const uint8_t *profile;		/* gzip-compressed pprof */
+	size_t len;
+};
+
+struct upload_stats {
+	uint64_t requests_ok, requests_failed, retries, bytes_sent;
+	uint64_t last_status;		/* grpc_status_code of the last call */
+};
+
+struct uploader *uploader_new(const struct remote_store_config *rs, struct pp_err *err);
+void uploader_free(struct uploader *u);
+
+/* 0 when every series was accepted; negative with err set otherwise.
+ * *sent (optional) tells how many leading series were delivered. */
+int uploader_write(struct uploader *u, const struct upload_series *series, size_t n,
+		   size_t *sent, struct pp_err *err);
+const struct upload_stats *uploader_stats(const struct uploader *u);
+
+#endif

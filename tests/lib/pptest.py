@@ -1,0 +1,84 @@
+"""Shared helpers for pushprof's tests (run by meson test, as root).
+
+Tests exercise real things: the built agent binary, real BPF programs, real
+processes and a real gRPC receiver. Every produced profile is read back with
+`go tool pprof`, a parser this project did not write.
+"""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+PUSHPROF = os.environ.get("PUSHPROF", "build/pushprof")
+BUILD_DIR = os.environ.get("PUSHPROF_BUILD_DIR", "build")
+SOURCE_DIR = os.environ.get("PUSHPROF_SOURCE_DIR", ".")
+
+_failures = 0
+_passes = 0
+
+
+def check(cond, what, detail=""):
+    """Record one assertion; keep going so a run reports every failure."""
+    global _failures, _passes
+    if cond:
+        _passes += 1
+        print(f"ok   {what}")
+    else:
+        _failures += 1
+        print(f"FAIL {what}" + (f": {detail}" if detail else ""))
+    sys.stdout.flush()
+    return cond
+
+
+def done():
+    """Exit with the test's verdict (meson reads the exit code)."""
+    print(f"{_passes} passed, {_failures} failed")
+    sys.exit(1 if _failures or not _passes else 0)
+
+
+def tmpdir(prefix="pushprof-test-"):
+    d = tempfile.mkdtemp(prefix=prefix)
+    return d
+
+
+def run(args, timeout=60, env=None, input=None, check_rc=None):
+    """Run a command; returns CompletedProcess with text stdout/stderr."""
+    e = dict(os.environ)
+    if env:
+        e.update(env)
+    p = subprocess.run(args, capture_output=True, text=True, timeout=timeout,
+                       env=e, input=input)
+    if check_rc is not None and p.returncode != check_rc:
+        raise RuntimeError(f"{args} exited {p.returncode}, want {check_rc}\n"
+                           f"stdout: {p.stdout}\nstderr: {p.stderr}")
+    return p
+
+
+def pushprof(*args, **kw):
+    return run([PUSHPROF, *args], **kw)
+
+
+def go_env():
+    cache = os.path.join(BUILD_DIR, "go-cache")
+    os.makedirs(cache, exist_ok=True)
+    return {"GOCACHE": os.path.abspath(cache), "GOPATH": os.path.abspath(cache + "/gopath"),
+            "GO111MODULE": "off", "GOFLAGS": "", "HOME": os.environ.get("HOME", "/root")}
+
+
+def go_build(src, out, flags=()):
+    """Build a single-file Go workload (golang-go from Debian)."""
+    run(["go", "build", *flags, "-o", out, src], timeout=300, env=go_env(), check_rc=0)
+    return out
+
+
+def pprof(*args, timeout=120):
+    """`go tool pprof` with the given args; returns stdout (raises on error)."""
+    p = run(["go", "tool", "pprof", *args], timeout=timeout, env=go_env())
+    if p.returncode != 0:
+        raise RuntimeError(f"go tool pprof {args} failed: {p.stderr}")
+    return p.stdout
+
+
+def have(prog):
+    return shutil.which(prog) is not None
