@@ -1,0 +1,69 @@
+/*
+ * procinfo.h - what the agent reads about a process from /proc.
+ *
+ * Everything under /proc is hostile input: a process can exit between two
+ * reads, a pid can be reused, names can hold any byte. Functions return
+ * -ENOENT (-ESRCH) when the process is gone and never trust a length they
+ * did not bound.
+ */
+#ifndef PUSHPROF_PROCINFO_H
+#define PUSHPROF_PROCINFO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "err.h"
+
+struct proc_map {
+	uint64_t start, end, offset;
+	uint64_t inode;
+	uint32_t dev_major, dev_minor;
+	char perms[5];		/* "r-xp" */
+	char *path;		/* "" for anonymous; "[vdso]" etc. kept as is */
+};
+
+struct proc_maps {
+	struct proc_map *v;
+	size_t n;
+};
+
+/* /proc/PID/maps, sorted by start as the kernel writes it. */
+int proc_maps_read(pid_t pid, struct proc_maps *out, struct pp_err *err);
+void proc_maps_free(struct proc_maps *m);
+/* The mapping holding addr, or NULL. */
+const struct proc_map *proc_maps_find(const struct proc_maps *m, uint64_t addr);
+/*
+ * Load bias of the file mapped at path: the runtime address minus the ELF
+ * virtual address, i.e. (map.start - map.offset) of its lowest mapping
+ * when the first PT_LOAD has p_offset == p_vaddr alignment as usual.
+ * Callers with the ELF at hand should prefer proc_map_bias() below.
+ */
+const struct proc_map *proc_maps_first_of(const struct proc_maps *m, const char *path);
+/* bias = map->start - map->offset - (load_vaddr - load_offset) for the
+ * PT_LOAD segment whose file offset range holds map->offset. */
+uint64_t proc_map_bias(const struct proc_map *map, uint64_t seg_vaddr, uint64_t seg_offset);
+
+/* /proc/PID/comm without the newline (at most 15 bytes). */
+int proc_comm(pid_t pid, char *buf, size_t len);
+/* readlink /proc/PID/exe; " (deleted)" suffix kept. */
+int proc_exe(pid_t pid, char *buf, size_t len);
+/*
+ * The cgroup path for labels: the v2 "0::" line when present, else the v1
+ * line whose controllers include `cpu` (or `memory` when controller says so).
+ * controller NULL -> the default order above.
+ */
+int proc_cgroup(pid_t pid, const char *controller, char *buf, size_t len);
+/* Every line of /proc/PID/cgroup as "controllers:path" calls of cb. */
+int proc_cgroup_each(pid_t pid, int (*cb)(const char *ctrls, const char *path, void *arg),
+		     void *arg);
+/* Start time in clock ticks since boot (field 22 of /proc/PID/stat):
+ * with the pid it identifies a process across pid reuse. */
+int proc_start_time(pid_t pid, uint64_t *ticks);
+/* tgid from /proc/PID/status (for thread ids). */
+int proc_tgid(pid_t pid, pid_t *tgid);
+/* Path under /proc/PID/root for a file named in the process's mount namespace. */
+int proc_root_path(pid_t pid, const char *path, char *buf, size_t len);
+
+#endif
