@@ -715,18 +715,24 @@ static void fmt_duration(uint64_t ns, char *buf, size_t sz)
 	}
 }
 
+/* The exact unit with the smallest number: 4MiB, 10GB, 4096 -> 4KiB, 1000 -> 1KB. */
 static void fmt_size(uint64_t b, char *buf, size_t sz)
 {
-	static const char *u[] = { "TiB", "GiB", "MiB", "KiB" };
+	static const struct { const char *u; uint64_t mult; } units[] = {
+		{ "TiB", 1ull << 40 }, { "GiB", 1ull << 30 }, { "MiB", 1ull << 20 },
+		{ "KiB", 1ull << 10 }, { "TB", 1000000000000ull }, { "GB", 1000000000ull },
+		{ "MB", 1000000ull }, { "KB", 1000ull },
+	};
+	const char *best = "";
+	uint64_t q = b;
 
-	for (int i = 0; i < 4 && b; i++) {
-		uint64_t m = 1ull << (10 * (4 - i));
-		if (b % m == 0) {
-			snprintf(buf, sz, "%" PRIu64 "%s", b / m, u[i]);
-			return;
+	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]) && b; i++) {
+		if (b % units[i].mult == 0 && b / units[i].mult < q) {
+			q = b / units[i].mult;
+			best = units[i].u;
 		}
 	}
-	snprintf(buf, sz, "%" PRIu64, b);
+	snprintf(buf, sz, "%" PRIu64 "%s", q, best);
 }
 
 /* ------------------------------------------------------------------ */
@@ -1104,7 +1110,7 @@ static int label_map(struct ctx *x, const struct ynode *v, const char *path,
 		return errat(x, v, "%s: more than %u entries", path, MAX_MAP_ENTRIES);
 	for (size_t i = 0; i + 1 < v->n; i += 2) {
 		const struct ynode *k = v->kids[i], *val = v->kids[i + 1];
-		char *name, *value;
+		char *name, *value = NULL;
 
 		rc = check_key(x, v, i, path);
 		if (rc)
