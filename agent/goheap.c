@@ -755,7 +755,7 @@ int goheap_to_pprof(const struct go_heap *h, const struct gobin *g, enum goheap_
 	}
 	if (g->text_limit > g->text_start) {
 		const char *bid = g->gnu_build_id[0] ? g->gnu_build_id : g->go_build_id;
-		bool lines = g->has_symtab || g->vars.source != GOBIN_VARS_NONE;
+		bool lines = g->has_pclntab;
 		b.mapping = pprof_mapping(b.p, g->text_start, g->text_limit,
 					  g->text_offset + (g->text_start - (g->text_vaddr + g->bias)),
 					  g->exe, bid, true, lines);
