@@ -366,14 +366,16 @@ static void vars_from_symtab(struct gobin *g)
 /*
  * RIP-relative moves between a register and a global, the way the Go
  * compiler reads and writes package variables: "MOV r32, [rip+disp32]"
- * (8B /r, no REX.W), "MOV r64, [rip+disp32]" (REX.W 8B /r) and
- * "MOV [rip+disp32], r64" (REX.W 89 /r). Instruction boundaries are not
+ * (8B /r, no REX.W), "MOV r64, [rip+disp32]" (REX.W 8B /r),
+ * "MOV [rip+disp32], r64" (REX.W 89 /r) and "LEA r64, [rip+disp32]"
+ * (REX.W 8D /r, the address taken for an atomic store). Instruction boundaries are not
  * known, so every byte offset is tried; spurious matches are removed by
  * intersecting the targets over several functions that all use the
  * variable, by requiring an aligned address in a writable data section, and
  * finally by checking the live value.
  */
-enum { LOAD32 = GOBIN_LOAD32, LOAD64 = GOBIN_LOAD64, STORE64 = GOBIN_STORE64 };
+enum { LOAD32 = GOBIN_LOAD32, LOAD64 = GOBIN_LOAD64, STORE64 = GOBIN_STORE64,
+       LEA64 = GOBIN_LEA64 };
 
 struct targets {
 	uint64_t v[64];
@@ -400,7 +402,7 @@ static bool in_data(const struct gobin_impl *im, uint64_t a, unsigned size)
 void gobin_scan_moves(const uint8_t *code, size_t len, uint64_t addr, int kind,
 		      uint64_t *out, size_t *nout, size_t max)
 {
-	uint8_t opcode = kind == STORE64 ? 0x89 : 0x8B;
+	uint8_t opcode = kind == STORE64 ? 0x89 : kind == LEA64 ? 0x8D : 0x8B;
 	*nout = 0;
 	for (size_t i = 0; i + 7 <= len; i++) {
 		size_t op;	/* index of the opcode byte */
@@ -487,14 +489,18 @@ static uint64_t common_target(const struct gobin *g, const struct use *uses, siz
 
 static void vars_from_code(struct gobin *g)
 {
-	/* mbuckets.Load() in MemProfile and mProf_FlushLocked. */
+	/* mbuckets.Load() in MemProfile and mProf_FlushLocked, &mbuckets for
+	 * the atomic store in stkbucket. MemProfile is dead code (absent) in
+	 * programs that never read memory profiles. */
 	static const struct use mb[] = {
 		{"runtime.MemProfile", LOAD64}, {"runtime.mProf_FlushLocked", LOAD64},
+		{"runtime.stkbucket", LEA64},
 	};
 	/* mProfCycle.read() in MemProfile and the mProf_* hooks. */
 	static const struct use cy[] = {
 		{"runtime.MemProfile", LOAD32}, {"runtime.mProf_Flush", LOAD32},
 		{"runtime.mProf_PostSweep", LOAD32}, {"runtime.mProf_Malloc", LOAD32},
+		{"runtime.mProf_Free", LOAD32},
 	};
 	/* MemProfileRate: read by mallocgc and nextSample (inlined into
 	 * profilealloc), written by parsedebugvars (GODEBUG=memprofilerate). */
@@ -601,7 +607,7 @@ int gobin_read_mem(pid_t pid, uint64_t addr, void *buf, size_t len, struct pp_er
 		return pp_errf(err, -EFAULT, "pid %d: short read at 0x%" PRIx64, (int)pid, addr);
 	int e = errno;
 	if (e == ESRCH)
-		return pp_errf(err, -ESRCH, "pid %d: process is gone", (int)pid);
+		return pp_errf(err, -ESRCH, "pid %d: the process exited", (int)pid);
 	if (e == EPERM || e == EACCES)
 		return pp_errf(err, -e, "pid %d: not allowed to read its memory (%s)", (int)pid,
 			       strerror(e));
@@ -678,15 +684,45 @@ int gobin_attach(struct gobin *g, pid_t pid, struct pp_err *err)
 	return 0;
 }
 
+/* PF_KTHREAD in the flags field (9) of /proc/PID/stat. */
+static bool is_kernel_thread(pid_t pid)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = '\0';
+	char *p = strrchr(buf, ')');
+	unsigned long flags = 0;
+	char state;
+	if (!p || sscanf(p + 1, " %c %*d %*d %*d %*d %*d %lu", &state, &flags) != 2)
+		return false;
+	return state != 'Z' && state != 'X' && (flags & 0x00200000UL);
+}
+
 int gobin_open_pid(pid_t pid, struct gobin **out, struct pp_err *err)
 {
 	char path[64], exe[4096];
 	int rc;
 	*out = NULL;
+	snprintf(path, sizeof(path), "/proc/%d", (int)pid);
+	if (pid <= 0 || access(path, F_OK) != 0)
+		return pp_errf(err, -ESRCH, "pid %d: no such process", (int)pid);
 	snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
 	rc = proc_exe(pid, exe, sizeof(exe));
-	if (rc == -ESRCH || (rc && access(path, F_OK) && errno == ENOENT))
-		return pp_errf(err, -ESRCH, "pid %d: no such process", (int)pid);
+	if (rc == -ESRCH) {
+		/* /proc/PID is there but has no executable: a kernel thread, or
+		 * a process exiting right now. */
+		if (is_kernel_thread(pid))
+			return pp_errf(err, -ENOEXEC, "pid %d: not a Go program (a kernel thread)",
+				       (int)pid);
+		return pp_errf(err, -ESRCH, "pid %d: no such process (it exited)", (int)pid);
+	}
 	if (rc)
 		return pp_errf(err, rc, "pid %d: cannot read /proc/%d/exe: %s", (int)pid, (int)pid,
 			       strerror(-rc));

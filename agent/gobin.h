@@ -126,7 +126,7 @@ int gobin_read_mem(pid_t pid, uint64_t addr, void *buf, size_t len, struct pp_er
  * The targets of RIP-relative register moves found at every byte offset of
  * code (at link-time address addr), at most max. Exposed for tests.
  */
-enum { GOBIN_LOAD32, GOBIN_LOAD64, GOBIN_STORE64 };
+enum { GOBIN_LOAD32, GOBIN_LOAD64, GOBIN_STORE64, GOBIN_LEA64 };
 void gobin_scan_moves(const uint8_t *code, size_t len, uint64_t addr, int kind,
 		      uint64_t *out, size_t *nout, size_t max);
 
