@@ -327,6 +327,26 @@ static void memrec_from(struct go_memrec *m, const uint64_t *w)
 	m->free_bytes = w[3];
 }
 
+/* A loop was found: keep each bucket once (the list repeats from the
+ * first bucket seen twice on). */
+static void drop_repeats(struct go_heap *h)
+{
+	struct u64map seen;
+	if (u64map_init(&seen, h->n))
+		return;
+	for (size_t i = 0; i < h->n; i++) {
+		if (u64map_get(&seen, h->buckets[i].addr, NULL) ||
+		    u64map_put(&seen, h->buckets[i].addr, 1)) {
+			for (size_t j = i; j < h->n; j++)
+				if (h->buckets[j].truncated)
+					h->truncated_stacks--;
+			h->n = i;
+			break;
+		}
+	}
+	u64map_free(&seen);
+}
+
 int goheap_read(pid_t pid, const struct gobin *g, uint32_t max_buckets, uint32_t max_depth,
 		struct go_heap *h, struct pp_err *err)
 {
@@ -352,17 +372,25 @@ int goheap_read(pid_t pid, const struct gobin *g, uint32_t max_buckets, uint32_t
 		max_buckets = 1;
 
 	struct reader rd = {.pid = pid};
-	struct u64map seen;
-	if (u64map_init(&seen, max_buckets < (1u << 20) ? max_buckets : (1u << 20)))
-		return -ENOMEM;
 	size_t maxrec = BUCKET_HDR + 8 * GOHEAP_NSTK_LIMIT + MEMREC_BYTES;
 	uint64_t *buf = malloc(maxrec);
-	if (!buf) {
-		u64map_free(&seen);
+	if (!buf)
 		return -ENOMEM;
-	}
+	/* Loops: Brent's cycle detection costs nothing per bucket; once it
+	 * fires, the repeated tail is cut exactly (drop_repeats). */
+	uint64_t saved = 0, power = 1, lam = 0;
 	rc = 0;
 	for (uint64_t b = head; b;) {
+		if (b == saved) {
+			drop_repeats(h);
+			goheap_set_incomplete(h, "the bucket list loops (at 0x%" PRIx64 ")", b);
+			break;
+		}
+		if (++lam == power) {
+			saved = b;
+			power <<= 1;
+			lam = 0;
+		}
 		if (h->n >= max_buckets) {
 			goheap_set_incomplete(h, "more than go_heap.max_buckets (%" PRIu32
 					      ") buckets: the rest were not read", max_buckets);
@@ -372,12 +400,6 @@ int goheap_read(pid_t pid, const struct gobin *g, uint32_t max_buckets, uint32_t
 			goheap_set_incomplete(h, "misaligned bucket pointer 0x%" PRIx64, b);
 			break;
 		}
-		if (u64map_get(&seen, b, NULL)) {
-			goheap_set_incomplete(h, "the bucket list loops at 0x%" PRIx64, b);
-			break;
-		}
-		if ((rc = u64map_put(&seen, b, 1)))
-			break;
 		int r = rread(&rd, b, buf, BUCKET_HDR + MEMREC_BYTES);
 		if (!r) {
 			uint64_t typ = buf[2], nstk = buf[5];
@@ -430,7 +452,6 @@ int goheap_read(pid_t pid, const struct gobin *g, uint32_t max_buckets, uint32_t
 	h->duration_ns = now_ns(CLOCK_MONOTONIC) - t0;
 	reader_free(&rd);
 	free(buf);
-	u64map_free(&seen);
 	if (rc) {
 		goheap_free(h);
 		if (rc == -ENOMEM)
@@ -653,6 +674,14 @@ static uint64_t raw_location(struct builder *b, uint64_t pc)
 	return pprof_location(b->p, b->mapping, pc - 1, NULL, 0);
 }
 
+static inline bool same_pcs(const uint64_t *a, const uint64_t *b, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++)
+		if (a[i] != b[i])
+			return false;
+	return true;
+}
+
 /* profileBuilder.appendLocsForStack */
 static int locs_for_stack(struct builder *b, const uint64_t *stk, uint32_t n, uint64_t *locs,
 			  size_t *nlocs)
@@ -676,7 +705,7 @@ static int locs_for_stack(struct builder *b, const uint64_t *stk, uint32_t n, ui
 				locs[(*nlocs)++] = id;
 			if (rc)
 				return rc;
-			if (l->npcs <= n - i && !memcmp(l->pcs, stk + i, l->npcs * sizeof(uint64_t))) {
+			if (l->npcs <= n - i && same_pcs(l->pcs, stk + i, l->npcs)) {
 				locs[(*nlocs)++] = l->id;
 				i += l->npcs;
 				continue;

@@ -117,6 +117,8 @@ static int cmd_bench(pid_t pid, int iters, uint32_t max_buckets)
 	}
 	double attach = ms(&t0, &t1);
 	double *rd = calloc((size_t)iters, sizeof(double)), *sn = calloc((size_t)iters, sizeof(double));
+	double *rdc = calloc((size_t)iters, sizeof(double)), *snc = calloc((size_t)iters, sizeof(double));
+	struct timespec c0, c1;
 	size_t buckets = 0, samples = 0, len = 0;
 	uint64_t reads = 0;
 	bool complete = false;
@@ -124,8 +126,11 @@ static int cmd_bench(pid_t pid, int iters, uint32_t max_buckets)
 		struct go_heap h;
 		goheap_init(&h);
 		clock_gettime(CLOCK_MONOTONIC, &t0);
+		clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
 		rc = goheap_read(pid, g, max_buckets, 128, &h, &err);
+		clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
 		clock_gettime(CLOCK_MONOTONIC, &t1);
+		rdc[i] = ms(&c0, &c1);
 		if (rc) {
 			printf("read rc=%d msg=%s\n", rc, err.msg);
 			return 1;
@@ -141,8 +146,11 @@ static int cmd_bench(pid_t pid, int iters, uint32_t max_buckets)
 						 .max_buckets = max_buckets, .max_depth = 128,
 						 .trigger = "on_demand", .node = "bench"};
 		clock_gettime(CLOCK_MONOTONIC, &t0);
+		clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
 		rc = goheap_snapshot(pid, g, &o, &s, &err);
+		clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
 		clock_gettime(CLOCK_MONOTONIC, &t1);
+		snc[i] = ms(&c0, &c1);
 		if (rc) {
 			printf("snapshot rc=%d msg=%s\n", rc, err.msg);
 			return 1;
@@ -155,15 +163,20 @@ static int cmd_bench(pid_t pid, int iters, uint32_t max_buckets)
 	}
 	qsort(rd, (size_t)iters, sizeof(double), dcmp);
 	qsort(sn, (size_t)iters, sizeof(double), dcmp);
+	qsort(rdc, (size_t)iters, sizeof(double), dcmp);
+	qsort(snc, (size_t)iters, sizeof(double), dcmp);
 	struct rusage ru;
 	getrusage(RUSAGE_SELF, &ru);
 	printf("buckets=%zu complete=%d remote_reads=%" PRIu64 " samples=%zu pprof_gz_bytes=%zu "
 	       "attach_ms=%.2f read_ms_min=%.2f read_ms_median=%.2f snapshot_ms_min=%.2f "
-	       "snapshot_ms_median=%.2f peak_rss_kb=%ld\n",
+	       "snapshot_ms_median=%.2f read_cpu_ms_min=%.2f snapshot_cpu_ms_min=%.2f "
+	       "peak_rss_kb=%ld\n",
 	       buckets, complete, reads, samples, len, attach, rd[0], rd[iters / 2], sn[0],
-	       sn[iters / 2], ru.ru_maxrss);
+	       sn[iters / 2], rdc[0], snc[0], ru.ru_maxrss);
 	free(rd);
 	free(sn);
+	free(rdc);
+	free(snc);
 	gobin_free(g);
 	return 0;
 }
