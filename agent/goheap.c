@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/uio.h>
 #include <time.h>
+#include <zlib.h>
 
 #include "pprof.h"
 #include "procinfo.h"
@@ -888,6 +889,55 @@ int goheap_series_labels(pid_t pid, const struct gobin *g, const char *node,
 	return 0;
 }
 
+/*
+ * Encode and gzip at level 1 (gzip.BestSpeed), as runtime/pprof does for
+ * its own profiles: on a 100,000-bucket heap, level 6 costs more than
+ * reading and building together, for ~15% smaller output.
+ */
+static int encode_fast(const struct pprof *p, uint8_t **gz, size_t *gzlen, struct pp_err *err)
+{
+	uint8_t *raw = NULL, *buf = NULL;
+	size_t len = 0;
+	z_stream zs;
+	int rc = pprof_encode(p, false, &raw, &len, err);
+	if (rc)
+		return rc;
+	memset(&zs, 0, sizeof(zs));
+	rc = -ENOMEM;
+	if (len > UINT32_MAX) {
+		rc = pp_errf(err, -E2BIG, "profile of %zu bytes too large", len);
+		goto out;
+	}
+	if (deflateInit2(&zs, Z_BEST_SPEED, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
+		pp_errf(err, rc, "gzip: deflateInit failed");
+		goto out;
+	}
+	size_t cap = deflateBound(&zs, len);
+	if (!(buf = malloc(cap))) {
+		deflateEnd(&zs);
+		pp_errf(err, rc, "gzip: out of memory");
+		goto out;
+	}
+	zs.next_in = raw;
+	zs.avail_in = (uInt)len;
+	zs.next_out = buf;
+	zs.avail_out = (uInt)cap;
+	if (deflate(&zs, Z_FINISH) != Z_STREAM_END) {
+		deflateEnd(&zs);
+		rc = pp_errf(err, -EIO, "gzip: deflate failed");
+		goto out;
+	}
+	*gzlen = zs.total_out;
+	deflateEnd(&zs);
+	*gz = buf;
+	buf = NULL;
+	rc = 0;
+out:
+	free(buf);
+	free(raw);
+	return rc;
+}
+
 int goheap_snapshot(pid_t pid, const struct gobin *g, const struct goheap_snapshot_opts *o,
 		    struct goheap_snapshot *out, struct pp_err *err)
 {
@@ -902,18 +952,19 @@ int goheap_snapshot(pid_t pid, const struct gobin *g, const struct goheap_snapsh
 		return rc;
 	if ((rc = goheap_to_pprof(&h, g, o->view, &p, err)))
 		goto out;
-	if ((rc = pprof_encode(p, true, &out->gz, &out->len, err)))
-		goto out;
-	if ((rc = goheap_series_labels(pid, g, o->node, o->trigger, o->view, o->external,
-				       &out->labels, err)))
-		goto out;
 	out->buckets = h.n;
-	out->samples = pprof_sample_count(p);
 	out->complete = h.complete;
 	memcpy(out->incomplete_reason, h.incomplete_reason, sizeof(out->incomplete_reason));
 	out->truncated_stacks = h.truncated_stacks;
 	out->rate = h.rate;
 	out->read_ns = h.duration_ns;
+	goheap_free(&h);	/* before encoding: the two are the peak */
+	if ((rc = encode_fast(p, &out->gz, &out->len, err)))
+		goto out;
+	if ((rc = goheap_series_labels(pid, g, o->node, o->trigger, o->view, o->external,
+				       &out->labels, err)))
+		goto out;
+	out->samples = pprof_sample_count(p);
 	out->total_ns = now_ns(CLOCK_MONOTONIC) - t0;
 out:
 	if (rc)

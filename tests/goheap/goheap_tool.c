@@ -140,6 +140,8 @@ static int cmd_bench(pid_t pid, int iters, uint32_t max_buckets)
 		reads = h.remote_reads;
 		goheap_free(&h);
 	}
+	struct rusage ru_read;
+	getrusage(RUSAGE_SELF, &ru_read);
 	for (int i = 0; i < iters; i++) {
 		struct goheap_snapshot s;
 		struct goheap_snapshot_opts o = {.view = GOHEAP_VIEW_RUNTIME,
@@ -170,9 +172,9 @@ static int cmd_bench(pid_t pid, int iters, uint32_t max_buckets)
 	printf("buckets=%zu complete=%d remote_reads=%" PRIu64 " samples=%zu pprof_gz_bytes=%zu "
 	       "attach_ms=%.2f read_ms_min=%.2f read_ms_median=%.2f snapshot_ms_min=%.2f "
 	       "snapshot_ms_median=%.2f read_cpu_ms_min=%.2f snapshot_cpu_ms_min=%.2f "
-	       "peak_rss_kb=%ld\n",
+	       "peak_rss_kb_after_reads=%ld peak_rss_kb=%ld\n",
 	       buckets, complete, reads, samples, len, attach, rd[0], rd[iters / 2], sn[0],
-	       sn[iters / 2], rdc[0], snc[0], ru.ru_maxrss);
+	       sn[iters / 2], rdc[0], snc[0], ru_read.ru_maxrss, ru.ru_maxrss);
 	free(rd);
 	free(sn);
 	free(rdc);

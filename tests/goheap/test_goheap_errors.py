@@ -107,7 +107,7 @@ with ghlib.Workload(binary, [], os.path.join(tmp, "ready")) as w:
 
 # Exit before the read: attached, then SIGKILLed, then goheap_read().
 many = ghlib.build("many", tmp, "plain")
-w = ghlib.Workload(many, ["16", os.path.join(tmp, "many-own.pb.gz")],
+w = ghlib.Workload(many, ["65536", os.path.join(tmp, "many-own.pb.gz")],
                    os.path.join(tmp, "ready"), env={"PP_MEMPROFILERATE": "1"})
 r = pptest.run([ghlib.TOOL, "kill-then-read", str(w.pid)])
 w.stop()
@@ -119,7 +119,7 @@ check(r.returncode == 0 and "rc=-3 " in r.stdout and "exited" in r.stdout,
 outcomes = {}
 random.seed(4)
 for i in range(6):
-    w = ghlib.Workload(many, ["16", os.path.join(tmp, "many-own.pb.gz")],
+    w = ghlib.Workload(many, ["65536", os.path.join(tmp, "many-own.pb.gz")],
                        os.path.join(tmp, "ready"), env={"PP_MEMPROFILERATE": "1"})
     o = os.path.join(tmp, f"race{i}.pb.gz")
     sp = subprocess.Popen([pptest.PUSHPROF, "snapshot", "--pid", str(w.pid), "--output", o,
