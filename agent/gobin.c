@@ -558,10 +558,14 @@ int gobin_open(const char *path, struct gobin **out, struct pp_err *err)
 		gobin_free(g);
 		return pp_errf(err, -ENOEXEC, "%s: not an ELF file", path);
 	}
-	if (eh.e_machine != EM_X86_64 || gelf_getclass(g->impl->elf) != ELFCLASS64) {
+	/* The bucket layout is the same on arm64; decoding instructions for
+	 * stripped binaries is amd64 only. */
+	if ((eh.e_machine != EM_X86_64 && eh.e_machine != EM_AARCH64) ||
+	    gelf_getclass(g->impl->elf) != ELFCLASS64 ||
+	    eh.e_ident[EI_DATA] != ELFDATA2LSB) {
 		gobin_free(g);
-		return pp_errf(err, -ENOEXEC, "%s: not an x86-64 ELF (machine %u)", path,
-			       (unsigned)eh.e_machine);
+		return pp_errf(err, -ENOEXEC, "%s: not a 64-bit little-endian x86-64/arm64 ELF "
+			       "(machine %u)", path, (unsigned)eh.e_machine);
 	}
 	g->pie = eh.e_type == ET_DYN;
 	if ((rc = load_sections(g->impl, err)) || (rc = load_text(g, err))) {
@@ -586,7 +590,8 @@ int gobin_open(const char *path, struct gobin **out, struct pp_err *err)
 	}
 	vars_from_symtab(g);
 	if (g->vars.source == GOBIN_VARS_NONE)
-		vars_from_code(g);
+		if (eh.e_machine == EM_X86_64)
+			vars_from_code(g);
 	*out = g;
 	return 0;
 }

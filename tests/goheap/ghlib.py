@@ -1,8 +1,10 @@
 """Helpers shared by the Go heap tests: build the Go workloads, run them
 until they signal readiness, and compare heap profiles per function through
 `go tool pprof` (a parser this project did not write)."""
+import atexit
 import os
 import re
+import shutil
 import signal
 import subprocess
 import time
@@ -19,6 +21,14 @@ VARIANTS = {
     "stripped": ("-ldflags=-s -w",),
     "stripped-pie": ("-ldflags=-s -w", "-buildmode=pie"),
 }
+
+
+def tmpdir(prefix):
+    """A temp dir removed when the test ends (kept with PUSHPROF_KEEP_TMP=1)."""
+    d = pptest.tmpdir(prefix)
+    if not os.environ.get("PUSHPROF_KEEP_TMP"):
+        atexit.register(shutil.rmtree, d, True)
+    return d
 
 
 def build(name, outdir, variant="plain"):

@@ -13,7 +13,7 @@ import ghlib  # noqa: E402
 import pptest  # noqa: E402
 from pptest import check, done  # noqa: E402
 
-tmp = pptest.tmpdir("pushprof-gobin-")
+tmp = ghlib.tmpdir("pushprof-gobin-")
 
 
 def vars_of(path):

@@ -16,7 +16,7 @@ import ghlib  # noqa: E402
 import pptest  # noqa: E402
 from pptest import check, done  # noqa: E402
 
-tmp = pptest.tmpdir("pushprof-goheap-err-")
+tmp = ghlib.tmpdir("pushprof-goheap-err-")
 out = os.path.join(tmp, "out.pb.gz")
 
 

@@ -12,7 +12,7 @@ import ghlib  # noqa: E402
 import pptest  # noqa: E402
 from pptest import check, done  # noqa: E402
 
-tmp = pptest.tmpdir("pushprof-goheap-hostile-")
+tmp = ghlib.tmpdir("pushprof-goheap-hostile-")
 binary = ghlib.build("truth", tmp, "plain")
 r = pptest.run([ghlib.TOOL, "vars", binary])
 v = dict(kv.split("=", 1) for kv in r.stdout.split())

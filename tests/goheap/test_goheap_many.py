@@ -9,7 +9,7 @@ import ghlib  # noqa: E402
 import pptest  # noqa: E402
 from pptest import check, done  # noqa: E402
 
-tmp = pptest.tmpdir("pushprof-goheap-many-")
+tmp = ghlib.tmpdir("pushprof-goheap-many-")
 binary = ghlib.build("many", tmp, "plain")
 own = os.path.join(tmp, "own.pb.gz")
 snap = os.path.join(tmp, "snap.pb.gz")

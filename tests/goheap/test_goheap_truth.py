@@ -16,7 +16,7 @@ import ghlib  # noqa: E402
 import pptest  # noqa: E402
 from pptest import check, done  # noqa: E402
 
-tmp = pptest.tmpdir("pushprof-goheap-truth-")
+tmp = ghlib.tmpdir("pushprof-goheap-truth-")
 RATES = (("default", None, 524288), ("rate1", "1", 1))
 
 for variant in ghlib.VARIANTS:
