@@ -15,6 +15,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -199,8 +200,31 @@ static int cmd_enable(pid_t pid)
 	return 0;
 }
 
+/* stdin: "count size rate" lines -> "count size rate c s c_glibc s_glibc" */
+static int cmd_scale(void)
+{
+	long long c, s, r;
+	while (scanf("%lld %lld %lld", &c, &s, &r) == 3) {
+		int64_t oc, os, gc = 0, gs = 0;
+		goheap_scale_heap_sample(c, s, r, &oc, &os);
+		if (c && s && r > 1) {
+			double sc = 1 / (1 - exp(-((double)s / (double)c) / (double)r));
+			gc = (int64_t)((double)c * sc);
+			gs = (int64_t)((double)s * sc);
+		} else {
+			gc = c && s ? c : 0;
+			gs = c && s ? s : 0;
+		}
+		printf("%lld %lld %lld %lld %lld %lld %lld\n", c, s, r, (long long)oc,
+		       (long long)os, (long long)gc, (long long)gs);
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
+	if (argc >= 2 && !strcmp(argv[1], "scale"))
+		return cmd_scale();
 	if (argc >= 3 && !strcmp(argv[1], "vars"))
 		return cmd_vars(argv[2]);
 	if (argc >= 3 && !strcmp(argv[1], "kill-then-read"))
