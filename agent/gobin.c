@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -643,6 +644,23 @@ static int verify_live(struct gobin *g, struct pp_err *err)
 	return 0;
 }
 
+/* Not gone, not a zombie (an exiting process has no mappings left). */
+static bool proc_alive(pid_t pid)
+{
+	char path[64], buf[512];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = '\0';
+	char *p = strrchr(buf, ')');
+	return p && p[1] == ' ' && p[2] != 'Z' && p[2] != 'X';
+}
+
 int gobin_attach(struct gobin *g, pid_t pid, struct pp_err *err)
 {
 	struct proc_maps maps = {0};
@@ -652,7 +670,13 @@ int gobin_attach(struct gobin *g, pid_t pid, struct pp_err *err)
 	const struct proc_map *text = NULL;
 	for (size_t i = 0; i < maps.n; i++) {
 		const struct proc_map *m = &maps.v[i];
-		if (m->perms[2] != 'x' || m->inode != (uint64_t)g->impl->st_ino)
+		/* Same file: device and inode, or (overlayfs reports the lower
+		 * layer's in maps) the executable's path. */
+		bool same = (m->inode == (uint64_t)g->impl->st_ino &&
+			     m->dev_major == major(g->impl->st_dev) &&
+			     m->dev_minor == minor(g->impl->st_dev)) ||
+			    (g->exe && m->path && !strcmp(m->path, g->exe));
+		if (m->perms[2] != 'x' || !same)
 			continue;
 		if (m->offset <= g->text_offset + (g->text_memsz ? g->text_memsz - 1 : 0) &&
 		    m->offset + (m->end - m->start) > g->text_offset) {
@@ -662,6 +686,8 @@ int gobin_attach(struct gobin *g, pid_t pid, struct pp_err *err)
 	}
 	if (!text) {
 		proc_maps_free(&maps);
+		if (!proc_alive(pid))
+			return pp_errf(err, -ESRCH, "pid %d: the process exited", (int)pid);
 		return pp_errf(err, -ENOENT, "pid %d: %s is not mapped executable", (int)pid,
 			       g->exe);
 	}

@@ -401,9 +401,11 @@ int goheap_read(pid_t pid, const struct gobin *g, uint32_t max_buckets, uint32_t
 			goheap_set_incomplete(h, "misaligned bucket pointer 0x%" PRIx64, b);
 			break;
 		}
+		uint64_t nstk = 0;
 		int r = rread(&rd, b, buf, BUCKET_HDR + MEMREC_BYTES);
 		if (!r) {
-			uint64_t typ = buf[2], nstk = buf[5];
+			uint64_t typ = buf[2];
+			nstk = buf[5];
 			if (typ != 1) {
 				goheap_set_incomplete(h, "bucket 0x%" PRIx64 " has type %" PRIu64
 						      ", not a memory profile bucket", b, typ);
@@ -436,7 +438,7 @@ int goheap_read(pid_t pid, const struct gobin *g, uint32_t max_buckets, uint32_t
 					      strerror(-r));
 			break;
 		}
-		uint32_t nstk = (uint32_t)buf[5];
+		/* nstk as checked above: the second read may see other bytes. */
 		const uint64_t *stk = buf + 6;
 		const uint64_t *mr = stk + nstk;
 		struct go_memrec active, fut[3];
@@ -444,8 +446,8 @@ int goheap_read(pid_t pid, const struct gobin *g, uint32_t max_buckets, uint32_t
 		for (int i = 0; i < 3; i++)
 			memrec_from(&fut[i], mr + 4 * (i + 1));
 		bool trunc = nstk > max_depth;
-		if ((rc = goheap_add_bucket(h, b, buf[4], stk, trunc ? max_depth : nstk, trunc,
-					    &active, fut)))
+		if ((rc = goheap_add_bucket(h, b, buf[4], stk, trunc ? max_depth : (uint32_t)nstk,
+					    trunc, &active, fut)))
 			break;
 		b = buf[1];
 	}
@@ -632,9 +634,16 @@ void goheap_scale_heap_sample(int64_t count, int64_t size, int64_t rate, int64_t
  * address), whether that frame is inlined, all frames (for the final
  * expansion), and whether FuncForPC(pc) is a runtime function. */
 struct pcinfo {
-	struct gobin_frame fr[MAX_INLINE];
+	struct gobin_frame *fr;		/* nfr frames, in the builder's frame pool */
 	uint32_t nfr;
 	bool runtime_at_pc;
+};
+
+/* Frames of all PCs, in chunks that never move. */
+struct frame_chunk {
+	struct frame_chunk *next;
+	size_t used;
+	struct gobin_frame v[4096];
 };
 
 struct loccache {
@@ -656,19 +665,40 @@ struct builder {
 	struct loccache *locs;
 	size_t nlocs, caplocs;
 	struct go_heap pool;		/* arena for location pc lists */
+	struct frame_chunk *frames;
 	/* the deck: pcs merged into one location (inlining) */
 	uint64_t dpcs[MAX_INLINE];
 	struct gobin_frame dfr[MAX_INLINE];
 	bool dinl[MAX_INLINE];
 	uint32_t nd;
-	const struct pcinfo *dlast;	/* pcinfo of the last pc in the deck */
+	int64_t dlast;			/* index in pcs of the last pc in the deck, -1 */
 };
 
-static const struct pcinfo *pc_info(struct builder *b, uint64_t pc)
+static struct gobin_frame *frames_alloc(struct builder *b, size_t n)
+{
+	struct frame_chunk *c = b->frames;
+	if (!c || 4096 - c->used < n) {
+		if (!(c = malloc(sizeof(*c))))
+			return NULL;
+		c->used = 0;
+		c->next = b->frames;
+		b->frames = c;
+	}
+	struct gobin_frame *f = c->v + c->used;
+	c->used += n;
+	return f;
+}
+
+/* The pcinfo of pc (cached); *idx its index. Pointers into b->pcs are
+ * valid until the next call. */
+static const struct pcinfo *pc_info_idx(struct builder *b, uint64_t pc, uint32_t *idxp)
 {
 	uint32_t idx;
-	if (u64map_get(&b->pcmap, pc, &idx))
+	if (u64map_get(&b->pcmap, pc, &idx)) {
+		if (idxp)
+			*idxp = idx;
 		return &b->pcs[idx];
+	}
 	if (b->npcs == b->cappcs) {
 		size_t cap = b->cappcs ? b->cappcs * 2 : 256;
 		struct pcinfo *n = realloc(b->pcs, cap * sizeof(*n));
@@ -678,20 +708,33 @@ static const struct pcinfo *pc_info(struct builder *b, uint64_t pc)
 		b->cappcs = cap;
 	}
 	struct pcinfo *pi = &b->pcs[b->npcs];
-	pi->nfr = (uint32_t)gobin_symbolize(b->g, pc - 1, pi->fr, MAX_INLINE);
-	struct gobin_frame at[MAX_INLINE];
-	size_t nat = gobin_symbolize(b->g, pc, at, MAX_INLINE);
-	pi->runtime_at_pc = nat > 0 && !strncmp(at[0].function, "runtime.", 8);
+	struct gobin_frame fr[MAX_INLINE];
+	pi->nfr = (uint32_t)gobin_symbolize(b->g, pc - 1, fr, MAX_INLINE);
+	pi->fr = NULL;
+	if (pi->nfr) {
+		if (!(pi->fr = frames_alloc(b, pi->nfr)))
+			return NULL;
+		memcpy(pi->fr, fr, pi->nfr * sizeof(*fr));
+	}
+	size_t nat = gobin_symbolize(b->g, pc, fr, MAX_INLINE);
+	pi->runtime_at_pc = nat > 0 && !strncmp(fr[0].function, "runtime.", 8);
 	if (u64map_put(&b->pcmap, pc, (uint32_t)b->npcs))
 		return NULL;
+	if (idxp)
+		*idxp = (uint32_t)b->npcs;
 	b->npcs++;
 	return pi;
+}
+
+static const struct pcinfo *pc_info(struct builder *b, uint64_t pc)
+{
+	return pc_info_idx(b, pc, NULL);
 }
 
 /* pcDeck.tryAdd: merge pc into the pending location when the pending
  * frames are inlined into the same physical function. */
 static bool deck_try_add(struct builder *b, uint64_t pc, const struct gobin_frame *f,
-			 bool inlined, const struct pcinfo *pi)
+			 bool inlined, int64_t pcidx)
 {
 	if (b->nd) {
 		if (!b->dinl[b->nd - 1])	/* the last frame is physical */
@@ -708,7 +751,7 @@ static bool deck_try_add(struct builder *b, uint64_t pc, const struct gobin_fram
 	b->dfr[b->nd] = *f;
 	b->dinl[b->nd] = inlined;
 	b->nd++;
-	b->dlast = pi;
+	b->dlast = pcidx;
 	return true;
 }
 
@@ -730,9 +773,10 @@ static uint64_t deck_emit(struct builder *b, bool final, int *rc)
 	}
 	/* runtime_expandFinalInlineFrame: a stack that ends inside inlined
 	 * frames gets their callers from the last PC's full expansion. */
-	if (final && b->dinl[b->nd - 1] && b->dlast) {
-		for (uint32_t i = 1; i < b->dlast->nfr && nl < 2 * MAX_INLINE; i++) {
-			const struct gobin_frame *f = &b->dlast->fr[i];
+	if (final && b->dinl[b->nd - 1] && b->dlast >= 0) {
+		const struct pcinfo *last = &b->pcs[b->dlast];
+		for (uint32_t i = 1; i < last->nfr && nl < 2 * MAX_INLINE; i++) {
+			const struct gobin_frame *f = &last->fr[i];
 			uint64_t fid = pprof_function(b->p, f->function, f->function, f->file, 0);
 			if (!fid) {
 				*rc = -ENOMEM;
@@ -771,7 +815,7 @@ static uint64_t deck_emit(struct builder *b, bool final, int *rc)
 		b->nlocs++;
 	}
 	b->nd = 0;
-	b->dlast = NULL;
+	b->dlast = -1;
 	return id;
 }
 
@@ -798,27 +842,34 @@ static int locs_for_stack(struct builder *b, const uint64_t *stk, uint32_t n, ui
 	uint64_t id;
 	*nlocs = 0;
 	b->nd = 0;
-	b->dlast = NULL;
+	b->dlast = -1;
 	while (i < n) {
 		uint64_t pc = stk[i];
-		uint32_t li;
+		uint32_t li, pidx;
 		if (u64map_get(&b->locmap, pc, &li)) {
-			const struct loccache *l = &b->locs[li];
-			if (b->nd && deck_try_add(b, pc, &l->first, l->first_inlined, pc_info(b, pc))) {
-				i++;
-				continue;
+			if (b->nd) {
+				struct gobin_frame first = b->locs[li].first;
+				bool inl = b->locs[li].first_inlined;
+				if (!pc_info_idx(b, pc, &pidx))
+					return -ENOMEM;
+				if (deck_try_add(b, pc, &first, inl, pidx)) {
+					i++;
+					continue;
+				}
 			}
 			if ((id = deck_emit(b, false, &rc)))
 				locs[(*nlocs)++] = id;
 			if (rc)
 				return rc;
+			/* deck_emit may have grown b->locs: index again. */
+			const struct loccache *l = &b->locs[li];
 			if (l->npcs <= n - i && same_pcs(l->pcs, stk + i, l->npcs)) {
 				locs[(*nlocs)++] = l->id;
 				i += l->npcs;
 				continue;
 			}
 		}
-		const struct pcinfo *pi = pc_info(b, pc);
+		const struct pcinfo *pi = pc_info_idx(b, pc, &pidx);
 		if (!pi)
 			return -ENOMEM;
 		if (pi->nfr == 0) {
@@ -840,7 +891,9 @@ static int locs_for_stack(struct builder *b, const uint64_t *stk, uint32_t n, ui
 			i++;
 			continue;
 		}
-		if (deck_try_add(b, pc, &pi->fr[0], pi->nfr > 1, pi)) {
+		struct gobin_frame f0 = pi->fr[0];
+		bool inl = pi->nfr > 1;
+		if (deck_try_add(b, pc, &f0, inl, pidx)) {
 			i++;
 			continue;
 		}
@@ -848,7 +901,7 @@ static int locs_for_stack(struct builder *b, const uint64_t *stk, uint32_t n, ui
 			locs[(*nlocs)++] = id;
 		if (rc)
 			return rc;
-		deck_try_add(b, pc, &pi->fr[0], pi->nfr > 1, pi);	/* deck empty: succeeds */
+		deck_try_add(b, pc, &f0, inl, pidx);	/* deck empty: succeeds */
 		i++;
 	}
 	/* The last location may need the final inline expansion; it is not
@@ -863,7 +916,7 @@ int goheap_to_pprof(const struct go_heap *h, const struct gobin *g, enum goheap_
 		    struct pprof **out, struct pp_err *err)
 {
 	int rc = -ENOMEM;
-	struct builder b = {.g = g};
+	struct builder b = {.g = g, .dlast = -1};
 	uint64_t *locs = NULL;
 	char comment[320];
 
@@ -955,6 +1008,11 @@ fail:
 	u64map_free(&b.pcmap);
 	u64map_free(&b.locmap);
 	goheap_free(&b.pool);
+	while (b.frames) {
+		struct frame_chunk *c = b.frames->next;
+		free(b.frames);
+		b.frames = c;
+	}
 	return rc;
 }
 
