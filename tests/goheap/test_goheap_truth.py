@@ -60,6 +60,29 @@ for variant in ghlib.VARIANTS:
                 check(bool(newer), f"{tag}: latest includes allocations not yet published "
                       "(runtime/pprof.* while writing the profile)", str(sorted(fl)[:20]))
 
+# Before any GC: every sample is in the unpublished cycles; runtime.MemProfile
+# then adds them all (its "clear" case), and so must the runtime view.
+import signal  # noqa: E402
+import time  # noqa: E402
+
+binary = ghlib.build("nogc", tmp, "plain")
+own = os.path.join(tmp, "own-nogc.pb.gz")
+snap = os.path.join(tmp, "snap-nogc.pb.gz")
+ready = os.path.join(tmp, "ready-nogc")
+with ghlib.Workload(binary, [own], ready) as w:
+    r = pptest.pushprof("snapshot", "--pid", str(w.pid), "--output", snap)
+    w.p.send_signal(signal.SIGUSR1)
+    deadline = time.time() + 30
+    while not os.path.exists(ready + ".done") and time.time() < deadline:
+        time.sleep(0.02)
+if check(r.returncode == 0, "no GC yet: snapshot exits 0", r.stderr):
+    diffs = ghlib.compare(own, snap)
+    check(not diffs, "no GC yet: runtime view equals the program's own profile (all cycles)",
+          "; ".join(diffs[:8]))
+    fns = ghlib.per_function(snap, "inuse_space")
+    check(fns.get("main.grow", (0, 0))[0] > 0, "no GC yet: main.grow's memory is there",
+          str(fns))
+
 # --push: delivered with the series labels.
 from receiver import Receiver  # noqa: E402
 
