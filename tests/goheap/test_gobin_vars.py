@@ -69,6 +69,18 @@ for variant in ("stripped", "stripped-pie"):
                                            for k in ("mbuckets", "rate", "cycle")),
           f"norate/{variant}: variables located", str(v))
 
+# GNU build id (the Go linker writes one with -B), read against readelf.
+gnu = "0123456789abcdef0123456789abcdef01234567"
+out = os.path.join(tmp, "truth-gnu-build-id")
+pptest.go_build(os.path.join(ghlib.HERE, "truth.go"), out, (f"-ldflags=-B 0x{gnu}",))
+v = vars_of(out)
+re_out = pptest.run(["readelf", "-n", out]).stdout
+m = re.search(r"Build ID: ([0-9a-f]+)", re_out)
+check(m and v.get("gnu_build_id") == m.group(1) == gnu, "GNU build id = readelf's",
+      f"{v.get('gnu_build_id')} vs {m and m.group(1)}")
+check(vars_of(os.path.join(tmp, "truth-plain")).get("gnu_build_id") == "-",
+      "no GNU build id note: none reported")
+
 # Not Go: a C binary.
 r = pptest.run([ghlib.TOOL, "vars", "/usr/bin/true"])
 check(r.returncode != 0 and "rc=-8 " in r.stdout and "not a Go program" in r.stdout,
