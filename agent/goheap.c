@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <zlib.h>
@@ -20,7 +21,7 @@
 
 #define BUCKET_HDR 48			/* next, allnext, typ, hash, size, nstk */
 #define MEMREC_BYTES 128		/* active + future[3], 4 x uintptr each */
-#define WINDOW (64u << 10)		/* remote read granularity */
+#define WINDOW (128u << 10)		/* remote read granularity */
 #define NWINDOWS 8
 #define ARENA_CHUNK (64u << 10)		/* PCs per arena chunk */
 
@@ -193,7 +194,8 @@ void goheap_free(struct go_heap *h)
 		}
 		free(h->arena);
 	}
-	free(h->buckets);
+	if (h->buckets)
+		munmap(h->buckets, h->cap * sizeof(*h->buckets));
 	goheap_init(h);
 }
 
@@ -213,9 +215,15 @@ int goheap_add_bucket(struct go_heap *h, uint64_t addr, uint64_t size, const uin
 		      const struct go_memrec future[3])
 {
 	if (h->n == h->cap) {
-		size_t cap = h->cap ? h->cap * 2 : 1024;
-		struct go_bucket *nb = realloc(h->buckets, cap * sizeof(*nb));
-		if (!nb)
+		/* mmap/mremap: growing moves page tables, never copies, and does
+		 * not depend on malloc's moving mmap threshold. */
+		size_t cap = h->cap ? h->cap * 2 : 4096;
+		void *nb = h->buckets
+			? mremap(h->buckets, h->cap * sizeof(*h->buckets), cap * sizeof(*h->buckets),
+				 MREMAP_MAYMOVE)
+			: mmap(NULL, cap * sizeof(*h->buckets), PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (nb == MAP_FAILED)
 			return -ENOMEM;
 		h->buckets = nb;
 		h->cap = cap;
