@@ -26,7 +26,13 @@ def kernel_max_stack():
 
 KMAX = kernel_max_stack()
 # A clean environment so no variable of the caller's leaks into the configs.
+# Sanitizer settings (meson sets them for -Db_sanitize builds) are kept.
 BASE_ENV = {"PATH": "/usr/bin:/bin"}
+for _k in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"):
+    if _k in os.environ:
+        BASE_ENV[_k] = os.environ[_k]
+# Under -Db_sanitize=undefined a UBSan report must fail the run, not just print.
+BASE_ENV.setdefault("UBSAN_OPTIONS", "halt_on_error=1:print_stacktrace=1")
 
 
 def check_config(path, env=None):
