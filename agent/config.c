@@ -1072,8 +1072,8 @@ static int f_http_address(struct ctx *x, const struct ynode *v, void *base, cons
 	rc = get_str(x, v, path, &s);
 	if (rc)
 		return rc;
-	if (!strncmp(s, "dns:", 4) || !strncmp(s, "unix", 4) || !strncmp(s, "ipv", 3) ||
-	    !strncmp(s, "vsock:", 6)) {
+	if (!strncmp(s, "dns:", 4) || !strncmp(s, "unix:", 5) || !strncmp(s, "unix-abstract:", 14) ||
+	    !strncmp(s, "ipv4:", 5) || !strncmp(s, "ipv6:", 5) || !strncmp(s, "vsock:", 6)) {
 		free(s);
 		return errat(x, v, "%s must be host:port (or \"\" to turn the HTTP server off)",
 			     path);
@@ -1838,26 +1838,55 @@ void config_free(struct config *c)
 /* ------------------------------------------------------------------ */
 /* Dump                                                               */
 
-/* Double-quoted YAML scalar; '$' doubled where the parser expands ${VAR}. */
+/*
+ * Double-quoted YAML scalar; '$' doubled where the parser expands ${VAR}.
+ * Code points YAML does not allow raw (C0/C1 controls, BOM, U+FFFE/F) or
+ * would fold as line breaks (U+0085, U+2028, U+2029) are escaped.
+ */
 static void put_str(FILE *out, const char *s, bool env)
 {
+	const unsigned char *p = (const unsigned char *)(s ? s : "");
+
 	fputc('"', out);
-	for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
-		switch (*p) {
-		case '"': fputs("\\\"", out); break;
-		case '\\': fputs("\\\\", out); break;
-		case '\n': fputs("\\n", out); break;
-		case '\t': fputs("\\t", out); break;
-		case '\r': fputs("\\r", out); break;
-		case '$':
-			fputs(env ? "$$" : "$", out);
-			break;
-		default:
-			if (*p < 0x20 || *p == 0x7f)
-				fprintf(out, "\\x%02x", *p);
-			else
-				fputc(*p, out);
+	while (*p) {
+		unsigned c = *p;
+		switch (c) {
+		case '"': fputs("\\\"", out); p++; continue;
+		case '\\': fputs("\\\\", out); p++; continue;
+		case '\n': fputs("\\n", out); p++; continue;
+		case '\t': fputs("\\t", out); p++; continue;
+		case '\r': fputs("\\r", out); p++; continue;
+		case '$': fputs(env ? "$$" : "$", out); p++; continue;
 		}
+		if (c < 0x20 || c == 0x7f) {
+			fprintf(out, "\\x%02x", c);
+			p++;
+			continue;
+		}
+		if (c < 0x80) {
+			fputc((int)c, out);
+			p++;
+			continue;
+		}
+		/* Strings are valid UTF-8 here (libyaml and expand_env check). */
+		unsigned len = (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : 4;
+		uint32_t cp = c & (len == 2 ? 0x1f : len == 3 ? 0x0f : 0x07);
+		unsigned i;
+		for (i = 1; i < len && (p[i] & 0xc0) == 0x80; i++)
+			cp = (cp << 6) | (p[i] & 0x3f);
+		if (i < len) {		/* not UTF-8 after all: escape the byte */
+			fprintf(out, "\\x%02x", c);
+			p++;
+			continue;
+		}
+		if (cp <= 0x9f)
+			fprintf(out, "\\x%02x", (unsigned)cp);
+		else if (cp == 0x2028 || cp == 0x2029 || cp == 0xfeff || cp == 0xfffe ||
+			 cp == 0xffff)
+			fprintf(out, "\\u%04x", (unsigned)cp);
+		else
+			fwrite(p, 1, len, out);
+		p += len;
 	}
 	fputc('"', out);
 }
