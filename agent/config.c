@@ -1545,6 +1545,16 @@ static const struct ynode *map_get(const struct ynode *v, const char *key)
 	return v;
 }
 
+/* Value node of key in map v, NULL when v is not a map or lacks key. */
+static const struct ynode *map_val(const struct ynode *v, const char *key)
+{
+	if (v && v->kind == Y_MAP)
+		for (size_t i = 0; i + 1 < v->n; i += 2)
+			if (v->kids[i]->kind == Y_SCALAR && !strcmp(v->kids[i]->s, key))
+				return v->kids[i + 1];
+	return NULL;
+}
+
 static int remote_post(struct ctx *x, const struct ynode *v, void *base, const char *path)
 {
 	struct remote_store_config *r = base;
@@ -1575,8 +1585,28 @@ static const struct field remote_fields[] = {
 	{ NULL, 0, 0, 0, 0, 0, NULL, NULL },
 };
 
+static int f_directory(struct ctx *x, const struct ynode *v, void *base, const char *path)
+{
+	struct store_config *st = base;
+	char *s;
+	int rc;
+
+	if (is_null(v))
+		return 0;
+	rc = get_str(x, v, path, &s);
+	if (rc)
+		return rc;
+	if (*s && *s != '/') {
+		free(s);
+		return errat(x, v, "%s must be an absolute path (or \"\" to turn it off)", path);
+	}
+	free(st->directory);
+	st->directory = s;
+	return 0;
+}
+
 static const struct field store_fields[] = {
-	{ "directory", F_STR, OFF(struct store_config, directory), 0, 0, 0, NULL, NULL },
+	{ "directory", F_CUSTOM, 0, 0, 0, 0, NULL, f_directory },
 	{ "max_bytes", F_SIZE, OFF(struct store_config, max_bytes), 4 << 10, INT64_MAX, 0, NULL,
 	  NULL },
 	{ NULL, 0, 0, 0, 0, 0, NULL, NULL },
@@ -1657,6 +1687,8 @@ static uint32_t kernel_max_stack(void)
 	return (uint32_t)v;
 }
 
+static int resolve_node(struct config *c, struct pp_err *err);
+
 int config_defaults(struct config *c, struct pp_err *err)
 {
 	memset(c, 0, sizeof(*c));
@@ -1702,9 +1734,24 @@ int config_defaults(struct config *c, struct pp_err *err)
 			return pp_errf(err, -ENOMEM, "config: out of memory");
 		}
 	}
-	return 0;
+	/* Same as the default file's "node: ${NODE_NAME:-}". */
+	const char *env = getenv("NODE_NAME");
+	if (env && *env && utf8_valid(env)) {
+		char *n = strdup(env);
+		if (!n) {
+			config_free(c);
+			return pp_errf(err, -ENOMEM, "config: out of memory");
+		}
+		free(c->node);
+		c->node = n;
+	}
+	int rc = resolve_node(c, err);
+	if (rc)
+		config_free(c);
+	return rc;
 }
 
+/* An empty node means the hostname. */
 static int resolve_node(struct config *c, struct pp_err *err)
 {
 	char host[256];
@@ -1745,6 +1792,10 @@ int config_parse(const char *buf, size_t len, const char *name, struct config *c
 		rc = pp_errf(err, -ENOMEM, "config: out of memory");
 		goto fail;
 	}
+	if (!buf) {		/* libyaml asserts on a NULL input */
+		buf = "";
+		len = 0;
+	}
 	rc = load_tree(buf, len, x.name, err, &root);
 	if (rc)
 		goto fail;
@@ -1758,6 +1809,14 @@ int config_parse(const char *buf, size_t len, const char *name, struct config *c
 		rc = walk_map(&x, root, "", top_fields, &tmp, NULL);
 		if (rc)
 			goto fail;
+	}
+	if (*tmp.local_store.directory && !strcmp(tmp.local_store.directory, tmp.spool.directory)) {
+		const struct ynode *at = map_val(map_val(root, "local_store"), "directory");
+		if (!at)
+			at = map_val(map_val(root, "spool"), "directory");
+		rc = errat(&x, at ? at : root, "local_store.directory and spool.directory must differ "
+			   "(both are %s)", tmp.local_store.directory);
+		goto fail;
 	}
 	rc = resolve_node(&tmp, err);
 	if (rc)

@@ -73,7 +73,7 @@ struct target_config {
 
 struct config {
 	char *path;			/* file it came from */
-	char *node;			/* defaults to the hostname */
+	char *node;			/* default $NODE_NAME, else the hostname */
 	enum pp_log_level log_level;
 	enum pp_log_format log_format;
 	char *http_address;

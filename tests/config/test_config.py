@@ -120,6 +120,9 @@ def test_env_expansion():
           r.stdout + r.stderr)
     r = dump_of("node: ${NODE_NAME:-x}\n", {"NODE_NAME": ""})
     check(value(r.stdout, "node") == '"x"', "${VAR:-x} with VAR empty -> default")
+    r = dump_of("cpu: {}\n", {"NODE_NAME": "from-env"})
+    check(value(r.stdout, "node") == '"from-env"',
+          "no node key: NODE_NAME is the default", r.stdout + r.stderr)
     host = os.uname().nodename
     r = dump_of("node: ${PP_UNSET_VAR}\n")
     check(value(r.stdout, "node") == f'"{host}"',
