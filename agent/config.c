@@ -207,14 +207,13 @@ static int build(struct builder *b, yaml_event_t *ev, int depth, struct ynode **
 		n->len = ev->data.scalar.length;
 		if (strlen((const char *)ev->data.scalar.value) != n->len) {
 			rc = build_err(b, &ev->start_mark, "strings must not contain NUL bytes%s", "");
-			goto out_node;
-		}
-		n->s = strdup((const char *)ev->data.scalar.value);
-		if (!n->s) {
-			rc = -ENOMEM;
-			goto out_node;
+		} else {
+			n->s = strdup((const char *)ev->data.scalar.value);
+			rc = n->s ? 0 : -ENOMEM;
 		}
 		yaml_event_delete(ev);
+		if (rc)
+			goto out_node;
 		*out = n;
 		return 0;
 	}
