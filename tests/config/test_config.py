@@ -190,6 +190,11 @@ def test_default_config():
     check(value(gh, "enabled") == "true", "default: go_heap on")
     if r.returncode == 0:
         round_trip("config/pushprof.yaml", out)
+    r = check_config(path, {"PUSHPROF_LOCAL_STORE": "/tmp/demo/profiles",
+                            "NODE_NAME": "node-a"})
+    check('directory: "/tmp/demo/profiles"' in r.stdout and value(r.stdout, "node") == '"node-a"',
+          "default config: PUSHPROF_LOCAL_STORE and NODE_NAME from the environment",
+          r.stdout + r.stderr)
     # Empty and comment-only files are all defaults.
     e = dump_of("")
     c = dump_of("# nothing here\n")
