@@ -23,6 +23,7 @@
 
 #define MAX_FILE_BYTES (4u << 20)	/* a config is a few KiB; refuse nonsense */
 #define MAX_DEPTH 32			/* schema nests 3 deep; bound recursion */
+#define MAX_NODES 100000		/* bounds the tree's memory (~10 MiB) */
 #define MAX_MAP_ENTRIES 256		/* external_labels, headers */
 #define MAX_LIST_ITEMS 4096		/* targets, pids, relabel_configs */
 #define MAX_EXPANDED (64u << 10)	/* one string after ${VAR} expansion */
@@ -76,6 +77,7 @@ struct builder {
 	const char *name;
 	const char *buf;
 	size_t len;
+	size_t nodes;
 	struct pp_err *err;
 };
 
@@ -192,6 +194,10 @@ static int build(struct builder *b, yaml_event_t *ev, int depth, struct ynode **
 	if (tag) {
 		rc = build_err(b, &ev->start_mark, "YAML tags (%s) are not supported in the config",
 			       (const char *)tag);
+		goto out_ev;
+	}
+	if (++b->nodes > MAX_NODES) {
+		rc = build_err(b, &ev->start_mark, "more than %s YAML nodes", "100000");
 		goto out_ev;
 	}
 	n = calloc(1, sizeof(*n));
@@ -755,10 +761,9 @@ struct field {
 };
 
 #define FIELD_AT(base, off, T) ((T *)((char *)(base) + (off)))
-#define MAX_FIELDS 16
 
 static int walk_map(struct ctx *x, const struct ynode *n, const char *path,
-		    const struct field *fields, void *base, const struct ynode **seen);
+		    const struct field *fields, void *base);
 
 static void join(char *out, size_t sz, const char *path, const char *key)
 {
@@ -847,8 +852,7 @@ static int apply(struct ctx *x, const struct field *f, const struct ynode *v, vo
 		return 0;
 	}
 	case F_MAP: {
-		const struct ynode *seen[MAX_FIELDS] = { 0 };
-		rc = walk_map(x, v, path, f->sub, FIELD_AT(base, f->off, void), seen);
+		rc = walk_map(x, v, path, f->sub, FIELD_AT(base, f->off, void));
 		if (rc || !f->fn)
 			return rc;
 		/* post-check: the map node, base of the section */
@@ -939,7 +943,7 @@ static int check_key(struct ctx *x, const struct ynode *map, size_t i, const cha
 }
 
 static int walk_map(struct ctx *x, const struct ynode *n, const char *path,
-		    const struct field *fields, void *base, const struct ynode **seen)
+		    const struct field *fields, void *base)
 {
 	char sub[200];
 	int rc;
@@ -952,18 +956,15 @@ static int walk_map(struct ctx *x, const struct ynode *n, const char *path,
 	for (size_t i = 0; i + 1 < n->n; i += 2) {
 		const struct ynode *k = n->kids[i], *v = n->kids[i + 1];
 		const struct field *f;
-		size_t idx = 0;
 
 		rc = check_key(x, n, i, path);
 		if (rc)
 			return rc;
-		for (f = fields; f->key; f++, idx++)
+		for (f = fields; f->key; f++)
 			if (!strcmp(f->key, k->s))
 				break;
 		if (!f->key)
 			return unknown_key(x, k, path, fields);
-		if (seen && idx < MAX_FIELDS)
-			seen[idx] = v;
 		join(sub, sizeof(sub), path, f->key);
 		rc = apply(x, f, v, base, sub);
 		if (rc)
@@ -1363,7 +1364,7 @@ static int f_targets(struct ctx *x, const struct ynode *v, void *base, const cha
 			return errat(x, e, "%s: expected a mapping with cgroup, cgroup_regex, "
 				     "comm_regex, exe_regex or pids, got %s", sub,
 				     show(e, b, sizeof(b)));
-		int rc = walk_map(x, e, sub, target_fields, t, NULL);
+		int rc = walk_map(x, e, sub, target_fields, t);
 		if (rc)
 			return rc;
 		if (!t->cgroup && !t->cgroup_regex && !t->comm_regex && !t->exe_regex && !t->npids)
@@ -1509,7 +1510,7 @@ static int f_relabel(struct ctx *x, const struct ynode *v, void *base, const cha
 		if (e->kind != Y_MAP)
 			return errat(x, e, "%s: expected a mapping, got %s", sub,
 				     show(e, b, sizeof(b)));
-		int rc = walk_map(x, e, sub, relabel_fields, &r, NULL);
+		int rc = walk_map(x, e, sub, relabel_fields, &r);
 		if (rc)
 			return rc;
 		const char *act = relabel_actions[r.action];
@@ -1805,7 +1806,7 @@ int config_parse(const char *buf, size_t len, const char *name, struct config *c
 				   "go_heap, ...), got %s", show(root, b, sizeof(b)));
 			goto fail;
 		}
-		rc = walk_map(&x, root, "", top_fields, &tmp, NULL);
+		rc = walk_map(&x, root, "", top_fields, &tmp);
 		if (rc)
 			goto fail;
 	}

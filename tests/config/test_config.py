@@ -173,6 +173,12 @@ def test_cli():
         f.write("# " + "x" * (5 << 20) + "\n")
     r = pushprof("check-config", big)
     check(r.returncode == 2 and "larger than" in r.stderr, "oversized file refused", r.stderr)
+    r = dump_of("targets: [" + ",".join(["{pids: [1]}"] * 40000) + "]\n")
+    check(r.returncode == 2 and "more than 100000 YAML nodes" in r.stderr,
+          "node count bounded", r.stderr)
+    r = dump_of("cpu: " + "[" * 100 + "]" * 100 + "\n")
+    check(r.returncode == 2 and ":1:" in r.stderr and "nesting deeper than 32 levels" in r.stderr,
+          "nesting depth bounded", r.stderr)
 
 
 def test_default_config():
