@@ -159,6 +159,12 @@ def test_cli():
           "missing file: exit 2, path and strerror", r.stderr)
     r = pushprof("check-config", d)
     check(r.returncode == 2 and d in r.stderr, "directory: exit 2 with path", r.stderr)
+    r = pushprof("check-config", "-", input="cpu:\n  frequency_hz: 5000\n")
+    check(r.returncode == 2 and "pushprof: <stdin>:2:17: cpu.frequency_hz" in r.stderr,
+          "- reads stdin; errors name <stdin>", r.stderr)
+    r = pushprof("check-config", "-", input="node: from-stdin\n")
+    check(r.returncode == 0 and value(r.stdout, "node") == '"from-stdin"', "- reads stdin",
+          r.stdout + r.stderr)
     r = pushprof("check-config", "--help")
     check(r.returncode == 0 and "usage: pushprof check-config" in r.stdout,
           "--help: usage on stdout, exit 0", r.stdout + r.stderr)
