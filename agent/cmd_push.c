@@ -161,9 +161,34 @@ int cmd_push(int argc, char **argv)
 	int rc = EXIT_USAGE, c, nfiles = 0;
 	bool have_cfg = false;
 
+	/* getopt_long accepts unambiguous prefixes: "--bearer-token=SECRET"
+	 * would become a token *file* name and end up in an error message.
+	 * Only exact option names are allowed. */
+	for (int i = 1; i < argc && strcmp(argv[i], "--"); i++) {
+		if (strncmp(argv[i], "--", 2))
+			continue;
+		size_t nl = strcspn(argv[i] + 2, "=");
+		bool known = false;
+		for (const struct option *o = opts; o->name && !known; o++)
+			known = strlen(o->name) == nl && !strncmp(o->name, argv[i] + 2, nl);
+		if (!known) {
+			fprintf(stderr, "pushprof push: unknown option \"--%.*s\"\n", (int)nl,
+				argv[i] + 2);
+			usage(stderr);
+			goto out;
+		}
+		/* skip the value of an option given as "--opt VALUE" */
+		bool takes_value = false;
+		for (const struct option *o = opts; o->name; o++)
+			if (o->has_arg == required_argument && strlen(o->name) == nl &&
+			    !strncmp(o->name, argv[i] + 2, nl))
+				takes_value = true;
+		if (takes_value && !argv[i][2 + nl])
+			i++;
+	}
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "l:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":l:h", opts, NULL)) != -1) {
 		char *k = NULL;
 		const char *v;
 		switch (c) {
@@ -219,13 +244,19 @@ int cmd_push(int argc, char **argv)
 				goto out;
 			}
 			break;
+		case ':': {
+			const char *on = "?";
+			for (const struct option *o = opts; o->name; o++)
+				if (o->val == optopt)
+					on = o->name;
+			fprintf(stderr, "pushprof push: option --%s needs a value\n", on);
+			goto out;
+		}
 		default:
 			if (optopt)
-				fprintf(stderr, "pushprof push: option -%c: bad or missing value\n",
-					optopt);
+				fprintf(stderr, "pushprof push: unknown option \"-%c\"\n", optopt);
 			else
-				fprintf(stderr, "pushprof push: unknown option \"%s\"\n",
-					argv[optind - 1]);
+				fprintf(stderr, "pushprof push: unknown option\n");
 			usage(stderr);
 			goto out;
 		}
