@@ -115,7 +115,7 @@ B = 60
 for i in range(0, len(files), B):
     batch = files[i:i + B]
     p = pptest.run([symlib.SYMTOOL, "torture", *batch], timeout=300)
-    if p.returncode != 0:
+    if p.returncode != 0 or "runtime error" in p.stderr or "Sanitizer" in p.stderr:
         crashes.append((batch[0], p.returncode, p.stderr[-2000:]))
     lines += p.stdout.splitlines()
 check(not crashes, f"{len(files)} corrupt files: no crash, no sanitizer report",
