@@ -1207,9 +1207,14 @@ static int check_header_name(struct ctx *x, const struct ynode *k, const char *p
 	if (!strncmp(name, "grpc-", 5) || name[0] == ':' || !strcmp(name, "content-type") ||
 	    !strcmp(name, "te") || !strcmp(name, "user-agent"))
 		return errat(x, k, "%s: %s is reserved by gRPC", path, show(k, b, sizeof(b)));
-	if (!strcmp(name, "authorization"))
-		return errat(x, k, "%s: put credentials in bearer_token_file, not in the config "
-			     "(the config is printed by check-config)", path);
+	/* No secrets in the config by design: check-config prints it. */
+	static const char *const secretish[] = { "auth", "token", "secret", "passw", "cookie",
+						 "api-key", "apikey", "api_key", "credential" };
+	for (size_t i = 0; i < sizeof(secretish) / sizeof(secretish[0]); i++)
+		if (strstr(name, secretish[i]))
+			return errat(x, k, "%s: %s looks like a credential; put credentials in "
+				     "bearer_token_file, not in the config (the config is printed "
+				     "by check-config)", path, show(k, b, sizeof(b)));
 	return 0;
 }
 
