@@ -251,8 +251,8 @@ static int reserve(struct targets *t, size_t n)
 int targets_scan(struct targets *t, uint64_t now_ns, targets_change_fn cb, void *arg,
 		 struct pp_err *err)
 {
-	pid_t *pids;
-	size_t npids;
+	pid_t *pids = NULL;
+	size_t npids = 0;
 	int r = list_pids(&pids, &npids);
 	if (r < 0)
 		return pp_errf(err, r, "listing /proc: %s", strerror(-r));
