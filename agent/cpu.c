@@ -150,13 +150,9 @@ unsigned cpu_sampler_ncpus(const struct cpu_sampler *s)
 	return s->nattached;
 }
 
-static uint32_t clamp_entries(uint64_t want)
+static uint32_t clamp_entries(uint64_t want, uint32_t lo, uint32_t hi)
 {
-	if (want < 4096)
-		return 4096;
-	if (want > (1u << 20))
-		return 1u << 20;
-	return (uint32_t)want;
+	return want < lo ? lo : want > hi ? hi : (uint32_t)want;
 }
 
 int cpu_sampler_new(const struct cpu_sampler_opts *o, struct cpu_sampler **out,
@@ -197,12 +193,19 @@ int cpu_sampler_new(const struct cpu_sampler_opts *o, struct cpu_sampler **out,
 	s->skel->rodata->kernel_stacks = o->kernel_stacks;
 	s->skel->rodata->filter_tgids = o->filter;
 
-	/* Size for two windows' worth of samples on every CPU. */
+	/*
+	 * Maps are preallocated: allocating in the perf event's interrupt
+	 * context can fail when the allocator's per-CPU cache runs dry. Room
+	 * for two windows of samples on every CPU; stacks (1 KiB each) are
+	 * fewer than samples in practice and capped at 64k per set. What does
+	 * not fit is counted (CPU_STAT_*), never dropped silently.
+	 */
 	uint64_t secs = (o->interval_ns + 999999999ull) / 1000000000ull;
 	if (secs == 0)
 		secs = 1;
 	uint64_t per_window = (uint64_t)o->frequency_hz * (uint64_t)s->possible * secs;
-	uint32_t ncounts = clamp_entries(2 * per_window), nstacks = clamp_entries(4 * per_window);
+	uint32_t ncounts = clamp_entries(2 * per_window, 2048, 1u << 18);
+	uint32_t nstacks = clamp_entries(2 * per_window, 2048, 1u << 16);
 	struct bpf_map *m[] = { s->skel->maps.counts0, s->skel->maps.counts1 };
 	struct bpf_map *st[] = { s->skel->maps.stacks0, s->skel->maps.stacks1 };
 	for (int i = 0; i < 2; i++) {

@@ -29,7 +29,6 @@ struct counts_map {
 struct stacks_map {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, CPU_DEFAULT_ENTRIES);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, __u64);
 	__type(value, struct cpu_stack);
 };

@@ -28,7 +28,7 @@
 /* Stack-map slots tried for one stack before giving up (hash collisions). */
 #define CPU_MAX_PROBES 4
 /* Default map sizes; user space resizes before load. */
-#define CPU_DEFAULT_ENTRIES 16384
+#define CPU_DEFAULT_ENTRIES 2048
 
 /* Reserved stack ids: never produced by the hash. */
 enum cpu_stack_id {

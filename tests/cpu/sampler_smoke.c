@@ -65,6 +65,11 @@ int main(void)
 		       (unsigned long)w.stats[CPU_STAT_FILTERED], (unsigned long)w.stats[CPU_STAT_RUNS],
 		       (unsigned long)w.stats[CPU_STAT_IDLE], (unsigned long)w.stats[CPU_STAT_STACK_ERR],
 		       (unsigned long)mine, (unsigned long)resolved);
+		if (w.stats[CPU_STAT_STACKS_FULL] || w.stats[CPU_STAT_COLLISION] ||
+		    w.stats[CPU_STAT_LOST_COUNTS_FULL]) {
+			printf("FAIL samples or stacks lost\n");
+			fails++;
+		}
 		if (mine < 40 || resolved * 10 < mine * 9) {
 			printf("FAIL too few own samples or unresolved stacks\n");
 			fails++;
