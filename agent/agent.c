@@ -197,10 +197,12 @@ int agent_run(const struct config *cfg, const struct agent_opts *o, struct pp_er
 	size_t matched = 0, procs = targets_count(a.targets, &matched);
 	pp_log(PP_INFO, "agent started",
 	       "node=%s cpu=%s frequency_hz=%u interval_ms=%llu cpus=%u targets=%s matched=%zu "
-	       "processes=%zu", pp_q(cfg->node ? cfg->node : ""), cfg->cpu.enabled ? "on" : "off",
+	       "processes=%zu bpf_prog_id=%d", pp_q(cfg->node ? cfg->node : ""),
+	       cfg->cpu.enabled ? "on" : "off",
 	       cfg->cpu.frequency_hz, (unsigned long long)(cfg->cpu.interval_ns / 1000000),
 	       a.cpu ? cpu_sampler_ncpus(a.cpu) : 0,
-	       targets_whole_host(a.targets) ? "whole-host" : "filtered", matched, procs);
+	       targets_whole_host(a.targets) ? "whole-host" : "filtered", matched, procs,
+	       a.cpu ? cpu_sampler_prog_id(a.cpu) : 0);
 
 	uint64_t start = a.window_start_mono, next_scan = start + SCAN_NS;
 	uint64_t interval = cfg->cpu.interval_ns ? cfg->cpu.interval_ns : 10000000000ull;
