@@ -518,10 +518,9 @@ static bool close_enough(const char *typed, const char *known)
 {
 	size_t lt = strlen(typed), lk = strlen(known);
 	unsigned d = edit_distance(typed, known);
+	unsigned maxd = lk <= 4 ? 1 : lk <= 8 ? 2 : 3;
 
-	if (d <= 2 && d < lk)
-		return true;
-	if (d <= lk / 3)
+	if (d <= maxd)
 		return true;
 	/* "frequency" for "frequency_hz", "max_stack" for "max_stack_depth" */
 	if (lt >= 4 && lt < lk && !strncasecmp(typed, known, lt))
@@ -715,18 +714,24 @@ static void fmt_duration(uint64_t ns, char *buf, size_t sz)
 	}
 }
 
+/* The exact unit with the smallest number: 4MiB, 10GB, 4096 -> 4KiB, 1000 -> 1KB. */
 static void fmt_size(uint64_t b, char *buf, size_t sz)
 {
-	static const char *u[] = { "TiB", "GiB", "MiB", "KiB" };
+	static const struct { const char *u; uint64_t mult; } units[] = {
+		{ "TiB", 1ull << 40 }, { "GiB", 1ull << 30 }, { "MiB", 1ull << 20 },
+		{ "KiB", 1ull << 10 }, { "TB", 1000000000000ull }, { "GB", 1000000000ull },
+		{ "MB", 1000000ull }, { "KB", 1000ull },
+	};
+	const char *best = "";
+	uint64_t q = b;
 
-	for (int i = 0; i < 4 && b; i++) {
-		uint64_t m = 1ull << (10 * (4 - i));
-		if (b % m == 0) {
-			snprintf(buf, sz, "%" PRIu64 "%s", b / m, u[i]);
-			return;
+	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]) && b; i++) {
+		if (b % units[i].mult == 0 && b / units[i].mult < q) {
+			q = b / units[i].mult;
+			best = units[i].u;
 		}
 	}
-	snprintf(buf, sz, "%" PRIu64, b);
+	snprintf(buf, sz, "%" PRIu64 "%s", q, best);
 }
 
 /* ------------------------------------------------------------------ */
@@ -880,6 +885,23 @@ static int unknown_key(struct ctx *x, const struct ynode *k, const char *path,
 	if (best)
 		return errat(x, k, "unknown key %s %s (did you mean '%s'?)", show(k, b, sizeof(b)),
 			     where, best);
+	if (!path || !*path) {
+		/* A section's key written at top level: "frequency_hz: 19". */
+		char places[200];
+		size_t o = 0;
+		places[0] = '\0';
+		for (const struct field *f = fields; f->key; f++) {
+			if (f->type != F_MAP || f->sub == NULL)
+				continue;
+			for (const struct field *g = f->sub; g->key; g++)
+				if (!strcmp(g->key, k->s) && o < sizeof(places))
+					o += (size_t)snprintf(places + o, sizeof(places) - o, "%s%s.%s",
+							      o ? " or " : "", f->key, g->key);
+		}
+		if (o)
+			return errat(x, k, "unknown key %s at top level (did you mean %s?)",
+				     show(k, b, sizeof(b)), places);
+	}
 	size_t o = 0;
 	char list[256];
 	list[0] = '\0';
@@ -1104,7 +1126,7 @@ static int label_map(struct ctx *x, const struct ynode *v, const char *path,
 		return errat(x, v, "%s: more than %u entries", path, MAX_MAP_ENTRIES);
 	for (size_t i = 0; i + 1 < v->n; i += 2) {
 		const struct ynode *k = v->kids[i], *val = v->kids[i + 1];
-		char *name, *value;
+		char *name, *value = NULL;
 
 		rc = check_key(x, v, i, path);
 		if (rc)
@@ -1513,14 +1535,26 @@ static const struct field log_fields[] = {
 	{ NULL, 0, 0, 0, 0, 0, NULL, NULL },
 };
 
+/* Value node of key in map v, or v itself (for a position) when absent. */
+static const struct ynode *map_get(const struct ynode *v, const char *key)
+{
+	if (v->kind == Y_MAP)
+		for (size_t i = 0; i + 1 < v->n; i += 2)
+			if (v->kids[i]->kind == Y_SCALAR && !strcmp(v->kids[i]->s, key))
+				return v->kids[i];
+	return v;
+}
+
 static int remote_post(struct ctx *x, const struct ynode *v, void *base, const char *path)
 {
 	struct remote_store_config *r = base;
 
 	if (!!*r->cert_file != !!*r->key_file)
-		return errat(x, v, "%s: cert_file and key_file must be set together", path);
+		return errat(x, map_get(v, *r->cert_file ? "cert_file" : "key_file"),
+			     "%s: cert_file and key_file must be set together", path);
 	if (r->insecure && (*r->ca_file || *r->cert_file || r->insecure_skip_verify))
-		return errat(x, v, "%s: insecure: true (plaintext) cannot be combined with "
+		return errat(x, map_get(v, "insecure"),
+			     "%s: insecure: true (plaintext) cannot be combined with "
 			     "ca_file, cert_file or insecure_skip_verify", path);
 	return 0;
 }
