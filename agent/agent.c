@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -155,26 +156,31 @@ int agent_run(const struct config *cfg, const struct agent_opts *o, struct pp_er
 
 	memset(&a, 0, sizeof(a));
 	a.cfg = cfg;
+	/* Block before any thread exists (gRPC starts some), so that every
+	 * thread inherits the mask and the signals reach only the signalfd. */
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGTERM);
+	pthread_sigmask(SIG_BLOCK, &mask, &old);
+	sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (sfd < 0) {
+		r = pp_errf(err, -errno, "signalfd: %s", strerror(errno));
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		return r;
+	}
 	set_oom_score_adj(cfg->oom_score_adj);
 
 	a.outbox = outbox_new(cfg, err);
-	if (!a.outbox)
-		return err && err->code ? err->code : -ENOMEM;
+	if (!a.outbox) {
+		r = err && err->code ? err->code : -ENOMEM;
+		goto out;
+	}
 	a.targets = targets_new(cfg->targets, cfg->ntargets);
 	if (!a.targets) {
 		r = pp_errf(err, -ENOMEM, "out of memory");
 		goto out;
 	}
 
-	sigemptyset(&mask);
-	sigaddset(&mask, SIGINT);
-	sigaddset(&mask, SIGTERM);
-	sigprocmask(SIG_BLOCK, &mask, &old);
-	sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-	if (sfd < 0) {
-		r = pp_errf(err, -errno, "signalfd: %s", strerror(errno));
-		goto out;
-	}
 
 	if (cfg->cpu.enabled) {
 		struct cpu_sampler_opts so = {
@@ -256,7 +262,7 @@ out:
 	targets_free(a.targets);
 	if (sfd >= 0) {
 		close(sfd);
-		sigprocmask(SIG_SETMASK, &old, NULL);
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
 	}
 	return r;
 }
