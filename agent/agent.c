@@ -20,6 +20,7 @@
 #include "cpu_profile.h"
 #include "log.h"
 #include "outbox.h"
+#include "symbolize.h"
 #include "targets.h"
 
 #define SCAN_NS 1000000000ull
@@ -29,6 +30,7 @@ struct agent {
 	struct outbox *outbox;
 	struct targets *targets;
 	struct cpu_sampler *cpu;
+	struct symbolizer *sym;		/* NULL: profiles carry addresses only */
 	struct cpu_window win;
 	uint64_t window_start_mono;
 	int64_t window_start_real;
@@ -77,7 +79,17 @@ static void on_target_change(pid_t pid, bool matched, void *arg)
 		return;
 	if (cpu_sampler_allow(a->cpu, pid, matched) < 0)
 		a->allow_errors++;
+	/* Load a new target's files now: it may exit before its window ends. */
+	if (matched && a->sym)
+		sym_prepare(a->sym, pid, NULL);
 	pp_log(PP_DEBUG, matched ? "target added" : "target removed", "pid=%d", (int)pid);
+}
+
+static void forget_pid(pid_t pid, void *arg)
+{
+	struct agent *a = arg;
+	if (a->sym)
+		sym_forget(a->sym, pid);
 }
 
 static int emit_profile(const struct pp_labels *labels, const uint8_t *gz, size_t len, pid_t pid,
@@ -120,6 +132,7 @@ static void window(struct agent *a)
 		.frequency_hz = a->cfg->cpu.frequency_hz,
 		.time_nanos = start_real,
 		.duration_nanos = dur,
+		.sym = a->sym,
 	};
 	struct cpu_profile_stats ps;
 	pp_err_clear(&err);
@@ -127,14 +140,15 @@ static void window(struct agent *a)
 		pp_log(PP_ERROR, "building CPU profiles failed", "error=%s", pp_q(err.msg));
 	pp_err_clear(&err);
 	int fr = outbox_flush(a->outbox, &err);
-	targets_forget_gone(a->targets);
+	targets_forget_gone(a->targets, forget_pid, a);
 
 	const uint64_t *s = a->win.stats;
 	size_t matched = 0, procs = targets_count(a->targets, &matched);
 	pp_log(PP_INFO, "cpu window",
 	       "window=%llu samples=%llu processes=%zu bytes=%llu lost_map_full=%llu "
 	       "lost_stack_err=%llu lost_stacks_full=%llu lost_collision=%llu truncated=%llu "
-	       "filtered=%llu targets=%zu/%zu cpus=%u duration_ms=%lld agent_cpu_ms=%.1f%s%s",
+	       "filtered=%llu targets=%zu/%zu locations=%llu named=%llu cpus=%u duration_ms=%lld "
+	       "agent_cpu_ms=%.1f%s%s",
 	       (unsigned long long)a->windows, (unsigned long long)a->win.samples, ps.profiles,
 	       (unsigned long long)ps.bytes,
 	       (unsigned long long)s[CPU_STAT_LOST_COUNTS_FULL],
@@ -143,6 +157,7 @@ static void window(struct agent *a)
 	       (unsigned long long)s[CPU_STAT_COLLISION],
 	       (unsigned long long)s[CPU_STAT_TRUNCATED],
 	       (unsigned long long)s[CPU_STAT_FILTERED], matched, procs,
+	       (unsigned long long)ps.frames, (unsigned long long)ps.frames_named,
 	       cpu_sampler_ncpus(a->cpu), (long long)(dur / 1000000),
 	       (double)(cpu_time_ns() - cpu0) / 1e6, fr < 0 ? " flush_error=" : "",
 	       fr < 0 ? pp_q(err.msg) : "");
@@ -193,6 +208,13 @@ int agent_run(const struct config *cfg, const struct agent_opts *o, struct pp_er
 		r = cpu_sampler_new(&so, &a.cpu, err);
 		if (r < 0)
 			goto out;
+		struct sym_opts syo = { 0 };
+		struct pp_err serr = { 0 };
+		if (sym_new(&syo, &a.sym, &serr) < 0) {
+			a.sym = NULL;
+			pp_log(PP_WARN, "symbolizer unavailable, profiles carry addresses only",
+			       "error=%s", pp_q(serr.msg));
+		}
 	}
 	uint64_t now = mono_ns();
 	r = targets_scan(a.targets, now, on_target_change, &a, err);
@@ -252,6 +274,7 @@ int agent_run(const struct config *cfg, const struct agent_opts *o, struct pp_er
 	r = 0;
 out:
 	cpu_sampler_free(a.cpu);	/* detaches BPF */
+	sym_free(a.sym);
 	cpu_window_free(&a.win);
 	if (a.outbox) {
 		struct pp_err ferr = { 0 };

@@ -356,14 +356,18 @@ const struct target_proc *targets_refresh(struct targets *t, pid_t pid)
 	return &t->v[k];
 }
 
-void targets_forget_gone(struct targets *t)
+void targets_forget_gone(struct targets *t, void (*cb)(pid_t pid, void *arg), void *arg)
 {
 	size_t k = 0;
 	for (size_t i = 0; i < t->n; i++) {
-		if (t->v[i].gone)
+		if (t->v[i].gone) {
+			if (cb)
+				cb(t->v[i].pid, arg);
 			proc_clear(&t->v[i]);
-		else
+		}
+		else {
 			t->v[k++] = t->v[i];
+		}
 	}
 	t->n = k;
 }

@@ -70,7 +70,8 @@ const struct target_proc *targets_get(const struct targets *t, pid_t pid);
  * process; NULL when unknown and gone. */
 const struct target_proc *targets_refresh(struct targets *t, pid_t pid);
 
-void targets_forget_gone(struct targets *t);
+/* Drop exited processes; cb (optional) hears each pid dropped. */
+void targets_forget_gone(struct targets *t, void (*cb)(pid_t pid, void *arg), void *arg);
 
 size_t targets_count(const struct targets *t, size_t *matched);
 
