@@ -216,6 +216,16 @@ int agent_run(const struct config *cfg, const struct agent_opts *o, struct pp_er
 			       "error=%s", pp_q(serr.msg));
 		}
 	}
+	/*
+	 * With a kernel filter, process events make new targets count at once
+	 * (subscribed before the first scan so nothing slips between). The
+	 * whole host needs no filter updates: labels are read per window.
+	 */
+	bool want_events = a.cpu && !targets_whole_host(a.targets);
+	int evfd = want_events ? targets_events_open(a.targets) : -1;
+	if (evfd < 0 && want_events)
+		pp_log(PP_INFO, "process events unavailable, relying on /proc scans",
+		       "error=%s", pp_q(strerror(-evfd)));
 	uint64_t now = mono_ns();
 	r = targets_scan(a.targets, now, on_target_change, &a, err);
 	if (r < 0)
@@ -244,9 +254,13 @@ int agent_run(const struct config *cfg, const struct agent_opts *o, struct pp_er
 		if (deadline < wake)
 			wake = deadline;
 		int timeout = wake > now ? (int)((wake - now + 999999) / 1000000) : 0;
-		struct pollfd pfd = { .fd = sfd, .events = POLLIN };
-		int pr = poll(&pfd, 1, timeout);
-		if (pr > 0 && (pfd.revents & POLLIN)) {
+		struct pollfd pfd[2] = { { .fd = sfd, .events = POLLIN },
+					 { .fd = evfd, .events = POLLIN } };
+		int pr = poll(pfd, evfd >= 0 ? 2 : 1, timeout);
+		if (pr > 0 && evfd >= 0 && (pfd[1].revents & POLLIN) &&
+		    targets_events_read(a.targets, mono_ns(), on_target_change, &a) == -ENOBUFS)
+			next_scan = mono_ns();	/* events lost: rescan now */
+		if (pr > 0 && (pfd[0].revents & POLLIN)) {
 			struct signalfd_siginfo si;
 			while (read(sfd, &si, sizeof(si)) == sizeof(si))
 				pp_log(PP_INFO, "signal received, finishing the window", "signal=%u",

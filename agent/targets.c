@@ -6,8 +6,13 @@
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
+#include <linux/cn_proc.h>
+#include <linux/connector.h>
+#include <linux/netlink.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "procinfo.h"
 
@@ -21,6 +26,7 @@ struct targets {
 	struct target_proc *v;		/* sorted by pid */
 	size_t n, cap;
 	bool need_cgroups;
+	int ev_fd;			/* proc connector, -1 = none */
 };
 
 struct targets *targets_new(const struct target_config *entries, size_t n)
@@ -30,6 +36,7 @@ struct targets *targets_new(const struct target_config *entries, size_t n)
 		return NULL;
 	t->entries = entries;
 	t->nentries = n;
+	t->ev_fd = -1;
 	for (size_t i = 0; i < n; i++)
 		if (entries[i].cgroup || entries[i].cgroup_regex)
 			t->need_cgroups = true;
@@ -49,6 +56,8 @@ void targets_free(struct targets *t)
 		return;
 	for (size_t i = 0; i < t->n; i++)
 		proc_clear(&t->v[i]);
+	if (t->ev_fd >= 0)
+		close(t->ev_fd);
 	free(t->v);
 	free(t);
 }
@@ -385,4 +394,124 @@ size_t targets_count(const struct targets *t, size_t *matched)
 	if (matched)
 		*matched = m;
 	return alive;
+}
+
+int targets_check_pid(struct targets *t, pid_t pid, uint64_t now_ns, targets_change_fn cb,
+		      void *arg)
+{
+	bool match = !targets_whole_host(t);
+	struct target_proc *p = find(t, pid);
+	if (!p) {
+		if (reserve(t, t->n + 1) < 0)
+			return -ENOMEM;
+		size_t k = t->n;
+		while (k > 0 && t->v[k - 1].pid > pid)
+			k--;
+		memmove(&t->v[k + 1], &t->v[k], (t->n - k) * sizeof(*t->v));
+		p = &t->v[k];
+		memset(p, 0, sizeof(*p));
+		p->pid = pid;
+		p->first_seen_ns = now_ns;
+		p->checked_ns = now_ns - (uint64_t)(pid % 10) * (RECHECK_NS / 10);
+		p->matched = !match;
+		t->n++;
+	} else if (p->gone) {
+		/* pid reused: a new process in the slot of one that exited. */
+		proc_clear(p);
+		memset(p, 0, sizeof(*p));
+		p->pid = pid;
+		p->first_seen_ns = now_ns;
+		p->checked_ns = now_ns - (uint64_t)(pid % 10) * (RECHECK_NS / 10);
+		p->matched = !match;
+	}
+	bool was = p->matched && !p->gone;
+	int e = evaluate(t, p, match);
+	if (e == -ENOMEM)
+		return e;
+	if (e < 0)
+		p->gone = true;
+	bool is = p->matched && !p->gone;
+	if (match && cb && is != was)
+		cb(pid, is, arg);
+	return 0;
+}
+
+int targets_events_open(struct targets *t)
+{
+	if (t->ev_fd >= 0)
+		return t->ev_fd;
+	int fd = socket(PF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, NETLINK_CONNECTOR);
+	if (fd < 0)
+		return -errno;
+	struct sockaddr_nl sa = { .nl_family = AF_NETLINK, .nl_groups = CN_IDX_PROC,
+				  .nl_pid = 0 };
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		int e = -errno;
+		close(fd);
+		return e;
+	}
+	struct {
+		struct nlmsghdr nl;
+		struct cn_msg cn;
+		enum proc_cn_mcast_op op;
+	} __attribute__((packed)) msg;
+	memset(&msg, 0, sizeof(msg));
+	msg.nl.nlmsg_len = sizeof(msg);
+	msg.nl.nlmsg_type = NLMSG_DONE;
+	msg.cn.id.idx = CN_IDX_PROC;
+	msg.cn.id.val = CN_VAL_PROC;
+	msg.cn.len = sizeof(enum proc_cn_mcast_op);
+	msg.op = PROC_CN_MCAST_LISTEN;
+	if (send(fd, &msg, sizeof(msg), 0) < 0) {
+		int e = -errno;
+		close(fd);
+		return e;
+	}
+	t->ev_fd = fd;
+	return fd;
+}
+
+int targets_events_read(struct targets *t, uint64_t now_ns, targets_change_fn cb, void *arg)
+{
+	/* Aligned for nlmsghdr; bounded parsing of every message below. */
+	char buf[8192] __attribute__((aligned(NLMSG_ALIGNTO)));
+	int lost = 0;
+
+	if (t->ev_fd < 0)
+		return 0;
+	for (;;) {
+		ssize_t n = recv(t->ev_fd, buf, sizeof(buf), 0);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == ENOBUFS) {
+				lost = -ENOBUFS;
+				continue;
+			}
+			break;	/* EAGAIN: drained */
+		}
+		size_t len = (size_t)n;
+		for (struct nlmsghdr *h = (struct nlmsghdr *)buf; NLMSG_OK(h, len);
+		     h = NLMSG_NEXT(h, len)) {
+			if (h->nlmsg_type == NLMSG_ERROR || h->nlmsg_type == NLMSG_NOOP)
+				continue;
+			if (h->nlmsg_len < NLMSG_LENGTH(sizeof(struct cn_msg)))
+				continue;
+			struct cn_msg *cn = NLMSG_DATA(h);
+			if (cn->id.idx != CN_IDX_PROC || cn->id.val != CN_VAL_PROC ||
+			    cn->len < sizeof(struct proc_event) ||
+			    h->nlmsg_len < NLMSG_LENGTH(sizeof(struct cn_msg) + sizeof(struct proc_event)))
+				continue;
+			const struct proc_event *ev = (const struct proc_event *)cn->data;
+			pid_t pid = 0;
+			if (ev->what == PROC_EVENT_FORK &&
+			    ev->event_data.fork.child_pid == ev->event_data.fork.child_tgid)
+				pid = ev->event_data.fork.child_tgid;	/* a process, not a thread */
+			else if (ev->what == PROC_EVENT_EXEC)
+				pid = ev->event_data.exec.process_tgid;
+			if (pid > 0 && targets_check_pid(t, pid, now_ns, cb, arg) == -ENOMEM)
+				return -ENOMEM;
+		}
+	}
+	return lost;
 }

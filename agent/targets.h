@@ -65,6 +65,20 @@ int targets_scan(struct targets *t, uint64_t now_ns, targets_change_fn cb, void 
 
 /* Known process (alive or gone since the last forget), or NULL. */
 const struct target_proc *targets_get(const struct targets *t, pid_t pid);
+
+/*
+ * Process events (netlink proc connector, root only): a process that forks
+ * or execs is evaluated as soon as the event is read, not at the next scan.
+ * targets_events_open() returns a pollable fd, or a negative code when
+ * events are unavailable (then scans alone find new processes).
+ * targets_events_read() drains what is queued without blocking; -ENOBUFS
+ * means events were lost (the next scan catches up).
+ */
+int targets_events_open(struct targets *t);
+int targets_events_read(struct targets *t, uint64_t now_ns, targets_change_fn cb, void *arg);
+/* Evaluate one process now (new or known). */
+int targets_check_pid(struct targets *t, pid_t pid, uint64_t now_ns, targets_change_fn cb,
+		      void *arg);
 /* Re-read a process's label facts now (comm, exe, cgroup); keeps the old
  * ones when it is gone. Returns the entry, adding one for an unknown live
  * process; NULL when unknown and gone. */
