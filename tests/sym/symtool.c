@@ -10,6 +10,9 @@
  *   symtool resolve PID ADDR...        symbolizer, user addresses of a live process
  *   symtool kernel ADDR...             symbolizer, kernel addresses (kallsyms)
  *   symtool bench PID ROUNDS ADDR...   cold + warm resolve timing, cache figures
+ *   symtool torture FILE...            load each file and exercise every lookup;
+ *                                      FILE ending in .pcln = raw pclntab bytes.
+ *                                      One "ok|error NAME detail" line per file.
  *   symtool serve                      one symbolizer, commands on stdin:
  *       resolve PID ADDR... | kernel ADDR... | prepare PID | forget PID | stats
  *     each answer ends with a line "END". Options from the environment:
@@ -66,6 +69,88 @@ static double now_s(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Every lookup over a loaded table: what hostile input must survive. */
+static unsigned exercise_pcln(const struct gopcln *t)
+{
+	unsigned frames = 0;
+	uint64_t lo, hi;
+	gopcln_text_range(t, &lo, &hi);
+	size_t n = gopcln_nfunc(t);
+	for (size_t i = 0; i < n && i < 100000; i++) {
+		struct gopcln_func f;
+		if (gopcln_func_at(t, i, &f) < 0)
+			continue;
+		uint64_t pcs[3] = { f.entry, f.entry + (f.end - f.entry) / 2, f.end - 1 };
+		for (int k = 0; k < 3; k++) {
+			struct gopcln_frame fr[8];
+			int r = gopcln_lookup(t, pcs[k], fr, 8);
+			for (int j = 0; j < r; j++)
+				frames += (fr[j].func ? (unsigned)strlen(fr[j].func) : 0) +
+					  (fr[j].file ? (unsigned)strlen(fr[j].file) : 0) > 0;
+		}
+	}
+	for (uint64_t pc = lo; hi > lo && pc < hi; pc += (hi - lo) / 997 + 1) {
+		struct gopcln_frame fr[4];
+		gopcln_lookup(t, pc, fr, 4);
+	}
+	return frames;
+}
+
+static int torture(int argc, char **argv)
+{
+	for (int i = 2; i < argc; i++) {
+		const char *path = argv[i];
+		size_t l = strlen(path);
+		struct pp_err err = { 0 };
+		if (l > 5 && !strcmp(path + l - 5, ".pcln")) {
+			FILE *fp = fopen(path, "rb");
+			if (!fp)
+				return 2;
+			static uint8_t buf[64 << 20];
+			size_t n = fread(buf, 1, sizeof(buf), fp);
+			fclose(fp);
+			/* the bytes to a right-sized heap buffer so ASan sees overreads */
+			uint8_t *tab = malloc(n ? n : 1);
+			memcpy(tab, buf, n);
+			struct gopcln_src src = { .tab = tab, .tab_len = n, .gofunc = tab,
+						  .gofunc_len = n / 2, .text_start = 0x401000 };
+			struct gopcln *t;
+			if (gopcln_open(&src, &t, &err) < 0) {
+				printf("error %s %s\n", path, err.msg);
+			} else {
+				printf("ok %s frames=%u\n", path, exercise_pcln(t));
+				gopcln_close(t);
+			}
+			free(tab);
+			continue;
+		}
+		struct elfsym *e;
+		if (elfsym_load_path(path, &e, &err) < 0) {
+			printf("error %s %s\n", path, err.msg);
+			continue;
+		}
+		unsigned frames = e->pcln ? exercise_pcln(e->pcln) : 0, named = 0;
+		for (size_t k = 0; k < e->nsyms; k++) {
+			uint64_t st;
+			named += elfsym_lookup(e, e->syms[k].addr + e->syms[k].size / 2, &st) != NULL;
+		}
+		uint64_t va;
+		for (uint64_t off = 0; off < 1 << 20; off += 4093)
+			if (elfsym_off_to_vaddr(e, off, &va))
+				elfsym_lookup(e, va, NULL);
+		int fd = open(path, O_RDONLY);
+		uint64_t v, sz;
+		if (fd >= 0) {
+			elfsym_find_symbol_fd(fd, "main", &v, &sz, NULL);
+			close(fd);
+		}
+		printf("ok %s syms=%zu named=%u frames=%u go=%s\n", path, e->nsyms, named, frames,
+		       e->go_version);
+		elfsym_free(e);
+	}
+	return 0;
 }
 
 static size_t envnum(const char *name)
@@ -199,6 +284,8 @@ static int symbolizer_cmd(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+	if (argc >= 2 && !strcmp(argv[1], "torture"))
+		return torture(argc, argv);
 	if (argc >= 2 && !strcmp(argv[1], "serve"))
 		return serve();
 	if (argc >= 2 && (!strcmp(argv[1], "resolve") || !strcmp(argv[1], "kernel") ||
