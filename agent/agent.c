@@ -18,7 +18,9 @@
 
 #include "cpu.h"
 #include "cpu_profile.h"
+#include "http.h"
 #include "log.h"
+#include "metrics.h"
 #include "outbox.h"
 #include "symbolize.h"
 #include "targets.h"
@@ -31,6 +33,7 @@ struct agent {
 	struct targets *targets;
 	struct cpu_sampler *cpu;
 	struct symbolizer *sym;		/* NULL: profiles carry addresses only */
+	struct http_server *http;	/* NULL: no http_address */
 	struct cpu_window win;
 	uint64_t window_start_mono;
 	int64_t window_start_real;
@@ -144,6 +147,31 @@ static void window(struct agent *a)
 
 	const uint64_t *s = a->win.stats;
 	size_t matched = 0, procs = targets_count(a->targets, &matched);
+	static const struct { int stat; const char *cause; } lost[] = {
+		{ CPU_STAT_LOST_COUNTS_FULL, "cause=\"counts_map_full\"" },
+		{ CPU_STAT_STACK_ERR, "cause=\"stack_error\"" },
+		{ CPU_STAT_STACKS_FULL, "cause=\"stacks_map_full\"" },
+		{ CPU_STAT_COLLISION, "cause=\"hash_collision\"" },
+		{ CPU_STAT_TRUNCATED, "cause=\"truncated\"" },
+	};
+	metric_inc("pushprof_cpu_windows_total", "CPU windows built.", NULL, 1);
+	metric_inc("pushprof_cpu_samples_total", "On-CPU samples drained from BPF.", NULL,
+		   (double)a->win.samples);
+	metric_inc("pushprof_cpu_samples_filtered_total",
+		   "Samples of untargeted processes, dropped in the kernel.", NULL,
+		   (double)s[CPU_STAT_FILTERED]);
+	for (size_t i = 0; i < sizeof(lost) / sizeof(lost[0]); i++)
+		metric_inc("pushprof_cpu_lost_total",
+			   "Samples (counts_map_full) or stacks (others) lost or cut, by cause.",
+			   lost[i].cause, (double)s[lost[i].stat]);
+	metric_inc("pushprof_cpu_profiles_total", "Per-process CPU profiles handed over.", NULL,
+		   (double)ps.profiles);
+	metric_inc("pushprof_cpu_profile_bytes_total", "Bytes of CPU profiles handed over.", NULL,
+		   (double)ps.bytes);
+	metric_set(metric_get("pushprof_cpu_targets", "Processes currently targeted.",
+			      METRIC_GAUGE, NULL), (double)matched);
+	metric_set(metric_get("pushprof_cpu_sampled_cpus", "CPUs with a perf event attached.",
+			      METRIC_GAUGE, NULL), (double)cpu_sampler_ncpus(a->cpu));
 	pp_log(PP_INFO, "cpu window",
 	       "window=%llu samples=%llu processes=%zu bytes=%llu lost_map_full=%llu "
 	       "lost_stack_err=%llu lost_stacks_full=%llu lost_collision=%llu truncated=%llu "
@@ -216,6 +244,14 @@ int agent_run(const struct config *cfg, const struct agent_opts *o, struct pp_er
 			       "error=%s", pp_q(serr.msg));
 		}
 	}
+	if (cfg->http_address && cfg->http_address[0]) {
+		struct pp_err herr = { 0 };
+		a.http = http_start(cfg->http_address, NULL, NULL, &herr);
+		if (!a.http)
+			pp_log(PP_WARN, "http endpoint not started", "address=%s error=%s",
+			       pp_q(cfg->http_address), pp_q(herr.msg));
+	}
+
 	/*
 	 * With a kernel filter, process events make new targets count at once
 	 * (subscribed before the first scan so nothing slips between). The
@@ -232,15 +268,17 @@ int agent_run(const struct config *cfg, const struct agent_opts *o, struct pp_er
 		goto out;
 	a.window_start_mono = mono_ns();
 	a.window_start_real = real_ns();
+	if (a.http)
+		http_set_ready(a.http, true, NULL);
 	size_t matched = 0, procs = targets_count(a.targets, &matched);
 	pp_log(PP_INFO, "agent started",
 	       "node=%s cpu=%s frequency_hz=%u interval_ms=%llu cpus=%u targets=%s matched=%zu "
-	       "processes=%zu bpf_prog_id=%d", pp_q(cfg->node ? cfg->node : ""),
+	       "processes=%zu bpf_prog_id=%d http_port=%d", pp_q(cfg->node ? cfg->node : ""),
 	       cfg->cpu.enabled ? "on" : "off",
 	       cfg->cpu.frequency_hz, (unsigned long long)(cfg->cpu.interval_ns / 1000000),
 	       a.cpu ? cpu_sampler_ncpus(a.cpu) : 0,
 	       targets_whole_host(a.targets) ? "whole-host" : "filtered", matched, procs,
-	       a.cpu ? cpu_sampler_prog_id(a.cpu) : 0);
+	       a.cpu ? cpu_sampler_prog_id(a.cpu) : 0, a.http ? http_port(a.http) : 0);
 
 	uint64_t start = a.window_start_mono, next_scan = start + SCAN_NS;
 	uint64_t interval = cfg->cpu.interval_ns ? cfg->cpu.interval_ns : 10000000000ull;
@@ -287,6 +325,8 @@ int agent_run(const struct config *cfg, const struct agent_opts *o, struct pp_er
 	pp_log(PP_INFO, "agent stopped", "windows=%llu", (unsigned long long)a.windows);
 	r = 0;
 out:
+	if (a.http)
+		http_stop(a.http);
 	cpu_sampler_free(a.cpu);	/* detaches BPF */
 	sym_free(a.sym);
 	cpu_window_free(&a.win);

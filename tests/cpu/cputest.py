@@ -30,12 +30,12 @@ def build_go(name, out_dir):
     return pptest.go_build(os.path.join(WORK, name + ".go"), os.path.join(out_dir, name))
 
 
-def write_config(d, body, interval="1s", freq=FREQ, store=True):
+def write_config(d, body, interval="1s", freq=FREQ, store=True, http=""):
     path = os.path.join(d, "pushprof.yaml")
     store_dir = os.path.join(d, "store")
     text = (f"node: cpu-test-node\n"
             f"log: {{level: debug}}\n"
-            f"http_address: \"\"\n"
+            f"http_address: \"{http}\"\n"
             f"spool: {{directory: \"\"}}\n"
             f"cpu: {{frequency_hz: {freq}, interval: {interval}}}\n"
             f"go_heap: {{enabled: false}}\n")

@@ -36,9 +36,34 @@ try:
     body = (f"remote_store: {{address: \"{rcv.address}\", insecure: true}}\n"
             f"external_labels: {{env: cputest}}\n"
             f"targets:\n  - pids: [{work.pid}]\n")
-    cfg, store = ct.write_config(d, body)
+    import socket
+    with socket.socket() as sk:
+        sk.bind(("127.0.0.1", 0))
+        free_port = sk.getsockname()[1]
+    cfg, store = ct.write_config(d, body, http=f"127.0.0.1:{free_port}")
     agent = ct.start_agent(cfg, "3s")
+    started = ct.wait_started(agent)
+    port = ct.logfields(started[-1]).get("http_port") if started else None
+    time.sleep(2.3)
+    try:
+        import urllib.request
+        metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read()
+        metrics = metrics.decode()
+        ready = urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5).status
+    except Exception as e:  # noqa: BLE001
+        metrics, ready = f"error: {e}", None
     rc, log = ct.finish(agent)
+    log = "".join(started) + log
+    vals = {}
+    for line in metrics.splitlines():
+        if line and not line.startswith("#") and not line.startswith("error"):
+            k, _, v = line.rpartition(" ")
+            vals[k] = float(v)
+    check(ready == 200, "/readyz is 200 while sampling", f"{ready}")
+    check(vals.get("pushprof_cpu_windows_total", 0) >= 2 and
+          vals.get("pushprof_cpu_samples_total", 0) > 0 and
+          'pushprof_cpu_lost_total{cause="counts_map_full"}' in vals,
+          "/metrics has CPU windows, samples and losses by cause", metrics[:600])
     print(log[-1500:])
     check(rc == 0, "agent exits 0", f"rc={rc}")
     nwin = len(ct.window_lines(log))
