@@ -502,13 +502,15 @@ int targets_events_read(struct targets *t, uint64_t now_ns, targets_change_fn cb
 			    cn->len < sizeof(struct proc_event) ||
 			    h->nlmsg_len < NLMSG_LENGTH(sizeof(struct cn_msg) + sizeof(struct proc_event)))
 				continue;
-			const struct proc_event *ev = (const struct proc_event *)cn->data;
+			/* cn->data is only 4-byte aligned: copy out. */
+			struct proc_event ev;
+			memcpy(&ev, cn->data, sizeof(ev));
 			pid_t pid = 0;
-			if (ev->what == PROC_EVENT_FORK &&
-			    ev->event_data.fork.child_pid == ev->event_data.fork.child_tgid)
-				pid = ev->event_data.fork.child_tgid;	/* a process, not a thread */
-			else if (ev->what == PROC_EVENT_EXEC)
-				pid = ev->event_data.exec.process_tgid;
+			if (ev.what == PROC_EVENT_FORK &&
+			    ev.event_data.fork.child_pid == ev.event_data.fork.child_tgid)
+				pid = ev.event_data.fork.child_tgid;	/* a process, not a thread */
+			else if (ev.what == PROC_EVENT_EXEC)
+				pid = ev.event_data.exec.process_tgid;
 			if (pid > 0 && targets_check_pid(t, pid, now_ns, cb, arg) == -ENOMEM)
 				return -ENOMEM;
 		}

@@ -20,7 +20,7 @@ sysw = ct.build_c("sys", d)
 split = ct.build_go("split", d)
 
 # The Go workload runs 4 threads so it still gets CPU on a loaded machine.
-procs = {name: subprocess.Popen([path, "20"] + extra, env=dict(os.environ, GOMAXPROCS="4"))
+procs = {name: subprocess.Popen([path, "30"] + extra, env=dict(os.environ, GOMAXPROCS="4"))
          for name, path, extra in
          (("chain", chain, []), ("sys", sysw, []), ("split", split, ["4"]))}
 pids = {name: p.pid for name, p in procs.items()}
@@ -28,14 +28,14 @@ cfg, store = ct.write_config(d, "targets:\n  - pids: [%s]\n" % ", ".join(
     str(p) for p in pids.values()))
 # Sample until the Go workload has enough samples for a +-5 point check
 # (binomial sd at 800 samples: 1.6 points; 600 accepted on a very busy
-# machine), at least 3 windows, at most 15 s:
+# machine), at least 3 windows, at most 25 s:
 # quick on an idle machine, still meaningful on a loaded one.
-agent = ct.start_agent(cfg, "15s")
+agent = ct.start_agent(cfg, "26s")
 ct.wait_started(agent)
 t0 = time.time()
 seen = set()
 go_samples = 0
-while time.time() - t0 < 14:
+while time.time() - t0 < 25:
     time.sleep(0.5)
     for path in ct.profiles(store):
         if path in seen or int(os.path.basename(path).split("-")[2]) != pids["split"]:
