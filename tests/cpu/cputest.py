@@ -67,8 +67,14 @@ def wait_started(agent, timeout=20):
 
 
 def finish(agent, timeout=60):
+    """Wait for the agent; a sanitizer report in its log counts as failure
+    (rc 99) even when the sanitizer let it exit 0."""
     out, err = agent.communicate(timeout=timeout)
-    return agent.returncode, err
+    rc = agent.returncode
+    if "runtime error:" in err or "Sanitizer" in err:
+        print("sanitizer report in the agent's log:\n" + err[-4000:])
+        rc = 99
+    return rc, err
 
 
 def window_lines(log):
