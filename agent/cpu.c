@@ -104,14 +104,22 @@ static int open_perf_event(int cpu, uint32_t hz)
 int cpu_sampler_sync_cpus(struct cpu_sampler *s, bool *changed, struct pp_err *err)
 {
 	char buf[4096];
-	unsigned char online[MAX_CPUS / 8];
 	int r = read_small("/sys/devices/system/cpu/online", buf, sizeof(buf));
 	if (changed)
 		*changed = false;
 	if (r < 0)
 		return pp_errf(err, r, "reading /sys/devices/system/cpu/online: %s", strerror(-r));
-	if (parse_cpulist(buf, online, s->ncpu_slots) < 0)
-		return pp_errf(err, -EINVAL, "unparsable /sys/devices/system/cpu/online: %.64s", buf);
+	return cpu_sampler_set_cpus(s, buf, changed, err);
+}
+
+int cpu_sampler_set_cpus(struct cpu_sampler *s, const char *cpulist, bool *changed,
+			 struct pp_err *err)
+{
+	unsigned char online[MAX_CPUS / 8];
+	if (changed)
+		*changed = false;
+	if (parse_cpulist(cpulist, online, s->ncpu_slots) < 0)
+		return pp_errf(err, -EINVAL, "unparsable online CPU list: %.64s", cpulist);
 
 	for (int c = 0; c < s->ncpu_slots; c++) {
 		bool on = online[c / 8] & (1u << (c % 8));

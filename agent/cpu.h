@@ -62,6 +62,10 @@ void cpu_sampler_free(struct cpu_sampler *s);
  * gone ones. *changed (optional) tells whether anything changed. */
 int cpu_sampler_sync_cpus(struct cpu_sampler *s, bool *changed, struct pp_err *err);
 unsigned cpu_sampler_ncpus(const struct cpu_sampler *s);
+/* What sync does with the file's contents, given as a cpulist ("0-3,5");
+ * lets tests exercise attach/detach without taking CPUs offline. */
+int cpu_sampler_set_cpus(struct cpu_sampler *s, const char *cpulist, bool *changed,
+			 struct pp_err *err);
 
 /* Kernel filter (opts.filter): add or remove a tgid. */
 int cpu_sampler_allow(struct cpu_sampler *s, pid_t tgid, bool allow);

@@ -4,6 +4,7 @@
  * the samples the BPF counters say were recorded, stacks resolve, and this
  * process's own frames are there. Prints the figures for the report.
  */
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,6 +85,47 @@ int main(void)
 			fails++;
 		}
 	}
+	/*
+	 * Hotplug paths without taking CPUs offline: pinned to CPU 1, this
+	 * process is not sampled while only CPU 0 is attached, and is again
+	 * once the real online list is re-applied.
+	 */
+	cpu_set_t one;
+	CPU_ZERO(&one);
+	CPU_SET(1, &one);
+	if (cpu_sampler_ncpus(s) >= 2 && sched_setaffinity(0, sizeof(one), &one) == 0) {
+		bool changed = false;
+		uint64_t mine[2] = { 0, 0 };
+		for (int phase = 0; phase < 2; phase++) {
+			int r = phase == 0 ? cpu_sampler_set_cpus(s, "0", &changed, &err)
+					   : cpu_sampler_sync_cpus(s, &changed, &err);
+			if (r < 0 || !changed) {
+				printf("FAIL set cpus phase %d: %d %s\n", phase, r, err.msg);
+				fails++;
+			}
+			if (cpu_sampler_drain(s, &w, &err) < 0)	/* start clean */
+				return 1;
+			total_rec += w.stats[CPU_STAT_RECORDED];
+			total_drained += w.samples;
+			burn(0.3);
+			if (cpu_sampler_drain(s, &w, &err) < 0)
+				return 1;
+			total_rec += w.stats[CPU_STAT_RECORDED];
+			total_drained += w.samples;
+			for (size_t i = 0; i < w.nrecs; i++)
+				if ((pid_t)w.recs[i].key.tgid == getpid())
+					mine[phase] += w.recs[i].count;
+		}
+		printf("hotplug: cpu0 only -> own samples %lu; all online -> %lu (ncpus %u)\n",
+		       (unsigned long)mine[0], (unsigned long)mine[1], cpu_sampler_ncpus(s));
+		if (mine[0] > 2 || mine[1] < 30) {
+			printf("FAIL detach/attach by CPU list\n");
+			fails++;
+		}
+	} else {
+		printf("hotplug check skipped: needs 2 CPUs\n");
+	}
+
 	/* The last drain holds everything recorded so far once more: drain again. */
 	if (cpu_sampler_drain(s, &w, &err) < 0)
 		return 1;
