@@ -224,7 +224,6 @@ int agent_run(const struct config *cfg, const struct agent_opts *o, struct pp_er
 		goto out;
 	}
 
-
 	if (cfg->cpu.enabled) {
 		struct cpu_sampler_opts so = {
 			.frequency_hz = cfg->cpu.frequency_hz,
