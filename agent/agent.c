@@ -18,6 +18,9 @@
 
 #include "cpu.h"
 #include "cpu_profile.h"
+#include "gobin.h"
+#include "goheap.h"
+#include "gotrack.h"
 #include "http.h"
 #include "log.h"
 #include "metrics.h"
@@ -34,6 +37,7 @@ struct agent {
 	struct cpu_sampler *cpu;
 	struct symbolizer *sym;		/* NULL: profiles carry addresses only */
 	struct http_server *http;	/* NULL: no http_address */
+	struct gotrack *go;		/* NULL: go_heap disabled */
 	struct cpu_window win;
 	uint64_t window_start_mono;
 	int64_t window_start_real;
@@ -78,6 +82,12 @@ static void set_oom_score_adj(int v)
 static void on_target_change(pid_t pid, bool matched, void *arg)
 {
 	struct agent *a = arg;
+	if (a->go) {
+		if (matched)
+			gotrack_add(a->go, pid);
+		else
+			gotrack_remove(a->go, pid);
+	}
 	if (!a->cpu)
 		return;
 	if (cpu_sampler_allow(a->cpu, pid, matched) < 0)
@@ -105,6 +115,78 @@ static int emit_profile(const struct pp_labels *labels, const uint8_t *gz, size_
 		pp_log(PP_WARN, "cannot hand over a CPU profile", "pid=%d error=%s", (int)pid,
 		       pp_q(err.msg));
 	return 0;
+}
+
+/*
+ * POST /api/v1/snapshot, on the HTTP server's thread: it shares nothing
+ * with the loop but the config (read-only) and the outbox (thread-safe).
+ */
+static int http_snapshot(void *arg, pid_t pid, const char *view_s, uint8_t **out, size_t *len,
+			 char *msg, size_t msg_len)
+{
+	struct agent *a = arg;
+	struct pp_err err = { 0 };
+	struct gobin *g = NULL;
+	struct goheap_snapshot snap = { 0 };
+	enum goheap_view view = GOHEAP_VIEW_RUNTIME;
+	int status;
+
+	goheap_view_parse(view_s, &view);
+	int rc = gobin_open_pid(pid, &g, &err);
+	if (rc == 0) {
+		struct goheap_snapshot_opts o = {
+			.view = view,
+			.max_buckets = a->cfg->go_heap.max_buckets,
+			.max_depth = a->cfg->go_heap.max_stack_depth,
+			.trigger = "on_demand",
+			.node = a->cfg->node,
+			.external = &a->cfg->external_labels,
+		};
+		rc = goheap_snapshot(pid, g, &o, &snap, &err);
+	}
+	switch (rc) {
+	case 0:
+		status = 200;
+		break;
+	case -ESRCH:
+		status = 404;
+		break;
+	case -ENOEXEC:
+	case -ENOENT:
+		status = 422;
+		break;
+	case GOHEAP_EDISABLED:
+		status = 409;
+		break;
+	case -EACCES:
+	case -EPERM:
+		status = 403;
+		break;
+	default:
+		status = 500;
+	}
+	metric_inc("pushprof_go_heap_snapshots_total", "Go heap snapshots taken, by outcome.",
+		   status == 200 ? (snap.complete ? "trigger=\"on_demand\",result=\"complete\""
+						  : "trigger=\"on_demand\",result=\"incomplete\"")
+				 : "trigger=\"on_demand\",result=\"error\"", 1);
+	if (status == 200) {
+		struct pp_err oerr = { 0 };
+		if (outbox_submit(a->outbox, &snap.labels, snap.gz, snap.len, &oerr))
+			pp_log(PP_WARN, "cannot hand over an on-demand heap profile", "pid=%d error=%s",
+			       (int)pid, pp_q(oerr.msg));
+		*out = snap.gz;
+		*len = snap.len;
+		snap.gz = NULL;
+		pp_log(PP_INFO, "on-demand heap snapshot", "pid=%d view=%s buckets=%zu complete=%s",
+		       (int)pid, goheap_view_name(view), snap.buckets, snap.complete ? "true" : "false");
+	} else {
+		snprintf(msg, msg_len, "%s", rc == GOHEAP_EDISABLED && !err.msg[0]
+			 ? "memory profiling disabled in this process (MemProfileRate is 0)"
+			 : err.msg[0] ? err.msg : strerror(-rc));
+	}
+	goheap_snapshot_free(&snap);
+	gobin_free(g);
+	return status;
 }
 
 static void window(struct agent *a)
@@ -191,7 +273,33 @@ static void window(struct agent *a)
 	       fr < 0 ? pp_q(err.msg) : "");
 }
 
-int agent_run(const struct config *cfg, const struct agent_opts *o, struct pp_err *err)
+/*
+ * SIGHUP: load the config file again. An invalid one is rejected with its
+ * error and the agent goes on with the old one; a valid one makes the loop
+ * finish its window and return 1 so the caller restarts with it.
+ */
+static bool reload_config(const struct config *cfg, struct agent_opts *o)
+{
+	struct pp_err err = { 0 };
+	struct config *next;
+
+	if (!o || !cfg->path) {
+		pp_log(PP_WARN, "SIGHUP ignored: no config file to reload", NULL);
+		return false;
+	}
+	next = calloc(1, sizeof(*next));
+	if (!next || config_load(cfg->path, next, &err) < 0) {
+		pp_log(PP_ERROR, "config reload rejected, keeping the running config", "path=%s error=%s",
+		       pp_q(cfg->path), pp_q(next ? err.msg : "out of memory"));
+		free(next);
+		return false;
+	}
+	pp_log(PP_INFO, "config reloaded", "path=%s", pp_q(cfg->path));
+	o->reload = next;
+	return true;
+}
+
+int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err)
 {
 	struct agent a;
 	int r = 0, sfd = -1;
@@ -204,6 +312,7 @@ int agent_run(const struct config *cfg, const struct agent_opts *o, struct pp_er
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGINT);
 	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &mask, &old);
 	sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 	if (sfd < 0) {
@@ -245,7 +354,7 @@ int agent_run(const struct config *cfg, const struct agent_opts *o, struct pp_er
 	}
 	if (cfg->http_address && cfg->http_address[0]) {
 		struct pp_err herr = { 0 };
-		a.http = http_start(cfg->http_address, NULL, NULL, &herr);
+		a.http = http_start(cfg->http_address, http_snapshot, &a, &herr);
 		if (!a.http)
 			pp_log(PP_WARN, "http endpoint not started", "address=%s error=%s",
 			       pp_q(cfg->http_address), pp_q(herr.msg));
@@ -256,7 +365,14 @@ int agent_run(const struct config *cfg, const struct agent_opts *o, struct pp_er
 	 * (subscribed before the first scan so nothing slips between). The
 	 * whole host needs no filter updates: labels are read per window.
 	 */
-	bool want_events = a.cpu && !targets_whole_host(a.targets);
+	if (cfg->go_heap.enabled) {
+		a.go = gotrack_new(cfg);
+		if (!a.go) {
+			r = pp_errf(err, -ENOMEM, "out of memory");
+			goto out;
+		}
+	}
+	bool want_events = (a.cpu || a.go) && !targets_whole_host(a.targets);
 	int evfd = want_events ? targets_events_open(a.targets) : -1;
 	if (evfd < 0 && want_events)
 		pp_log(PP_INFO, "process events unavailable, relying on /proc scans",
@@ -281,13 +397,24 @@ int agent_run(const struct config *cfg, const struct agent_opts *o, struct pp_er
 
 	uint64_t start = a.window_start_mono, next_scan = start + SCAN_NS;
 	uint64_t interval = cfg->cpu.interval_ns ? cfg->cpu.interval_ns : 10000000000ull;
-	uint64_t next_window = start + interval;
+	uint64_t next_window = a.cpu ? start + interval : UINT64_MAX;
+	uint64_t heap_every = a.go ? cfg->go_heap.interval_ns : 0;
+	uint64_t next_heap = heap_every ? start + heap_every : UINT64_MAX;
+	const struct pressure_config *pc = &cfg->go_heap.pressure;
+	uint64_t press_every = a.go && pc->enabled ? pc->poll_interval_ns : 0;
+	uint64_t next_press = press_every ? start + press_every : UINT64_MAX;
 	uint64_t deadline = o && o->duration_ns ? start + o->duration_ns : UINT64_MAX;
 	bool stop = false;
 
 	while (!stop) {
 		now = mono_ns();
-		uint64_t wake = next_scan < next_window ? next_scan : next_window;
+		uint64_t wake = next_scan;
+		if (next_window < wake)
+			wake = next_window;
+		if (next_heap < wake)
+			wake = next_heap;
+		if (next_press < wake)
+			wake = next_press;
 		if (deadline < wake)
 			wake = deadline;
 		int timeout = wake > now ? (int)((wake - now + 999999) / 1000000) : 0;
@@ -299,10 +426,16 @@ int agent_run(const struct config *cfg, const struct agent_opts *o, struct pp_er
 			next_scan = mono_ns();	/* events lost: rescan now */
 		if (pr > 0 && (pfd[0].revents & POLLIN)) {
 			struct signalfd_siginfo si;
-			while (read(sfd, &si, sizeof(si)) == sizeof(si))
+			while (read(sfd, &si, sizeof(si)) == sizeof(si)) {
+				if (si.ssi_signo == SIGHUP) {
+					if (reload_config(cfg, o))
+						stop = true;
+					continue;
+				}
 				pp_log(PP_INFO, "signal received, finishing the window", "signal=%u",
 				       si.ssi_signo);
-			stop = true;
+				stop = true;
+			}
 		}
 		now = mono_ns();
 		if (now >= deadline)
@@ -314,15 +447,32 @@ int agent_run(const struct config *cfg, const struct agent_opts *o, struct pp_er
 			while (next_scan <= now)
 				next_scan += SCAN_NS;
 		}
-		if (now >= next_window || stop) {
-			if (a.cpu)
-				window(&a);
+		if (now >= next_press && !stop) {
+			struct pp_err ferr = { 0 };
+			if (gotrack_check_pressure(a.go, a.outbox, now) > 0 &&
+			    outbox_flush(a.outbox, &ferr) < 0)
+				pp_log(PP_WARN, "push of pressure snapshots failed", "error=%s",
+				       pp_q(ferr.msg));
+			while (next_press <= now)
+				next_press += press_every;
+		}
+		if (now >= next_heap && !stop) {
+			struct pp_err ferr = { 0 };
+			gotrack_snapshot_all(a.go, a.outbox);
+			if (!a.cpu && outbox_flush(a.outbox, &ferr) < 0)
+				pp_log(PP_WARN, "push of heap snapshots failed", "error=%s", pp_q(ferr.msg));
+			while (next_heap <= now)
+				next_heap += heap_every;
+		}
+		if (now >= next_window || (stop && a.cpu)) {
+			window(&a);
 			while (next_window <= now)
 				next_window += interval;
 		}
 	}
-	pp_log(PP_INFO, "agent stopped", "windows=%llu", (unsigned long long)a.windows);
-	r = 0;
+	pp_log(PP_INFO, o && o->reload ? "agent restarting with the new config" : "agent stopped",
+	       "windows=%llu", (unsigned long long)a.windows);
+	r = o && o->reload ? 1 : 0;
 out:
 	if (a.http)
 		http_stop(a.http);
@@ -336,6 +486,7 @@ out:
 		outbox_free(a.outbox);
 	}
 	targets_free(a.targets);
+	gotrack_free(a.go);
 	if (sfd >= 0) {
 		close(sfd);
 		pthread_sigmask(SIG_SETMASK, &old, NULL);

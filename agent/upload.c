@@ -22,6 +22,7 @@
  * - Not thread-safe: one caller at a time per uploader.
  */
 #include "upload.h"
+#include "metrics.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -572,6 +573,21 @@ static void call_once(struct uploader *u, const uint8_t *buf, size_t len, uint64
 		grpc_call_unref(call);
 }
 
+/* Self-metrics: every attempt by status, bytes accepted, latency. */
+static void count_call(grpc_status_code status, size_t len, uint64_t ns)
+{
+	char lbl[64];
+
+	snprintf(lbl, sizeof(lbl), "status=\"%s\"", status_name(status));
+	metric_inc("pushprof_write_requests_total", "WriteRaw attempts by gRPC status.", lbl, 1);
+	if (status == GRPC_STATUS_OK)
+		metric_inc("pushprof_bytes_sent_total", "Request bytes accepted by the remote store.",
+			   NULL, (double)len);
+	metric_inc("pushprof_write_latency_seconds_sum", "Total time spent in WriteRaw attempts.",
+		   NULL, (double)ns / 1e9);
+	metric_inc("pushprof_write_latency_seconds_count", "WriteRaw attempts timed.", NULL, 1);
+}
+
 /* Send one encoded request with retries. */
 static int send_request(struct uploader *u, const uint8_t *buf, size_t len, size_t nseries,
 			struct pp_err *err)
@@ -588,7 +604,9 @@ static int send_request(struct uploader *u, const uint8_t *buf, size_t len, size
 		uint64_t timeout = u->timeout_ns;
 		if (budget_end - now < timeout)
 			timeout = budget_end - now;
+		uint64_t t0 = mono_ns();
 		call_once(u, buf, len, timeout, &res);
+		count_call(res.status, len, mono_ns() - t0);
 		u->stats.last_status = (uint64_t)res.status;
 		if (res.status == GRPC_STATUS_OK) {
 			u->stats.requests_ok++;
