@@ -442,10 +442,12 @@ out:
  * moduledata.gofunc: find firstmoduledata in a writable section by its first
  * two words (pcHeader == pclntab address, funcnametab.ptr == pclntab +
  * funcnameOffset), then take the word after `rodata`, which must equal the
- * .rodata section address (Go 1.19: offset 304, Go 1.20+: 320).
+ * .rodata section address, and gofunc must lie inside .rodata. The offset
+ * follows the pclntab layout: Go 1.18-1.19 304, Go 1.20+ 320 (covctrs and
+ * ecovctrs were added before `end`); checked against Go 1.19 and 1.23.
  */
 static uint64_t find_gofunc(Elf *elf, size_t shstrndx, const struct src *s, uint64_t pcln_addr,
-			    uint64_t funcname_off)
+			    uint64_t funcname_off, unsigned md_off)
 {
 	GElf_Shdr rsh;
 	if (!find_scn(elf, shstrndx, ".rodata", false, &rsh))
@@ -469,14 +471,11 @@ static uint64_t find_gofunc(Elf *elf, size_t shstrndx, const struct src *s, uint
 			memcpy(&w1, b + i + 8, 8);
 			if (w1 != pcln_addr + funcname_off)
 				continue;
-			static const unsigned offs[] = { 304, 320 };
-			for (size_t k = 0; k < 2 && !found; k++) {
-				uint64_t ro, gf;
-				memcpy(&ro, b + i + offs[k] - 8, 8);
-				memcpy(&gf, b + i + offs[k], 8);
-				if (ro == rsh.sh_addr && gf >= ro)
-					found = gf;
-			}
+			uint64_t ro, gf;
+			memcpy(&ro, b + i + md_off - 8, 8);
+			memcpy(&gf, b + i + md_off, 8);
+			if (ro == rsh.sh_addr && gf >= ro && gf - ro < rsh.sh_size)
+				found = gf;
 		}
 		free(b);
 		if (found)
@@ -507,7 +506,8 @@ static void load_go(struct elfsym *e, Elf *elf, size_t shstrndx, const struct sr
 	memcpy(&fno, tab + (magic == GOPCLN_MAGIC_116 ? 24 : 32), 8);
 	uint64_t gofunc = 0;
 	if (magic != GOPCLN_MAGIC_116 && gs.go_minor != 18) {
-		gofunc = find_gofunc(elf, shstrndx, s, sh.sh_addr, fno);
+		gofunc = find_gofunc(elf, shstrndx, s, sh.sh_addr, fno,
+				     magic == GOPCLN_MAGIC_120 ? 320 : 304);
 		if (!gofunc)
 			gofunc = sym_gofunc;
 	}
