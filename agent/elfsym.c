@@ -47,7 +47,8 @@ static bool src_read(const struct src *s, uint64_t off, uint64_t len, void *dst)
 /* malloc'd copy of [off, off+len) (len may be 0 -> 1-byte buffer). */
 static uint8_t *src_dup(const struct src *s, uint64_t off, uint64_t len)
 {
-	if (len > ELFSYM_MAX_SECTION)
+	/* Bounds first: a hostile size must not even cause the allocation. */
+	if (len > ELFSYM_MAX_SECTION || off > s->size || len > s->size - off)
 		return NULL;
 	uint8_t *p = malloc(len ? len : 1);
 	if (!p)

@@ -118,7 +118,7 @@ struct sym_stats {
 	size_t procs;			/* processes with cached maps */
 	uint64_t file_loads, file_load_errors, file_evictions, file_reloads;
 	uint64_t lookups, resolved;	/* addresses asked / given >= 1 frame */
-	size_t kernel_symbols;
+	size_t kernel_symbols, kernel_bytes;	/* kallsyms table held */
 };
 
 struct symbolizer;

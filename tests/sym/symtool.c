@@ -271,7 +271,8 @@ static int symbolizer_cmd(int argc, char **argv)
 		sym_resolve_kernel(s, &ka, 1, &kb, NULL);
 		t1 = now_s();
 		sym_get_stats(s, &st);
-		printf("kallsyms_load_ms %.1f\nkernel_symbols %zu\n", (t1 - t0) * 1e3, st.kernel_symbols);
+		printf("kallsyms_load_ms %.1f\nkernel_symbols %zu\nkernel_bytes %zu\n", (t1 - t0) * 1e3,
+		       st.kernel_symbols, st.kernel_bytes);
 		sym_batch_free(&kb);
 	}
 	if (rc < 0)
