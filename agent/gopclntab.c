@@ -293,6 +293,19 @@ long gopcln_find(const struct gopcln *t, uint64_t pc, struct gopcln_func *f)
 	return (long)lo;
 }
 
+long gopcln_find_name(const struct gopcln *t, const char *name, struct gopcln_func *f)
+{
+	for (uint64_t i = 0; i < t->nfunc; i++) {
+		struct gopcln_func tmp;
+		if (gopcln_func_at(t, i, &tmp) == 0 && tmp.name && !strcmp(tmp.name, name)) {
+			if (f)
+				*f = tmp;
+			return (long)i;
+		}
+	}
+	return -ENOENT;
+}
+
 /* Bounded varint (at most 5 bytes for a uint32). */
 static bool uvarint(const uint8_t *b, size_t len, size_t *pos, uint32_t *v)
 {

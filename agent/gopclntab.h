@@ -86,6 +86,10 @@ int gopcln_func_at(const struct gopcln *t, size_t i, struct gopcln_func *f);
  * index (>= 0) on success. */
 long gopcln_find(const struct gopcln *t, uint64_t pc, struct gopcln_func *f);
 
+/* The function named exactly name (linear scan: for one-off lookups such as
+ * locating runtime.mProf_Malloc in a stripped binary). Index or -ENOENT. */
+long gopcln_find_name(const struct gopcln *t, const char *name, struct gopcln_func *f);
+
 /*
  * pc -> frames, innermost first: the inlined calls at pc (if any), then the
  * physical function. For a return address pass pc - 1 (the call

@@ -151,6 +151,10 @@ def suite(gobin):
     for sym in ("runtime.mbuckets", "runtime.MemProfileRate", "main.shallow"):
         out = symlib.symtool("findsym", bins["normal"], sym).stdout.split()
         check(out and int(out[0], 16) == nm[sym], f"findsym {sym} = go tool nm", str(out))
+    for sym in ("runtime.mProf_Malloc", "main.shallow"):
+        out = symlib.symtool("gofunc", bins["stripped"], sym).stdout.split()
+        check(out and int(out[0], 16) == nm[sym], f"{gover} stripped: pclntab function {sym} "
+              "by name = go tool nm of the unstripped build", str(out))
     p = symlib.symtool("findsym", bins["stripped"], "runtime.mbuckets", check=False)
     check(p.returncode == 1 and "not found" in p.stdout, "findsym on a stripped binary: not found")
 
