@@ -342,7 +342,8 @@ static int32_t pcvalue(const struct gopcln *t, const struct fn *fn, uint32_t off
 			return -1;	/* end of table without reaching target */
 		if (!uvarint(b, len, &pos, &uv))
 			return -1;
-		val += (int32_t)(-(uv & 1) ^ (uv >> 1));
+		/* wrapping add: hostile deltas must not be signed-overflow UB */
+		val = (int32_t)((uint32_t)val + (-(uv & 1) ^ (uv >> 1)));
 		if (!uvarint(b, len, &pos, &pcd))
 			return -1;
 		pc += (uint64_t)pcd * t->quantum;
