@@ -39,11 +39,24 @@ def suite(gobin):
             raise RuntimeError(f"go tool {args}: {p.stderr}")
         return p.stdout
 
+    # cgo + PIE forces the system linker: no .gopclntab section, the table
+    # sits inside .data.rel.ro and is found by its header.
+    cgo_src = os.path.join(d, "goworkload_cgo.go")
+    with open(src) as f:
+        text = f.read()
+    with open(cgo_src, "w") as f:
+        f.write(text.replace("\nimport (", '\nimport "C"\nimport (', 1))
     bins = {}
-    for v, flags in variants.items():
+    for v, flags in list(variants.items()) + [("cgo-pie", ["-buildmode=pie"]),
+                                              ("cgo-pie-stripped", ["-buildmode=pie",
+                                                                    "-ldflags=-s -w"])]:
         out = os.path.join(d, "gw-" + v)
-        pptest.run([gobin, "build", *flags, "-o", out, src], timeout=300, env=goenv, check_rc=0)
+        env = dict(goenv, CGO_ENABLED="1") if v.startswith("cgo") else goenv
+        pptest.run([gobin, "build", *flags, "-o", out, cgo_src if v.startswith("cgo") else src],
+                   timeout=300, env=env, check_rc=0)
         bins[v] = out
+    secs = pptest.run(["readelf", "-SW", bins["cgo-pie-stripped"]]).stdout
+    check(".gopclntab" not in secs, f"{gover} cgo-pie-stripped: no .gopclntab section (external link)")
 
     # --- 1. runtime-recorded stacks, all variants --------------------------------
     for v, path in bins.items():
