@@ -555,16 +555,41 @@ static void load_go(struct elfsym *e, Elf *elf, size_t shstrndx, const struct sr
 	if (find_scn(elf, shstrndx, ".text", false, &text))
 		gs.text_start = text.sh_addr;
 	if (e->go_version[0] && !strncmp(e->go_version, "go1.", 4))
-		gs.go_minor = atoi(e->go_version + 4);
+		gs.go_minor = atoi(e->go_version + 4);	/* informational only */
 	/* funcnameOffset: header word 3 (1.18+) or 2 (1.16). */
 	uint32_t magic;
 	memcpy(&magic, tab, 4);
 	uint64_t fno;
 	memcpy(&fno, tab + (magic == GOPCLN_MAGIC_116 ? 24 : 32), 8);
-	uint64_t gofunc = 0;
-	if (magic != GOPCLN_MAGIC_116 && gs.go_minor != 18) {
-		uint64_t ts;
-		memcpy(&ts, tab + 24, 8);
+	uint64_t gofunc = 0, ts;
+	memcpy(&ts, tab + 24, 8);
+	GElf_Shdr msh;
+	bool go126 = find_scn(elf, shstrndx, ".go.module", false, &msh) != NULL;
+	if (go126 && magic != GOPCLN_MAGIC_116) {
+		/*
+		 * Go 1.26+ (untested here): moduledata has its own section,
+		 * pcHeader.textStart is 0 (take moduledata.text, word 22), and
+		 * the funcdata (go:func.*) follow the functab inside the pclntab.
+		 */
+		uint64_t mtext;
+		if (ts == 0 && msh.sh_type == SHT_PROGBITS && msh.sh_size >= 184 &&
+		    src_read(s, msh.sh_offset + 176, 8, &mtext)) {
+			for (size_t l = 0; l < e->nloads; l++)
+				if ((e->loads[l].flags & PF_X) && mtext >= e->loads[l].vaddr &&
+				    mtext - e->loads[l].vaddr < e->loads[l].memsz)
+					gs.text_start = mtext;
+		}
+		uint64_t nfunc, pclnoff;
+		memcpy(&nfunc, tab + 8, 8);
+		memcpy(&pclnoff, tab + 64, 8);
+		if (nfunc < sh.sh_size / 8 && pclnoff < sh.sh_size &&
+		    (nfunc + 1) * 8 <= sh.sh_size - pclnoff) {
+			uint64_t off = pclnoff + (nfunc + 1) * 8;
+			gs.gofunc = tab + off;	/* inside the table: no copy */
+			gs.gofunc_len = sh.sh_size - off;
+			e->gofunc_addr = sh.sh_addr + off;
+		}
+	} else if (magic != GOPCLN_MAGIC_116) {
 		gofunc = find_gofunc(elf, s, sh.sh_addr, fno, ts,
 				     magic == GOPCLN_MAGIC_120 ? 320 : 304);
 		if (!gofunc)
@@ -653,15 +678,17 @@ static int load(const struct src *s, struct elfsym **out, struct pp_err *err)
 		 * symtab's go.func.* is only a fallback to moduledata; take it
 		 * in a cheap pre-pass when a symtab exists. */
 		load_go(e, elf, shstrndx, s, 0);
-		if (e->pcln && !e->gofunc_buf && symtab.sh_type && e->go_version[0] &&
-		    strncmp(e->go_version, "go1.18", 6) != 0 &&
-		    strncmp(e->go_version, "go1.17", 6) != 0 && strncmp(e->go_version, "go1.16", 6) != 0) {
+		if (e->pcln && !gopcln_has_inline(e->pcln) && gopcln_layout(e->pcln) != 116 &&
+		    symtab.sh_type) {
 			struct elfsym tmp = { 0 };
 			if (load_syms(&tmp, elf, s, &symtab, 0, 0, &sym_gofunc) == 0 && sym_gofunc) {
 				gopcln_close(e->pcln);
 				free(e->pcln_buf);
+				free(e->gofunc_buf);
 				e->pcln = NULL;
-				e->pcln_buf = NULL;
+				e->pcln_buf = e->gofunc_buf = NULL;
+				e->pcln_len = e->gofunc_len = 0;
+				e->gofunc_addr = 0;
 				e->bytes = sizeof(*e);
 				load_go(e, elf, shstrndx, s, sym_gofunc);
 			}

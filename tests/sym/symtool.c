@@ -122,7 +122,8 @@ static int torture(int argc, char **argv)
 			if (gopcln_open(&src, &t, &err) < 0) {
 				printf("error %s %s\n", path, err.msg);
 			} else {
-				printf("ok %s frames=%u\n", path, exercise_pcln(t));
+				printf("ok %s inline=%d frames=%u\n", path, gopcln_has_inline(t),
+				       exercise_pcln(t));
 				gopcln_close(t);
 			}
 			free(tab);

@@ -138,4 +138,7 @@ check(errs, "empty file is an error with a message", str(errs))
 good = [l for l in lines if l.startswith("ok") and l.split()[1].endswith(".raw.pcln")]
 check(len(good) == 2 and all(int(l.split("frames=")[1]) > 1000 for l in good),
       "unmodified raw pclntabs decode (control)", str(good))
+# There symtool hands the table itself as gofunc: a wrong base must be
+# detected and give no inlined frames rather than made-up ones.
+check(good and all("inline=0" in l for l in good), "implausible gofunc rejected", str(good))
 done()
