@@ -472,6 +472,10 @@ static uint64_t common_target(const struct gobin *g, const struct use *uses, siz
 		for (size_t i = 0; i < n; i++)
 			if (found[i] % align == 0 && in_data(g->impl, found[i], align))
 				targets_add(&t, found[i]);
+		/* A function that no longer uses the variable this way (the Go
+		 * version moved the code elsewhere) proves nothing either way. */
+		if (t.n == 0)
+			continue;
 		(*nfuncs)++;
 		if (first) {
 			acc = t;
@@ -490,24 +494,28 @@ static uint64_t common_target(const struct gobin *g, const struct use *uses, siz
 
 static void vars_from_code(struct gobin *g)
 {
-	/* mbuckets.Load() in MemProfile and mProf_FlushLocked, &mbuckets for
-	 * the atomic store in stkbucket. MemProfile is dead code (absent) in
-	 * programs that never read memory profiles. */
+	/* mbuckets.Load() in MemProfile (memProfileInternal from 1.23) and
+	 * mProf_FlushLocked, &mbuckets for the atomic store in stkbucket.
+	 * MemProfile is dead code (absent) in programs that never read memory
+	 * profiles. */
 	static const struct use mb[] = {
-		{"runtime.MemProfile", LOAD64}, {"runtime.mProf_FlushLocked", LOAD64},
-		{"runtime.stkbucket", LEA64},
+		{"runtime.MemProfile", LOAD64}, {"runtime.memProfileInternal", LOAD64},
+		{"runtime.mProf_FlushLocked", LOAD64}, {"runtime.stkbucket", LEA64},
 	};
 	/* mProfCycle.read() in MemProfile and the mProf_* hooks. */
 	static const struct use cy[] = {
-		{"runtime.MemProfile", LOAD32}, {"runtime.mProf_Flush", LOAD32},
+		{"runtime.MemProfile", LOAD32}, {"runtime.memProfileInternal", LOAD32},
+		{"runtime.mProf_Flush", LOAD32},
 		{"runtime.mProf_PostSweep", LOAD32}, {"runtime.mProf_Malloc", LOAD32},
 		{"runtime.mProf_Free", LOAD32},
 	};
 	/* MemProfileRate: read by mallocgc and nextSample (inlined into
-	 * profilealloc), written by parsedebugvars (GODEBUG=memprofilerate). */
+	 * profilealloc), written for GODEBUG=memprofilerate by parsedebugvars
+	 * (1.19) or parsegodebug (1.23). */
 	static const struct use rt[] = {
 		{"runtime.mallocgc", LOAD64}, {"runtime.profilealloc", LOAD64},
 		{"runtime.nextSample", LOAD64}, {"runtime.parsedebugvars", STORE64},
+		{"runtime.parsegodebug", STORE64},
 	};
 	unsigned n1, n2, n3;
 	struct gobin_vars v = {0};

@@ -31,10 +31,29 @@ def tmpdir(prefix):
     return d
 
 
-def build(name, outdir, variant="plain"):
-    """Build tests/goheap/NAME.go as OUTDIR/NAME-VARIANT."""
-    out = os.path.join(outdir, f"{name}-{variant}")
-    pptest.go_build(os.path.join(HERE, name + ".go"), out, VARIANTS[variant])
+GO123 = "/usr/lib/go-1.23/bin/go"    # scripts/setup.sh --tests installs it when it can
+
+
+def toolchains():
+    """(tag, go binary): Debian's Go 1.19, and Go 1.23 when installed."""
+    res = [("go1.19", "go")]
+    if os.access(GO123, os.X_OK):
+        res.append(("go1.23", GO123))
+    else:
+        print("note: Go 1.23 not installed, its variants are skipped")
+    return res
+
+
+def build(name, outdir, variant="plain", go="go"):
+    """Build tests/goheap/NAME.go as OUTDIR/NAME-VARIANT[-TOOLCHAIN]."""
+    suffix = "" if go == "go" else "-" + os.path.basename(os.path.dirname(os.path.dirname(go)))
+    out = os.path.join(outdir, f"{name}-{variant}{suffix}")
+    env = pptest.go_env()
+    if go != "go":
+        env["GOCACHE"] = env["GOCACHE"] + "-" + os.path.basename(os.path.dirname(os.path.dirname(go)))
+        env["GOTOOLCHAIN"] = "local"
+    pptest.run([go, "build", *VARIANTS[variant], "-o", out, os.path.join(HERE, name + ".go")],
+               timeout=300, env=env, check_rc=0)
     return out
 
 

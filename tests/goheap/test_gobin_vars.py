@@ -36,11 +36,11 @@ def symtab(path):
     return res
 
 
-goversion = pptest.run(["go", "env", "GOVERSION"], env=pptest.go_env()).stdout.strip()
-for name in ("truth", "norate", "many"):
-    for variant in ("plain", "pie"):
-        tag = f"{name}/{variant}"
-        binary = ghlib.build(name, tmp, variant)
+for name, variant, tc, go in [(n, v, tc, go) for tc, go in ghlib.toolchains()
+                              for n in ("truth", "norate", "many") for v in ("plain", "pie")]:
+        goversion = pptest.run([go, "env", "GOVERSION"], env=pptest.go_env()).stdout.strip()
+        tag = f"{tc}/{name}/{variant}"
+        binary = ghlib.build(name, tmp, variant, go)
         twin = binary + ".stripped"
         subprocess.run(["objcopy", "--strip-all", binary, twin], check=True)
         nm = symtab(binary)
@@ -63,11 +63,12 @@ for name in ("truth", "norate", "many"):
 
 # A real -ldflags='-s -w' build (different layout from its unstripped twin,
 # so checked by reading the live values elsewhere; here: found at all).
-for variant in ("stripped", "stripped-pie"):
-    v = vars_of(ghlib.build("norate", tmp, variant))
-    check(v.get("source") == "code" and all(v.get(k, "0x0") != "0x0"
-                                           for k in ("mbuckets", "rate", "cycle")),
-          f"norate/{variant}: variables located", str(v))
+for tc, go in ghlib.toolchains():
+    for variant in ("stripped", "stripped-pie"):
+        v = vars_of(ghlib.build("norate", tmp, variant, go))
+        check(v.get("source") == "code" and all(v.get(k, "0x0") != "0x0"
+                                               for k in ("mbuckets", "rate", "cycle")),
+              f"{tc} norate/{variant}: variables located", str(v))
 
 # GNU build id (the Go linker writes one with -B), read against readelf.
 gnu = "0123456789abcdef0123456789abcdef01234567"

@@ -19,16 +19,18 @@ from pptest import check, done  # noqa: E402
 tmp = ghlib.tmpdir("pushprof-goheap-truth-")
 RATES = (("default", None, 524288), ("rate1", "1", 1))
 
-for variant in ghlib.VARIANTS:
-    binary = ghlib.build("truth", tmp, variant)
+builds = [(variant, "go1.19", "go") for variant in ghlib.VARIANTS]
+builds += [(variant, tc, go) for tc, go in ghlib.toolchains()[1:] for variant in ghlib.VARIANTS]
+for variant, tc, go in builds:
+    binary = ghlib.build("truth", tmp, variant, go)
     for rname, rate, want_period in RATES:
-        tag = f"{variant}/{rname}"
-        own = os.path.join(tmp, f"own-{variant}-{rname}.pb.gz")
-        snap = os.path.join(tmp, f"snap-{variant}-{rname}.pb.gz")
+        tag = f"{tc}/{variant}/{rname}"
+        own = os.path.join(tmp, f"own-{tc}-{variant}-{rname}.pb.gz")
+        snap = os.path.join(tmp, f"snap-{tc}-{variant}-{rname}.pb.gz")
         env = {"PP_MEMPROFILERATE": rate} if rate else {}
         with ghlib.Workload(binary, [own], os.path.join(tmp, "ready"), env=env) as w:
             r = pptest.pushprof("snapshot", "--pid", str(w.pid), "--output", snap)
-            latest = os.path.join(tmp, f"latest-{variant}-{rname}.pb.gz")
+            latest = os.path.join(tmp, f"latest-{tc}-{variant}-{rname}.pb.gz")
             rl = pptest.pushprof("snapshot", "--pid", str(w.pid), "--view", "latest",
                                  "--output", latest)
         if not check(r.returncode == 0, f"{tag}: snapshot exits 0", r.stderr):
