@@ -336,13 +336,15 @@ static void memrec_from(struct go_memrec *m, const uint64_t *w)
 	m->free_bytes = w[3];
 }
 
-/* A loop was found: keep each bucket once (the list repeats from the
- * first bucket seen twice on). */
-static void drop_repeats(struct go_heap *h)
+/* A loop was found (or may hide behind the bucket limit): keep each bucket
+ * once (the list repeats from the first bucket seen twice on). Returns
+ * whether anything was cut. */
+static bool drop_repeats(struct go_heap *h)
 {
 	struct u64map seen;
+	bool cut = false;
 	if (u64map_init(&seen, h->n))
-		return;
+		return false;
 	for (size_t i = 0; i < h->n; i++) {
 		if (u64map_get(&seen, h->buckets[i].addr, NULL) ||
 		    u64map_put(&seen, h->buckets[i].addr, 1)) {
@@ -350,10 +352,12 @@ static void drop_repeats(struct go_heap *h)
 				if (h->buckets[j].truncated)
 					h->truncated_stacks--;
 			h->n = i;
+			cut = true;
 			break;
 		}
 	}
 	u64map_free(&seen);
+	return cut;
 }
 
 int goheap_read(pid_t pid, const struct gobin *g, uint32_t max_buckets, uint32_t max_depth,
@@ -401,8 +405,14 @@ int goheap_read(pid_t pid, const struct gobin *g, uint32_t max_buckets, uint32_t
 			lam = 0;
 		}
 		if (h->n >= max_buckets) {
-			goheap_set_incomplete(h, "more than go_heap.max_buckets (%" PRIu32
-					      ") buckets: the rest were not read", max_buckets);
+			/* Brent needs up to twice the loop to see it: a loop longer
+			 * than half the limit ends here, with repeats to cut. */
+			if (drop_repeats(h))
+				goheap_set_incomplete(h, "the bucket list loops");
+			else
+				goheap_set_incomplete(h, "more than go_heap.max_buckets (%" PRIu32
+						      ") buckets: the rest were not read",
+						      max_buckets);
 			break;
 		}
 		if (b & 7) {

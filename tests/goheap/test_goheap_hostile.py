@@ -72,6 +72,17 @@ with ghlib.Workload(binary, [os.path.join(tmp, "own.pb.gz")], os.path.join(tmp, 
     corrupt(buckets[-1] + 8, struct.pack("<Q", buckets[2]), "loop", "loops", n)
     # A loop onto itself.
     corrupt(buckets[5] + 8, struct.pack("<Q", buckets[5]), "self loop", "loops", 6)
+    # A loop longer than half of max_buckets: the limit is reached before the
+    # loop is seen, and still no bucket is kept twice.
+    old = rd(buckets[-1] + 8, 8)
+    wr(buckets[-1] + 8, struct.pack("<Q", buckets[1]))
+    try:
+        r, st, _ = snap(w.pid, "--max-buckets", str(n + n // 2))
+    finally:
+        wr(buckets[-1] + 8, old)
+    check(r.returncode == 0 and st.get("complete") == "false" and
+          "loops" in st.get("reason", "") and st.get("buckets") == str(n),
+          "loop found at the bucket limit: each bucket once, reason 'loops'", r.stderr)
     corrupt(buckets[3] + 40, struct.pack("<Q", 1 << 40), "nstk 2^40", "claims", 3)
     corrupt(buckets[3] + 40, struct.pack("<Q", 1025), "nstk 1025", "claims", 3)
     corrupt(buckets[2] + 8, struct.pack("<Q", 0x10), "pointer to unmapped memory",
