@@ -99,4 +99,11 @@ with ghlib.Workload(binary, [os.path.join(tmp, "own.pb.gz")], os.path.join(tmp, 
         frames = ghlib.max_frames_of(out, "main.deepRetain")
         check(0 < frames <= 5, "max_stack_depth 5: at most 5 frames kept", str(frames))
 
+# Buckets as an OOM capture could deliver them (garbage PCs, empty, deep and
+# recursive stacks, frees above allocs): both views build a profile that
+# passes Parca's rules.
+r = pptest.run([ghlib.TOOL, "fuzz-profile", binary, "150"], timeout=300)
+check(r.returncode == 0 and r.stdout.startswith("ok 150"),
+      "150 random bucket sets: valid profiles in both views", r.stdout + r.stderr[-500:])
+
 done()
