@@ -773,6 +773,13 @@ static bool deck_try_add(struct builder *b, uint64_t pc, const struct gobin_fram
 	return true;
 }
 
+/* The executable's mapping for addresses in its text, else none (Go's own
+ * unwinder only records Go code, so that is defensive). */
+static uint64_t mapping_of(const struct builder *b, uint64_t addr)
+{
+	return addr >= b->g->text_start && addr < b->g->text_limit ? b->mapping : 0;
+}
+
 /* Emit the pending location; returns its id (0 when none or on error). */
 static uint64_t deck_emit(struct builder *b, bool final, int *rc)
 {
@@ -803,7 +810,7 @@ static uint64_t deck_emit(struct builder *b, bool final, int *rc)
 			lines[nl++] = (struct pprof_line){fid, f->line};
 		}
 	}
-	uint64_t id = pprof_location(b->p, b->mapping, b->dpcs[0] - 1, lines, nl);
+	uint64_t id = pprof_location(b->p, mapping_of(b, b->dpcs[0] - 1), b->dpcs[0] - 1, lines, nl);
 	if (!id) {
 		*rc = -ENOMEM;
 		return 0;
@@ -840,7 +847,7 @@ static uint64_t deck_emit(struct builder *b, bool final, int *rc)
 /* An unsymbolized PC: a location with the address only. */
 static uint64_t raw_location(struct builder *b, uint64_t pc)
 {
-	return pprof_location(b->p, b->mapping, pc - 1, NULL, 0);
+	return pprof_location(b->p, mapping_of(b, pc - 1), pc - 1, NULL, 0);
 }
 
 static inline bool same_pcs(const uint64_t *a, const uint64_t *b, uint32_t n)
