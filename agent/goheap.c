@@ -958,8 +958,8 @@ int goheap_to_pprof(const struct go_heap *h, const struct gobin *g, enum goheap_
 		goto fail;
 	pprof_set_time(b.p, h->time_ns, 0);
 	snprintf(comment, sizeof(comment), "pushprof go heap: view=%s buckets=%zu rate=%" PRId64
-		 " cycle=%" PRIu32 "%s", goheap_view_name(view), h->n, h->rate, h->cycle >> 1,
-		 h->truncated_stacks ? " (some stacks truncated)" : "");
+		 " cycle=%" PRIu32 " truncated_stacks=%" PRIu64, goheap_view_name(view), h->n, h->rate,
+		 h->cycle >> 1, h->truncated_stacks);
 	if (pprof_add_comment(b.p, comment))
 		goto fail;
 	if (!h->complete) {
