@@ -544,6 +544,8 @@ int gobin_open(const char *path, struct gobin **out, struct pp_err *err)
 	if (!g)
 		return -ENOMEM;
 	g->impl = calloc(1, sizeof(*g->impl));
+	if (g->impl)
+		g->impl->fd = -1;
 	g->path = strdup(path);
 	g->exe = strdup(path);
 	if (!g->impl || !g->path || !g->exe) {
@@ -601,6 +603,12 @@ int gobin_open(const char *path, struct gobin **out, struct pp_err *err)
 	if (g->vars.source == GOBIN_VARS_NONE)
 		if (eh.e_machine == EM_X86_64)
 			vars_from_code(g);
+	/* Everything needed later was copied out: no fd or mmap stays open
+	 * per tracked process. */
+	elf_end(g->impl->elf);
+	g->impl->elf = NULL;
+	close(g->impl->fd);
+	g->impl->fd = -1;
 	*out = g;
 	return 0;
 }
@@ -799,7 +807,7 @@ void gobin_free(struct gobin *g)
 		gosym_free(g->impl->sym);
 		if (g->impl->elf)
 			elf_end(g->impl->elf);
-		if (g->impl->fd > 0)
+		if (g->impl->fd >= 0)
 			close(g->impl->fd);
 		free(g->impl->secs);
 		free(g->impl);
