@@ -481,7 +481,9 @@ out:
 	cpu_window_free(&a.win);
 	if (a.outbox) {
 		struct pp_err ferr = { 0 };
-		if (outbox_flush(a.outbox, &ferr) < 0)
+		/* The stop window flushed already: only what is still pending
+		 * (heap-only runs, or no spool to keep it) needs another try. */
+		if (outbox_stats(a.outbox)->pending && outbox_flush(a.outbox, &ferr) < 0)
 			pp_log(PP_WARN, "final flush failed", "error=%s", pp_q(ferr.msg));
 		outbox_free(a.outbox);
 	}

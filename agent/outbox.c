@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +27,24 @@ struct outbox {
 	uint64_t local_bytes;		/* estimate of local_store usage */
 	uint64_t seq;
 	struct outbox_stats st;
+	/* After a failed delivery the network is left alone until retry_at
+	 * (backoff doubling from OFFLINE_MIN_NS to OFFLINE_MAX_NS): a store that
+	 * is down or hangs then costs one bounded attempt per backoff instead of
+	 * one per flush, so the run loop's windows stay on time and a shutdown
+	 * during an outage spools at once. Loop thread only. */
+	uint64_t retry_at, backoff;
+	char last_err[200];
 };
+
+#define OFFLINE_MIN_NS 2000000000ull	/* 2 s */
+#define OFFLINE_MAX_NS 30000000000ull	/* 30 s */
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 static int mkdirs(const char *dir, mode_t mode)
 {
@@ -254,8 +272,13 @@ int outbox_flush(struct outbox *o, struct pp_err *err)
 
 	if (!o->up)
 		return 0;
+	uint64_t now = mono_ns();
+	bool offline = o->retry_at && now < o->retry_at;
+	if (offline)
+		rc = pp_errf(err, -EAGAIN, "remote store unavailable, next attempt in %.1fs; last "
+			     "error: %s", (double)(o->retry_at - now) / 1e9, o->last_err);
 	/* oldest first: what was spooled earlier (also by a previous run) */
-	while (o->spool) {
+	while (o->spool && !offline) {
 		struct spool_batch b;
 		char name[64];
 		struct pp_err perr = { 0 };
@@ -295,6 +318,18 @@ int outbox_flush(struct outbox *o, struct pp_err *err)
 			metric_inc("pushprof_profiles_dropped_total", "Profiles given up, by cause.",
 				   "cause=\"refused\"", (double)batch.n);
 			spool_batch_free(&batch);
+		}
+	}
+	if (!offline) {
+		/* a refusal (permanent) still means the store answered */
+		if (rc) {
+			o->backoff = o->backoff ? o->backoff * 2 : OFFLINE_MIN_NS;
+			if (o->backoff > OFFLINE_MAX_NS)
+				o->backoff = OFFLINE_MAX_NS;
+			o->retry_at = mono_ns() + o->backoff;
+			snprintf(o->last_err, sizeof(o->last_err), "%.190s", err ? err->msg : "");
+		} else {
+			o->backoff = o->retry_at = 0;
 		}
 	}
 	pthread_mutex_lock(&o->lock);
