@@ -202,3 +202,22 @@ def wait_for(pred, timeout, step=0.2):
             return True
         time.sleep(step)
     return pred()
+
+
+_pb = None
+
+
+def decode(path):
+    """A profile file (gzip or not) as a protobuf Profile."""
+    import gzip
+    global _pb
+    if _pb is None:
+        import receiver
+        _pb = receiver.load_protos()[0]
+    with open(path, "rb") as f:
+        raw = f.read()
+    if raw[:2] == b"\x1f\x8b":
+        raw = gzip.decompress(raw)
+    p = _pb.Profile()
+    p.ParseFromString(raw)
+    return p
