@@ -103,6 +103,8 @@ static void forget_pid(pid_t pid, void *arg)
 	struct agent *a = arg;
 	if (a->sym)
 		sym_forget(a->sym, pid);
+	if (a->go)
+		gotrack_remove(a->go, pid);
 }
 
 static int emit_profile(const struct pp_labels *labels, const uint8_t *gz, size_t len, pid_t pid,
@@ -381,6 +383,10 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 	r = targets_scan(a.targets, now, on_target_change, &a, err);
 	if (r < 0)
 		goto out;
+	/* the whole host reports no target changes: Go programs are found here */
+	bool go_host = a.go && targets_whole_host(a.targets);
+	if (go_host)
+		gotrack_scan_host(a.go);
 	a.window_start_mono = mono_ns();
 	a.window_start_real = real_ns();
 	if (a.http)
@@ -444,6 +450,8 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 			struct pp_err serr = { 0 };
 			if (targets_scan(a.targets, now, on_target_change, &a, &serr) < 0)
 				pp_log(PP_WARN, "target scan failed", "error=%s", pp_q(serr.msg));
+			if (go_host)
+				gotrack_scan_host(a.go);
 			while (next_scan <= now)
 				next_scan += SCAN_NS;
 		}
