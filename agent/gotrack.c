@@ -16,7 +16,7 @@
 #include "metrics.h"
 #include "procinfo.h"
 
-#define NOT_GO_CACHE 4096
+#define NOT_GO_CACHE 4096	/* not Go, or a Go binary that cannot be analyzed */
 
 struct tracked {
 	pid_t pid;
@@ -138,6 +138,8 @@ int gotrack_add(struct gotrack *t, pid_t pid)
 	if (rc == -ESRCH)
 		return 0;
 	if (rc) {
+		/* once per executable: whole-host scans come back every second */
+		remember_not_go(t, &id);
 		pp_log(PP_WARN, "go process not tracked", "pid=%d error=%s", (int)pid,
 		       pp_q(err.msg));
 		gobin_free(g);
