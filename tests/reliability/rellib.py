@@ -221,3 +221,12 @@ def decode(path):
     p = _pb.Profile()
     p.ParseFromString(raw)
     return p
+
+
+def pprof_parses(path):
+    try:
+        pptest.pprof("-raw", "-symbolize=none", path)
+        return True
+    except Exception as e:  # noqa: BLE001
+        print(f"  pprof: {e}")
+        return False

@@ -50,6 +50,8 @@ try:
     print("\n".join(lines))
     check(lines and "files=3" in lines[0] and ".corrupt" in lines[0],
           "a log line says the corrupt files were moved aside")
+    # the counters are updated when the flush that drained the spool ends
+    rl.wait_for(lambda: agent.metrics().get("pushprof_spool_corrupt_files_total"), 10)
     m = agent.metrics()
     check(m.get("pushprof_spool_corrupt_files_total") == 3,
           "/metrics pushprof_spool_corrupt_files_total == 3",

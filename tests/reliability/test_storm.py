@@ -1,7 +1,9 @@
 """Exec storm while profiling the whole host: ~500 short-lived processes a
 second (fork + exec /bin/true) for STORM seconds (15 by default, 60 with
 PUSHPROF_LONG_TESTS=1 or PUSHPROF_STORM_S), CPU windows every second and Go
-heap tracking on, pushing to a receiver. The agent must not crash, must not
+heap tracking on, profiles written to local_store (no remote store: the
+test receiver, in Python, is too slow for whole-host batches on a loaded
+2-core machine and would only measure itself). The agent must not crash, must not
 leak file descriptors (counted in /proc/PID/fd before and after) and its
 memory must stay bounded (VmRSS / VmHWM); the figures are printed."""
 import os
@@ -19,10 +21,9 @@ RATE = 500
 d = tmpdir("pushprof-rel-storm-")
 storm = os.path.join(d, "storm")
 pptest.run(["cc", "-O2", "-o", storm, os.path.join(rl.HERE, "storm.c")], check_rc=0)
-rcv = rl.Rcv(os.path.join(d, "rcv"), rl.free_port())
-cfg = rl.write_config(os.path.join(d, "a.yaml"), remote=f"127.0.0.1:{rcv.port}",
-                      spool=os.path.join(d, "spool"), freq=99,
-                      go_heap="{enabled: true, interval: 5s}", timeout="10s")
+store = os.path.join(d, "store")
+cfg = rl.write_config(os.path.join(d, "a.yaml"), store=store, freq=99,
+                      go_heap="{enabled: true, interval: 5s}")
 
 
 def status(pid):
@@ -46,7 +47,7 @@ def status(pid):
 agent = rl.Agent(cfg, os.path.join(d, "agent.log"))
 try:
     check(agent.started is not None, "agent started (whole host)")
-    rl.wait_for(lambda: len(rcv.calls()) >= 2, 20)
+    rl.wait_for(lambda: len(agent.windows()) >= 2, 20)
     time.sleep(1.5)
     before = status(agent.pid)
     before_fds = before["_fds"]
@@ -79,12 +80,12 @@ try:
     check(after["VmHWM"] < 400 * 1024 and after["VmRSS"] <= before["VmRSS"] + 64 * 1024,
           "memory bounded (VmHWM < 400 MiB, RSS grows < 64 MiB)",
           f"RSS {before['VmRSS']} -> {after['VmRSS']} kB, HWM {after['VmHWM']} kB")
-    bad = [c for c in rcv.calls() if c["status"] != "OK"]
-    check(not bad, "every push accepted", str(bad[:2]))
+    nprof = len(rl.local_files(store))
+    check(nprof > w1, "profiles kept being written", f"{nprof} files")
+    check(rl.pprof_parses(rl.local_files(store)[-1]), "the last profile parses (go tool pprof)")
     rc, _ = agent.stop()
     check(rc == 0, "agent exits 0", f"rc={rc}")
 finally:
     if agent.p.poll() is None:
         agent.p.kill()
-    rcv.stop()
 done()
