@@ -389,8 +389,10 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 		gotrack_scan_host(a.go);
 	a.window_start_mono = mono_ns();
 	a.window_start_real = real_ns();
+	/* ready = config loaded, BPF attached and the first window built (a
+	 * sampler that attaches but cannot drain is not ready) */
 	if (a.http)
-		http_set_ready(a.http, true, NULL);
+		http_set_ready(a.http, !a.cpu, a.cpu ? "waiting for the first CPU window" : NULL);
 	size_t matched = 0, procs = targets_count(a.targets, &matched);
 	pp_log(PP_INFO, "agent started",
 	       "node=%s cpu=%s frequency_hz=%u interval_ms=%llu cpus=%u targets=%s matched=%zu "
@@ -474,6 +476,8 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 		}
 		if (now >= next_window || (stop && a.cpu)) {
 			window(&a);
+			if (a.http && a.windows == 1)
+				http_set_ready(a.http, true, NULL);
 			while (next_window <= now)
 				next_window += interval;
 		}
