@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 
 import pptest
@@ -146,9 +147,12 @@ class Agent:
         return [l for l in self.log().splitlines() if 'msg="cpu window"' in l]
 
     def get(self, path, timeout=5):
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}",
-                                    timeout=timeout) as r:
-            return r.status, r.read().decode()
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}",
+                                        timeout=timeout) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode()
 
     def metrics(self):
         """{'name{labels}': value}"""

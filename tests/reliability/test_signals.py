@@ -31,6 +31,10 @@ try:
         prog = m.group(1) if m else None
         check(prog and run(["bpftool", "prog", "show", "id", prog]).returncode == 0,
               f"{name}: BPF program {prog} loaded while running")
+        code, body = agent.get("/readyz")
+        check(code == 503 and "first" in body,
+              f"{name}: /readyz 503 until the first window is built", f"{code} {body}")
+        check(agent.get("/healthz")[0] == 200, f"{name}: /healthz 200 meanwhile")
         time.sleep(2)
         rc, took = agent.stop(sig)
         print(f"{name}: rc={rc} in {took:.2f}s")
