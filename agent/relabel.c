@@ -182,7 +182,7 @@ static int compile_regex(struct rule *r, const char *src, struct pp_err *err)
 	size_t len = strlen(src), cap = 0;
 	struct sb o = { 0 };
 	size_t posix = 1;	/* group 1 is our anchor group */
-	bool in_br = false;
+	bool in_br = false, after_quant = false;
 	int rc;
 
 	if (len > MAX_REGEX_LEN)
@@ -203,6 +203,40 @@ static int compile_regex(struct rule *r, const char *src, struct pp_err *err)
 			sb_add(&o, &c, 1);
 			if (c == ']')
 				in_br = false;
+			continue;
+		}
+		/*
+		 * RE2 (and so Prometheus) rejects a repetition of a repetition
+		 * ("a**", "a+{2}") and counts above 1000; glibc accepts them and
+		 * can take exponential time compiling them, so refuse them too.
+		 */
+		bool quant = c == '*' || c == '+' || c == '?' || c == '{';
+		if (quant && after_quant) {
+			free(o.p);
+			return pp_errf(err, -EINVAL, "regex \"%s\": bad repetition operator at "
+				       "offset %zu", src, i);
+		}
+		if (c == '{') {
+			const char *q = src + i + 1;
+			while (*q && *q != '}') {
+				if (isdigit((unsigned char)*q) && strtoul(q, NULL, 10) > 1000) {
+					free(o.p);
+					return pp_errf(err, -EINVAL, "regex \"%s\": repeat count "
+						       "above 1000", src);
+				}
+				while (isdigit((unsigned char)*q))
+					q++;
+				if (*q && *q != '}')
+					q++;
+			}
+		}
+		after_quant = quant;
+		if (c == '{') {
+			/* copy the whole bound so its digits do not reset after_quant */
+			const char *end = strchr(src + i, '}');
+			size_t stop = end ? (size_t)(end - src) + 1 : len;
+			sb_add(&o, src + i, stop - i);
+			i = stop - 1;
 			continue;
 		}
 		if (c == '\\' && i + 1 < len) {
