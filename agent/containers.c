@@ -683,7 +683,7 @@ struct containers *containers_new(const char *socket, uint64_t ttl_ns, uint64_t 
 	pthread_mutex_init(&c->mu, NULL);
 	c->ttl_ns = ttl_ns ? ttl_ns : 10ull * 1000000000ull;
 	c->timeout_ns = timeout_ns ? timeout_ns : 2ull * 1000000000ull;
-	if (!socket)
+	if (!socket || !*socket)
 		socket = cri_socket_detect();
 	if (socket && !strncmp(socket, "unix://", 7))
 		socket += 7;

@@ -88,8 +88,8 @@ struct containers_stats {
 };
 
 /*
- * socket: a path or "unix://path"; NULL -> cri_socket_detect() (none found
- * -> cgroup-only mode); "" or "none" -> CRI disabled. ttl_ns: how long the
+ * socket: a path or "unix://path"; NULL or "" -> cri_socket_detect() (none
+ * found -> cgroup-only mode); "none" -> CRI disabled. ttl_ns: how long the
  * lists are trusted (0 -> 10 s). timeout_ns per call (0 -> 2 s).
  * Never fails because the runtime is down: only on bad arguments / ENOMEM.
  */

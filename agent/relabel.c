@@ -526,6 +526,53 @@ oom:
 	return pp_errf(err, -ENOMEM, "out of memory");
 }
 
+/* ---- dumping ----------------------------------------------------------------- */
+
+static void put_quoted(FILE *out, const char *s)
+{
+	fputc('"', out);
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		if (*p == '"' || *p == '\\')
+			fprintf(out, "\\%c", *p);
+		else if (*p < 0x20 || *p == 0x7f)
+			fprintf(out, "\\x%02x", *p);
+		else
+			fputc(*p, out);
+	}
+	fputc('"', out);
+}
+
+int relabel_dump(const struct relabel *r, FILE *out, int indent)
+{
+	for (size_t i = 0; r && i < r->n; i++) {
+		const struct rule *x = &r->v[i];
+		fprintf(out, "%*s- action: %s\n", indent, "", action_names[x->action]);
+		if (x->nsource) {
+			fprintf(out, "%*s  source_labels: [", indent, "");
+			for (size_t k = 0; k < x->nsource; k++) {
+				if (k)
+					fputs(", ", out);
+				put_quoted(out, x->source[k]);
+			}
+			fputs("]\n", out);
+		}
+		fprintf(out, "%*s  separator: ", indent, "");
+		put_quoted(out, x->separator);
+		fprintf(out, "\n%*s  regex: ", indent, "");
+		put_quoted(out, x->regex_src);
+		if (x->target[0]) {
+			fprintf(out, "\n%*s  target_label: ", indent, "");
+			put_quoted(out, x->target);
+		}
+		fprintf(out, "\n%*s  replacement: ", indent, "");
+		put_quoted(out, x->replacement);
+		fputc('\n', out);
+		if (x->modulus)
+			fprintf(out, "%*s  modulus: %" PRIu64 "\n", indent, "", x->modulus);
+	}
+	return ferror(out) ? -EIO : 0;
+}
+
 /* ---- applying -------------------------------------------------------------- */
 
 /* Set, or delete when value is empty (Prometheus's labels.Builder). */

@@ -31,6 +31,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "err.h"
 #include "labels.h"
@@ -66,6 +67,14 @@ int relabel_add(struct relabel *r, const struct relabel_rule_spec *spec, struct 
 int relabel_parse_yaml(struct relabel *r, const char *buf, size_t len, const char *name,
 		       struct pp_err *err);
 size_t relabel_count(const struct relabel *r);
+/*
+ * Print the rules as YAML list items ("- action: ...") indented by `indent`
+ * spaces, every key explicit and strings double-quoted; the caller prints
+ * the "relabel_configs:" key (or "relabel_configs: []" when there are no
+ * rules). Reading the output back gives the same rules and the same dump,
+ * which is what `pushprof check-config` promises. Returns 0 or -EIO.
+ */
+int relabel_dump(const struct relabel *r, FILE *out, int indent);
 void relabel_free(struct relabel *r);
 
 /*

@@ -158,6 +158,33 @@ static char *render(const struct pp_labels *l)
 	return s;
 }
 
+static char *dump(const struct relabel *r)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	relabel_dump(r, f, 2);
+	fclose(f);
+	return buf;
+}
+
+/* dump -> parse -> dump gives the same text and the same behaviour */
+static void round_trip(const struct tcase *t, const struct relabel *r)
+{
+	char *d1 = dump(r);
+	struct relabel *r2 = relabel_new();
+	struct pp_err err = { 0 };
+	int rc = relabel_parse_yaml(r2, d1, strlen(d1), "dump", &err);
+	char *d2 = dump(r2);
+
+	CHECK(rc == 0, "%s: dump does not parse back: %s\n%s", t->name, err.msg, d1);
+	CHECK(!strcmp(d1, d2), "%s: dump differs after a round trip:\n%s---\n%s", t->name, d1, d2);
+	CHECK(relabel_count(r) == relabel_count(r2), "%s: rule count after round trip", t->name);
+	free(d1);
+	free(d2);
+	relabel_free(r2);
+}
+
 static void run_cases(void)
 {
 	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
@@ -168,6 +195,7 @@ static void run_cases(void)
 		int rc = relabel_parse_yaml(r, t->rules, strlen(t->rules), t->name, &err);
 
 		CHECK(rc == 0, "%s: parse: %s", t->name, err.msg);
+		round_trip(t, r);
 		for (size_t i = 0; t->in[i]; i += 2)
 			pp_labels_set(&l, t->in[i], t->in[i + 1]);
 		rc = relabel_apply(r, &l);
