@@ -532,6 +532,22 @@ static void put_quoted(FILE *out, const char *s)
 {
 	fputc('"', out);
 	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		/* YAML folds NEL, LS, PS as line breaks and may drop a BOM: escape them */
+		if (p[0] == 0xc2 && p[1] == 0x85) {
+			fputs("\\N", out);
+			p++;
+			continue;
+		}
+		if (p[0] == 0xe2 && p[1] == 0x80 && (p[2] == 0xa8 || p[2] == 0xa9)) {
+			fputs(p[2] == 0xa8 ? "\\L" : "\\P", out);
+			p += 2;
+			continue;
+		}
+		if (p[0] == 0xef && p[1] == 0xbb && p[2] == 0xbf) {
+			fputs("\\uFEFF", out);
+			p += 2;
+			continue;
+		}
 		if (*p == '"' || *p == '\\')
 			fprintf(out, "\\%c", *p);
 		else if (*p < 0x20 || *p == 0x7f)

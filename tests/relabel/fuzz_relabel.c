@@ -5,10 +5,12 @@
  * relabel rules, the part after a label set ("name=value" lines). Rules
  * either fail with a "fuzz:..." or plain message, or load; loaded rules are
  * applied, and a kept result must hold only valid label names, no empty
- * values and no "__" label except __name__. Built with -Dfuzz=true:
+ * values and no "__" label except __name__. relabel_dump() output must
+ * parse back and dump to the same text. Built with -Dfuzz=true:
  *   ./scripts/fuzz.sh 60 fuzz_relabel
  */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,6 +31,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();	/* every failure says why */
 		relabel_free(r);
 		return 0;
+	}
+	/* the dump parses back to rules that dump identically */
+	{
+		char *d1 = NULL, *d2 = NULL;
+		size_t l1 = 0, l2 = 0;
+		FILE *f = open_memstream(&d1, &l1);
+		relabel_dump(r, f, 0);
+		fclose(f);
+		struct relabel *r2 = relabel_new();
+		if (relabel_parse_yaml(r2, d1, l1, "dump", &err) < 0)
+			abort();
+		f = open_memstream(&d2, &l2);
+		relabel_dump(r2, f, 0);
+		fclose(f);
+		if (l1 != l2 || memcmp(d1, d2, l1))
+			abort();
+		free(d1);
+		free(d2);
+		relabel_free(r2);
 	}
 	if (nul) {
 		char *rest = strndup(nul + 1, size - ylen - 1);

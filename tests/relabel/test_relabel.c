@@ -140,6 +140,9 @@ static const struct tcase cases[] = {
 	  "- {regex: pod_template_hash, action: labeldrop}",
 	  "app=web,comm=nginx" },
 	{ "no rules, null document", { "a", "1", "__meta_x", "y" }, "", "a=1" },
+	{ "dump escapes YAML line breaks (NEL, LS, PS) and BOM", { "a", "x\xe2\x80\xa8y" },
+	  "- {source_labels: [a], regex: \"x\\u2028y|\\u0085|\\u2029|\\uFEFF\", target_label: b, replacement: \"\\tok\"}",
+	  "a=x\xe2\x80\xa8y,b=\tok" },
 };
 
 static char *render(const struct pp_labels *l)
