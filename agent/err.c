@@ -27,6 +27,14 @@ int pp_err_wrap(struct pp_err *err, const char *fmt, ...)
 	vsnprintf(prefix, sizeof(prefix), fmt, ap);
 	va_end(ap);
 	memcpy(old, err->msg, sizeof(old));
-	snprintf(err->msg, sizeof(err->msg), "%s: %s", prefix, old);
+	size_t pl = strlen(prefix);
+	if (pl + 2 >= sizeof(err->msg))
+		pl = sizeof(err->msg) - 3;
+	memcpy(err->msg, prefix, pl);
+	memcpy(err->msg + pl, ": ", 2);
+	size_t room = sizeof(err->msg) - pl - 3;
+	size_t ol = strnlen(old, room);
+	memcpy(err->msg + pl + 2, old, ol);
+	err->msg[pl + 2 + ol] = '\0';
 	return err->code;
 }

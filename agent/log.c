@@ -125,7 +125,7 @@ static void json_fields(FILE *f, const char *p)
 void pp_log(enum pp_log_level level, const char *msg, const char *fields, ...)
 {
 	char buf[4096] = "";
-	char ts[40];
+	char ts[64];
 	struct timespec now;
 	struct tm tm;
 	va_list ap;

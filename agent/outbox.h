@@ -33,7 +33,13 @@ void outbox_free(struct outbox *o);
 /* Copies labels and bytes. Labels must include __name__. */
 int outbox_submit(struct outbox *o, const struct pp_labels *labels, const uint8_t *gz,
 		  size_t len, struct pp_err *err);
-/* Push what is pending; 0 when nothing is left pending. */
+/* Like outbox_submit, then written to the spool (fsynced) before returning:
+ * for profiles that must survive the server being down and an agent
+ * restart (OOM captures). */
+int outbox_submit_durable(struct outbox *o, const struct pp_labels *labels, const uint8_t *gz,
+			  size_t len, struct pp_err *err);
+/* Push what is pending, spooled batches first (oldest first); what cannot be
+ * delivered goes to the spool. 0 when everything was delivered. */
 int outbox_flush(struct outbox *o, struct pp_err *err);
 const struct outbox_stats *outbox_stats(const struct outbox *o);
 

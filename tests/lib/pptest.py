@@ -60,7 +60,8 @@ def pushprof(*args, **kw):
 
 
 def go_env():
-    cache = os.path.join(BUILD_DIR, "go-cache")
+    # shared by the plain and the sanitizer builds: Go's cache is safe to share
+    cache = os.environ.get("PUSHPROF_GO_CACHE", "/tmp/pushprof-go-cache")
     os.makedirs(cache, exist_ok=True)
     return {"GOCACHE": os.path.abspath(cache), "GOPATH": os.path.abspath(cache + "/gopath"),
             "GO111MODULE": "off", "GOFLAGS": "", "HOME": os.environ.get("HOME", "/root")}

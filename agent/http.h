@@ -1,0 +1,39 @@
+/*
+ * http.h - the agent's HTTP endpoint (libmicrohttpd, one internal thread).
+ *
+ *   GET  /metrics                 self-metrics (metrics.h), Prometheus text format
+ *   GET  /healthz                 200 while the process serves requests
+ *   GET  /readyz                  200 once http_set_ready(true), else 503 + reason
+ *   POST /api/v1/snapshot?pid=PID[&view=runtime|latest]
+ *                                 a Go heap profile, application/octet-stream (pprof.gz)
+ *
+ * Handlers run on the server's thread: the snapshot callback must be safe to
+ * call concurrently with the agent loop. Bind to loopback unless told
+ * otherwise: the endpoint has no authentication.
+ */
+#ifndef PUSHPROF_HTTP_H
+#define PUSHPROF_HTTP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "err.h"
+
+/* Returns an HTTP status; on 200 *out (malloc'd) holds the body, otherwise
+ * msg holds a one-line reason for the client. */
+typedef int (*http_snapshot_fn)(void *arg, pid_t pid, const char *view, uint8_t **out,
+				size_t *len, char *msg, size_t msg_len);
+
+struct http_server;
+
+/* address: "host:port", "[v6]:port" or ":port" (all interfaces). */
+struct http_server *http_start(const char *address, http_snapshot_fn snapshot, void *arg,
+			       struct pp_err *err);
+void http_set_ready(struct http_server *s, bool ready, const char *why);
+/* The port actually bound (useful with port 0). */
+int http_port(const struct http_server *s);
+void http_stop(struct http_server *s);
+
+#endif

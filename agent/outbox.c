@@ -1,0 +1,281 @@
+#include "outbox.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "spool.h"
+#include "upload.h"
+
+struct outbox {
+	const struct config *cfg;
+	struct uploader *up;		/* NULL: no remote store */
+	struct spool *spool;		/* NULL: no spool directory */
+	struct spool_batch pending;	/* submitted since the last flush */
+	uint64_t local_bytes;		/* estimate of local_store usage */
+	uint64_t seq;
+	struct outbox_stats st;
+};
+
+static int mkdirs(const char *dir, mode_t mode)
+{
+	char path[4096];
+
+	snprintf(path, sizeof(path), "%s", dir);
+	for (char *p = path + 1; *p; p++) {
+		if (*p == '/') {
+			*p = '\0';
+			mkdir(path, 0755);
+			*p = '/';
+		}
+	}
+	return (mkdir(path, mode) && errno != EEXIST) ? -errno : 0;
+}
+
+struct outbox *outbox_new(const struct config *cfg, struct pp_err *err)
+{
+	struct outbox *o = calloc(1, sizeof(*o));
+
+	if (!o) {
+		pp_errf(err, -ENOMEM, "outbox: out of memory");
+		return NULL;
+	}
+	o->cfg = cfg;
+	if (cfg->local_store.directory && cfg->local_store.directory[0]) {
+		int rc = mkdirs(cfg->local_store.directory, 0700);
+		if (rc) {
+			pp_errf(err, rc, "local_store: cannot create %s: %s",
+				cfg->local_store.directory, strerror(-rc));
+			goto fail;
+		}
+	}
+	if (cfg->remote_store.address && cfg->remote_store.address[0]) {
+		o->up = uploader_new(&cfg->remote_store, err);
+		if (!o->up)
+			goto fail;
+		if (cfg->spool.directory && cfg->spool.directory[0]) {
+			o->spool = spool_open(cfg->spool.directory, cfg->spool.max_bytes, err);
+			if (!o->spool)
+				goto fail;
+		}
+	}
+	return o;
+fail:
+	outbox_free(o);
+	return NULL;
+}
+
+void outbox_free(struct outbox *o)
+{
+	if (!o)
+		return;
+	uploader_free(o->up);
+	spool_close(o->spool);
+	spool_batch_free(&o->pending);
+	free(o);
+}
+
+/* "<ms>-<name>-<pid>-<seq>.pb.gz": sorts by time, says what it is. */
+static void local_name(struct outbox *o, const struct pp_labels *l, char *buf, size_t len)
+{
+	struct timespec ts;
+	const char *name = pp_labels_get(l, "__name__");
+	const char *pid = pp_labels_get(l, "pid");
+	const char *trig = pp_labels_get(l, "trigger");
+	char safe[64];
+	size_t j = 0;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	for (const char *p = name ? name : "profile"; *p && j < 40; p++)
+		safe[j++] = ((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_') ? *p : '_';
+	safe[j] = '\0';
+	snprintf(buf, len, "%s/%013" PRIu64 "-%s%s%s-%s-%" PRIu64 ".pb.gz",
+		 o->cfg->local_store.directory,
+		 (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000, safe,
+		 trig ? "-" : "", trig && strspn(trig, "abcdefghijklmnopqrstuvwxyz_") == strlen(trig) ? trig : "",
+		 pid && strspn(pid, "0123456789") == strlen(pid) ? pid : "0", o->seq++);
+}
+
+/* Keep local_store under max_bytes by removing its oldest profiles. */
+static void local_trim(struct outbox *o)
+{
+	const char *dir = o->cfg->local_store.directory;
+	struct dirent **names;
+	int n = scandir(dir, &names, NULL, alphasort);
+	uint64_t total = 0;
+
+	if (n < 0)
+		return;
+	uint64_t *sizes = calloc((size_t)n + 1, sizeof(*sizes));
+	for (int i = 0; i < n; i++) {
+		struct stat st;
+		char p[4200];
+		snprintf(p, sizeof(p), "%s/%s", dir, names[i]->d_name);
+		if (sizes && strstr(names[i]->d_name, ".pb.gz") && stat(p, &st) == 0)
+			total += sizes[i] = (uint64_t)st.st_size;
+	}
+	for (int i = 0; i < n && total > o->cfg->local_store.max_bytes; i++) {
+		if (!sizes || !sizes[i])
+			continue;
+		char p[4200];
+		snprintf(p, sizeof(p), "%s/%s", dir, names[i]->d_name);
+		if (unlink(p) == 0)
+			total -= sizes[i];
+	}
+	for (int i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+	free(sizes);
+	o->local_bytes = total;
+}
+
+static int write_local(struct outbox *o, const struct pp_labels *labels, const uint8_t *gz,
+		       size_t len, struct pp_err *err)
+{
+	char path[4300];
+	int fd, rc = 0;
+
+	local_name(o, labels, path, sizeof(path));
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return pp_errf(err, -errno, "local_store: create %s: %s", path, strerror(errno));
+	for (size_t off = 0; off < len;) {
+		ssize_t w = write(fd, gz + off, len - off);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			rc = pp_errf(err, -errno, "local_store: write %s: %s", path, strerror(errno));
+			break;
+		}
+		off += (size_t)w;
+	}
+	close(fd);
+	if (rc) {
+		unlink(path);
+		return rc;
+	}
+	o->st.written_local++;
+	o->local_bytes += len;
+	if (o->local_bytes > o->cfg->local_store.max_bytes)
+		local_trim(o);
+	return 0;
+}
+
+int outbox_submit(struct outbox *o, const struct pp_labels *labels, const uint8_t *gz, size_t len,
+		  struct pp_err *err)
+{
+	int rc = 0;
+
+	if (!pp_labels_get(labels, "__name__"))
+		return pp_errf(err, -EINVAL, "outbox: profile without __name__ label");
+	o->st.submitted++;
+	if (o->cfg->local_store.directory && o->cfg->local_store.directory[0])
+		rc = write_local(o, labels, gz, len, err);
+	if (o->up) {
+		if (spool_batch_add(&o->pending, labels, gz, len))
+			return pp_errf(err, -ENOMEM, "outbox: out of memory");
+		o->st.pending = o->pending.n;
+	}
+	return rc;
+}
+
+int outbox_submit_durable(struct outbox *o, const struct pp_labels *labels, const uint8_t *gz,
+			  size_t len, struct pp_err *err)
+{
+	int rc = outbox_submit(o, labels, gz, len, err);
+
+	if (rc || !o->spool || !o->pending.n)
+		return rc;
+	/* on disk before any network call: survives the server and the agent */
+	rc = spool_write(o->spool, &o->pending, err);
+	if (rc == 0) {
+		spool_batch_free(&o->pending);
+		o->st.pending = 0;
+	}
+	return rc;
+}
+
+static int send_batch(struct outbox *o, const struct spool_batch *b, struct pp_err *err)
+{
+	struct upload_series *s = calloc(b->n ? b->n : 1, sizeof(*s));
+	int rc;
+
+	if (!s)
+		return pp_errf(err, -ENOMEM, "outbox: out of memory");
+	for (size_t i = 0; i < b->n; i++) {
+		s[i].labels = &b->v[i].labels;
+		s[i].profile = b->v[i].profile;
+		s[i].len = b->v[i].len;
+	}
+	rc = uploader_write(o->up, s, b->n, NULL, err);
+	free(s);
+	if (rc == 0)
+		o->st.delivered += b->n;
+	return rc;
+}
+
+int outbox_flush(struct outbox *o, struct pp_err *err)
+{
+	int rc = 0;
+
+	if (!o->up)
+		return 0;
+	/* oldest first: what was spooled earlier (also by a previous run) */
+	while (o->spool) {
+		struct spool_batch b;
+		char name[64];
+		struct pp_err perr = { 0 };
+		int got = spool_peek(o->spool, name, sizeof(name), &b, &perr);
+		if (perr.code)
+			pp_log(PP_WARN, "spool", "error=%s", pp_q(perr.msg));
+		if (got <= 0)
+			break;
+		rc = send_batch(o, &b, err);
+		spool_batch_free(&b);
+		if (rc)
+			break;
+		spool_remove(o->spool, name);
+	}
+	if (o->pending.n && rc == 0)
+		rc = send_batch(o, &o->pending, err);
+	if (o->pending.n && rc != 0) {
+		o->st.failed_flushes++;
+		if (o->spool) {
+			struct pp_err serr = { 0 };
+			if (spool_write(o->spool, &o->pending, &serr) == 0) {
+				spool_batch_free(&o->pending);
+			} else {
+				pp_log(PP_ERROR, "spool write failed", "error=%s", pp_q(serr.msg));
+			}
+		}
+		/* without a spool, keep pending in memory up to spool.max_bytes */
+		if (o->pending.n) {
+			uint64_t bytes = 0;
+			for (size_t i = 0; i < o->pending.n; i++)
+				bytes += o->pending.v[i].len;
+			if (bytes > o->cfg->spool.max_bytes) {
+				o->st.dropped += o->pending.n;
+				pp_log(PP_ERROR, "dropping undeliverable profiles", "count=%zu bytes=%" PRIu64,
+				       o->pending.n, bytes);
+				spool_batch_free(&o->pending);
+			}
+		}
+	} else if (rc == 0) {
+		spool_batch_free(&o->pending);
+	}
+	o->st.pending = o->pending.n;
+	return rc;
+}
+
+const struct outbox_stats *outbox_stats(const struct outbox *o)
+{
+	return &o->st;
+}

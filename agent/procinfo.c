@@ -1,0 +1,344 @@
+#include "procinfo.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Bounds on what we accept from /proc: a process with more mappings than
+ * this is either pathological or hostile, and is read partially. */
+#define MAX_MAPS 65536
+#define MAX_FILE (64u << 20)
+
+static int gone(int e)
+{
+	return (e == ENOENT || e == ESRCH) ? -ESRCH : -e;
+}
+
+/* Read a whole small /proc file into a NUL-terminated malloc'd buffer. */
+static int slurp(const char *path, char **out, size_t *len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	size_t cap = 4096, n = 0;
+	char *buf;
+
+	if (fd < 0)
+		return gone(errno);
+	buf = malloc(cap);
+	if (!buf) {
+		close(fd);
+		return -ENOMEM;
+	}
+	for (;;) {
+		if (cap - n < 2) {
+			if (cap >= MAX_FILE)
+				break;
+			char *nb = realloc(buf, cap * 2);
+			if (!nb) {
+				free(buf);
+				close(fd);
+				return -ENOMEM;
+			}
+			buf = nb;
+			cap *= 2;
+		}
+		ssize_t r = read(fd, buf + n, cap - n - 1);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			int e = errno;
+			free(buf);
+			close(fd);
+			return gone(e);
+		}
+		if (r == 0)
+			break;
+		n += (size_t)r;
+	}
+	close(fd);
+	buf[n] = '\0';
+	*out = buf;
+	if (len)
+		*len = n;
+	return 0;
+}
+
+static int parse_map_line(char *line, struct proc_map *m)
+{
+	unsigned long long start, end, off, ino;
+	unsigned maj, min;
+	char perms[8];
+	int pos = 0;
+
+	if (sscanf(line, "%llx-%llx %7s %llx %x:%x %llu %n", &start, &end, perms, &off, &maj, &min,
+		   &ino, &pos) < 7)
+		return -EINVAL;
+	if (end < start)
+		return -EINVAL;
+	memset(m, 0, sizeof(*m));
+	m->start = start;
+	m->end = end;
+	m->offset = off;
+	m->dev_major = maj;
+	m->dev_minor = min;
+	m->inode = ino;
+	snprintf(m->perms, sizeof(m->perms), "%.4s", perms);
+	const char *path = pos > 0 ? line + pos : "";
+	while (*path == ' ')
+		path++;
+	m->path = strdup(path);
+	return m->path ? 0 : -ENOMEM;
+}
+
+int proc_maps_read(pid_t pid, struct proc_maps *out, struct pp_err *err)
+{
+	char path[64], *buf, *save = NULL;
+	int rc;
+
+	out->v = NULL;
+	out->n = 0;
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	rc = slurp(path, &buf, NULL);
+	if (rc)
+		return pp_errf(err, rc, "reading %s: %s", path, strerror(-rc));
+	size_t cap = 0;
+	for (char *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		if (out->n >= MAX_MAPS)
+			break;
+		if (out->n == cap) {
+			size_t nc = cap ? cap * 2 : 64;
+			struct proc_map *nv = realloc(out->v, nc * sizeof(*nv));
+			if (!nv) {
+				rc = pp_errf(err, -ENOMEM, "reading %s: out of memory", path);
+				goto fail;
+			}
+			out->v = nv;
+			cap = nc;
+		}
+		int prc = parse_map_line(line, &out->v[out->n]);
+		if (prc == -ENOMEM) {
+			rc = pp_errf(err, prc, "reading %s: out of memory", path);
+			goto fail;
+		}
+		if (prc == 0)
+			out->n++;
+	}
+	free(buf);
+	return 0;
+fail:
+	free(buf);
+	proc_maps_free(out);
+	return rc;
+}
+
+void proc_maps_free(struct proc_maps *m)
+{
+	for (size_t i = 0; i < m->n; i++)
+		free(m->v[i].path);
+	free(m->v);
+	m->v = NULL;
+	m->n = 0;
+}
+
+const struct proc_map *proc_maps_find(const struct proc_maps *m, uint64_t addr)
+{
+	size_t lo = 0, hi = m->n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (addr < m->v[mid].start)
+			hi = mid;
+		else if (addr >= m->v[mid].end)
+			lo = mid + 1;
+		else
+			return &m->v[mid];
+	}
+	return NULL;
+}
+
+const struct proc_map *proc_maps_first_of(const struct proc_maps *m, const char *path)
+{
+	for (size_t i = 0; i < m->n; i++)
+		if (strcmp(m->v[i].path, path) == 0)
+			return &m->v[i];
+	return NULL;
+}
+
+uint64_t proc_map_bias(const struct proc_map *map, uint64_t seg_vaddr, uint64_t seg_offset)
+{
+	return map->start - map->offset - (seg_vaddr - seg_offset);
+}
+
+int proc_comm(pid_t pid, char *buf, size_t len)
+{
+	char path[64], *s;
+	int rc;
+
+	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+	rc = slurp(path, &s, NULL);
+	if (rc)
+		return rc;
+	s[strcspn(s, "\n")] = '\0';
+	snprintf(buf, len, "%s", s);
+	free(s);
+	return 0;
+}
+
+int proc_exe(pid_t pid, char *buf, size_t len)
+{
+	char path[64];
+	ssize_t n;
+
+	if (len == 0)
+		return -EINVAL;
+	snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
+	n = readlink(path, buf, len - 1);
+	if (n < 0)
+		return gone(errno);
+	buf[n] = '\0';
+	return 0;
+}
+
+int proc_cgroup_each(pid_t pid, int (*cb)(const char *ctrls, const char *path, void *arg),
+		     void *arg)
+{
+	char path[64], *s, *save = NULL;
+	int rc;
+
+	snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
+	rc = slurp(path, &s, NULL);
+	if (rc)
+		return rc;
+	for (char *line = strtok_r(s, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		/* "N:controllers:path"; the path may itself contain ':' */
+		char *c1 = strchr(line, ':');
+		if (!c1)
+			continue;
+		char *c2 = strchr(c1 + 1, ':');
+		if (!c2)
+			continue;
+		*c2 = '\0';
+		rc = cb(c1 + 1, c2 + 1, arg);
+		if (rc)
+			break;
+	}
+	free(s);
+	return rc > 0 ? 0 : rc;
+}
+
+struct cg_pick {
+	const char *want;
+	char *buf;
+	size_t len;
+	int found;		/* 2 = v2 line, 1 = wanted v1 controller */
+};
+
+static bool has_ctrl(const char *ctrls, const char *want)
+{
+	size_t wl = strlen(want);
+
+	for (const char *p = ctrls; *p;) {
+		const char *e = strchr(p, ',');
+		size_t l = e ? (size_t)(e - p) : strlen(p);
+		if (l == wl && strncmp(p, want, wl) == 0)
+			return true;
+		if (!e)
+			break;
+		p = e + 1;
+	}
+	return false;
+}
+
+static int cg_pick_cb(const char *ctrls, const char *path, void *arg)
+{
+	struct cg_pick *p = arg;
+
+	if (p->want == NULL && ctrls[0] == '\0') {
+		snprintf(p->buf, p->len, "%s", path);
+		p->found = 2;
+		return 1;
+	}
+	if (p->found < 1 && has_ctrl(ctrls, p->want ? p->want : "cpu")) {
+		snprintf(p->buf, p->len, "%s", path);
+		p->found = 1;
+		if (p->want)
+			return 1;
+	}
+	return 0;
+}
+
+int proc_cgroup(pid_t pid, const char *controller, char *buf, size_t len)
+{
+	struct cg_pick p = { controller, buf, len, 0 };
+	int rc;
+
+	if (len)
+		buf[0] = '\0';
+	rc = proc_cgroup_each(pid, cg_pick_cb, &p);
+	if (rc)
+		return rc;
+	return p.found ? 0 : -ENOENT;
+}
+
+int proc_start_time(pid_t pid, uint64_t *ticks)
+{
+	char path[64], *s;
+	int rc;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	rc = slurp(path, &s, NULL);
+	if (rc)
+		return rc;
+	/* comm may hold spaces and parentheses: fields restart after the last ')' */
+	char *p = strrchr(s, ')');
+	rc = -EINVAL;
+	if (p) {
+		p++;
+		for (int field = 2; field < 22 && p; field++) {
+			p = strchr(p + 1, ' ');
+		}
+		if (p) {
+			char *end;
+			unsigned long long v = strtoull(p + 1, &end, 10);
+			if (end != p + 1) {
+				*ticks = v;
+				rc = 0;
+			}
+		}
+	}
+	free(s);
+	return rc;
+}
+
+int proc_tgid(pid_t pid, pid_t *tgid)
+{
+	char path[64], *s;
+	int rc;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	rc = slurp(path, &s, NULL);
+	if (rc)
+		return rc;
+	char *t = strstr(s, "\nTgid:");
+	rc = -EINVAL;
+	if (t) {
+		long v = strtol(t + 6, NULL, 10);
+		if (v > 0 && v <= INT_MAX) {
+			*tgid = (pid_t)v;
+			rc = 0;
+		}
+	}
+	free(s);
+	return rc;
+}
+
+int proc_root_path(pid_t pid, const char *path, char *buf, size_t len)
+{
+	int n = snprintf(buf, len, "/proc/%d/root%s%s", (int)pid, path[0] == '/' ? "" : "/", path);
+	return (n < 0 || (size_t)n >= len) ? -ENAMETOOLONG : 0;
+}

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Install everything pushprof needs to build, run and test, from Debian 12's
+# packages. Idempotent: safe to run again; skips apt when all is present.
+set -euo pipefail
+
+PKGS=(
+  # build
+  meson ninja-build pkg-config gcc clang llvm
+  libbpf-dev bpftool libelf-dev zlib1g-dev libzstd-dev libyaml-dev
+  libprotobuf-c-dev protobuf-c-compiler libgrpc-dev libmicrohttpd-dev
+  # tests: Go workloads and `go tool pprof`, the gRPC test receiver, TLS certs
+  golang-go python3 python3-grpcio python3-protobuf protobuf-compiler openssl
+  libclang-rt-14-dev procps util-linux
+)
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "setup.sh: run as root (sudo ./scripts/setup.sh)" >&2
+  exit 1
+fi
+
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup.sh: installing ${missing[*]}"
+  apt-get update
+  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
+else
+  echo "setup.sh: all packages present"
+fi
+
+# tracepoints (OOM capture) need tracefs; cgroup2 beside v1 for cgroup ids
+if [ ! -e /sys/kernel/tracing/events ]; then
+  mount -t tracefs tracefs /sys/kernel/tracing 2>/dev/null || true
+fi

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Set up, build, and run every test: once with warnings as errors, once more
+# under AddressSanitizer + UndefinedBehaviorSanitizer. Needs root: the tests
+# load real BPF programs, read other processes' memory and OOM-kill
+# workloads inside their own memory cgroups.
+#
+#   sudo ./scripts/test.sh            everything
+#   PUSHPROF_TEST_ASAN=0 ...          skip the sanitizer pass
+#   PUSHPROF_TEST_ARGS="cpu" ...      only tests whose name matches (meson test args)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+./scripts/setup.sh || exit 1
+
+total_ok=0
+total_fail=0
+status=0
+
+run_suite() { # builddir, extra meson setup args...
+  local dir=$1; shift
+  if [ ! -d "$dir" ]; then
+    meson setup "$dir" -Dwerror=true "$@" || return 1
+  else
+    meson setup --reconfigure "$dir" -Dwerror=true "$@" >/dev/null || return 1
+  fi
+  ninja -C "$dir" || return 1
+  # shellcheck disable=SC2086
+  meson test -C "$dir" --print-errorlogs --num-processes 1 ${PUSHPROF_TEST_ARGS:-}
+  local rc=$?
+  local log="$dir/meson-logs/testlog.txt"
+  local ok fail
+  ok=$(grep -E '^Ok: ' "$log" | tail -1 | awk '{print $2}')
+  fail=$(grep -E '^(Fail|Timeout|Unexpected Pass): ' "$log" | awk '{s+=$NF} END {print s+0}')
+  total_ok=$((total_ok + ${ok:-0}))
+  total_fail=$((total_fail + ${fail:-0}))
+  return $rc
+}
+
+echo "== build and test (warnings as errors)"
+run_suite build || status=1
+
+if [ "${PUSHPROF_TEST_ASAN:-1}" = 1 ]; then
+  echo "== build and test under ASan + UBSan"
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+    run_suite build-asan -Db_sanitize=address,undefined -Db_lundef=false || status=1
+fi
+
+echo
+echo "${total_ok} passed, ${total_fail} failed"
+exit $status

@@ -1,0 +1,105 @@
+/* The HTTP endpoint served by a real libmicrohttpd on loopback, queried over
+ * a real TCP socket. */
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "http.h"
+#include "metrics.h"
+
+static int failures, passes;
+#define CHECK(c, ...) do { if (c) { passes++; } else { failures++; printf("FAIL %s:%d: ", __FILE__, __LINE__); printf(__VA_ARGS__); printf("\n"); } } while (0)
+
+static char resp[65536];
+
+static const char *request(int port, const char *method, const char *path)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+	resp[0] = '\0';
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
+		close(fd);
+		return resp;
+	}
+	char req[512];
+	int n = snprintf(req, sizeof(req), "%s %s HTTP/1.0\r\nHost: x\r\nContent-Length: 0\r\n\r\n", method, path);
+	if (write(fd, req, (size_t)n) != n) {}
+	size_t got = 0;
+	ssize_t r;
+	while ((r = read(fd, resp + got, sizeof(resp) - 1 - got)) > 0)
+		got += (size_t)r;
+	resp[got] = '\0';
+	close(fd);
+	return resp;
+}
+
+static int fake_snapshot(void *arg, pid_t pid, const char *view, uint8_t **out, size_t *len,
+			 char *msg, size_t msg_len)
+{
+	(void)arg;
+	if (pid == 999999) {
+		snprintf(msg, msg_len, "no such process %d", pid);
+		return 404;
+	}
+	*out = (uint8_t *)strdup(view);
+	*len = strlen(view);
+	return 200;
+}
+
+int main(void)
+{
+	struct pp_err err = { 0 };
+	struct http_server *s = http_start("127.0.0.1:0", fake_snapshot, NULL, &err);
+
+	CHECK(s, "start: %s", err.msg);
+	if (!s)
+		return 1;
+	int port = http_port(s);
+	CHECK(port > 0, "bound port %d", port);
+
+	struct metric *m = metric_get("pushprof_test_total", "A test counter.", METRIC_COUNTER, "cause=\"x\"");
+	metric_add(m, 41);
+	metric_add(m, 1);
+	metric_set(metric_get("pushprof_test_gauge", "A gauge.", METRIC_GAUGE, NULL), 2.5);
+
+	request(port, "GET", "/metrics");
+	CHECK(strstr(resp, "200 OK") && strstr(resp, "# TYPE pushprof_test_total counter") &&
+	      strstr(resp, "pushprof_test_total{cause=\"x\"} 42\n") && strstr(resp, "pushprof_test_gauge 2.5\n"),
+	      "metrics: %s", resp);
+	request(port, "GET", "/healthz");
+	CHECK(strstr(resp, "200 OK"), "healthz");
+	http_set_ready(s, false, "waiting for the first window");
+	request(port, "GET", "/readyz");
+	CHECK(strstr(resp, " 503 ") && strstr(resp, "waiting for the first window"), "not ready: %s", resp);
+	http_set_ready(s, true, NULL);
+	request(port, "GET", "/readyz");
+	CHECK(strstr(resp, "200 OK"), "ready");
+	request(port, "POST", "/api/v1/snapshot?pid=12&view=latest");
+	CHECK(strstr(resp, "200 OK") && strstr(resp, "application/octet-stream") && strstr(resp, "\r\n\r\nlatest"), "snapshot: %s", resp);
+	request(port, "POST", "/api/v1/snapshot?pid=abc");
+	CHECK(strstr(resp, " 400 "), "bad pid");
+	request(port, "POST", "/api/v1/snapshot?pid=1&view=bogus");
+	CHECK(strstr(resp, " 400 "), "bad view");
+	request(port, "GET", "/api/v1/snapshot?pid=1");
+	CHECK(strstr(resp, " 405 "), "GET snapshot");
+	request(port, "POST", "/api/v1/snapshot?pid=999999");
+	CHECK(strstr(resp, " 404 ") && strstr(resp, "no such process"), "callback status kept");
+	request(port, "GET", "/nope");
+	CHECK(strstr(resp, " 404 "), "404");
+
+	struct http_server *dup = http_start("127.0.0.1:bad", NULL, NULL, &err);
+	CHECK(!dup && strstr(err.msg, "127.0.0.1:bad"), "bad address: %s", err.msg);
+	char addr[64];
+	snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
+	dup = http_start(addr, NULL, NULL, &err);
+	CHECK(!dup && strstr(err.msg, "cannot listen"), "port in use: %s", err.msg);
+
+	http_stop(s);
+	metrics_reset();
+	printf("%d passed, %d failed\n", passes, failures);
+	return failures ? 1 : 0;
+}

@@ -1,0 +1,116 @@
+/* Unit test of agent/spool.c on a real directory: order, bounds, corruption. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "spool.h"
+
+static int failures, passes;
+#define CHECK(c, ...) do { if (c) { passes++; } else { failures++; printf("FAIL %s:%d: ", __FILE__, __LINE__); printf(__VA_ARGS__); printf("\n"); } } while (0)
+
+static void batch_of(struct spool_batch *b, const char *name, size_t plen)
+{
+	struct pp_labels l = { 0 };
+	uint8_t *p = malloc(plen);
+	for (size_t i = 0; i < plen; i++)
+		p[i] = (uint8_t)(rand() & 0xff);	/* incompressible */
+	pp_labels_set(&l, "__name__", name);
+	pp_labels_set(&l, "pid", "42");
+	spool_batch_add(b, &l, p, plen);
+	pp_labels_free(&l);
+	free(p);
+}
+
+int main(void)
+{
+	char dir[] = "/tmp/pushprof-spool-XXXXXX";
+	struct pp_err err = { 0 };
+	char name[64];
+
+	if (!mkdtemp(dir))
+		return 1;
+	struct spool *s = spool_open(dir, 64 * 1024, &err);
+	CHECK(s, "open: %s", err.msg);
+
+	/* round trip and order */
+	const char *names[] = { "first", "second", "third" };
+	for (int i = 0; i < 3; i++) {
+		struct spool_batch b = { 0 };
+		batch_of(&b, names[i], 1000);
+		CHECK(spool_write(s, &b, &err) == 0, "write: %s", err.msg);
+		spool_batch_free(&b);
+	}
+	CHECK(spool_stats(s)->files == 3, "3 files");
+	for (int i = 0; i < 3; i++) {
+		struct spool_batch b = { 0 };
+		CHECK(spool_peek(s, name, sizeof(name), &b, &err) == 1, "peek");
+		CHECK(b.n == 1 && strcmp(pp_labels_get(&b.v[0].labels, "__name__"), names[i]) == 0 &&
+		      b.v[0].len == 1000, "batch %d in order", i);
+		spool_remove(s, name);
+		spool_batch_free(&b);
+	}
+	struct spool_batch e = { 0 };
+	CHECK(spool_peek(s, name, sizeof(name), &e, &err) == 0, "empty");
+
+	/* a corrupt file is moved aside and does not block the next one */
+	char path[256];
+	snprintf(path, sizeof(path), "%s/00000000000000000001.spool", dir);
+	FILE *f = fopen(path, "w");
+	fputs("PPSPOOL1garbage", f);
+	fclose(f);
+	struct spool_batch b = { 0 };
+	batch_of(&b, "after-corrupt", 10);
+	spool_write(s, &b, &err);
+	spool_batch_free(&b);
+	pp_err_clear(&err);
+	CHECK(spool_peek(s, name, sizeof(name), &b, &err) == 1 && b.n == 1 &&
+	      strcmp(pp_labels_get(&b.v[0].labels, "__name__"), "after-corrupt") == 0, "skips corrupt");
+	CHECK(spool_stats(s)->corrupt == 1 && strstr(err.msg, "corrupt"), "corrupt counted: %s", err.msg);
+	snprintf(path, sizeof(path), "%s/00000000000000000001.spool.corrupt", dir);
+	CHECK(access(path, F_OK) == 0, "moved aside");
+	spool_remove(s, name);
+	spool_batch_free(&b);
+
+	/* bounded: 64 KiB holds about six 10 KB batches; the oldest go first */
+	for (int i = 0; i < 10; i++) {
+		struct spool_batch bb = { 0 };
+		char nm[16];
+		snprintf(nm, sizeof(nm), "b%d", i);
+		batch_of(&bb, nm, 10000);
+		CHECK(spool_write(s, &bb, &err) == 0, "write bounded: %s", err.msg);
+		spool_batch_free(&bb);
+	}
+	CHECK(spool_stats(s)->bytes <= 64 * 1024, "within max_bytes (%llu)", (unsigned long long)spool_stats(s)->bytes);
+	CHECK(spool_stats(s)->dropped_profiles >= 3 && spool_stats(s)->dropped_profiles == spool_stats(s)->dropped_files,
+	      "drops counted (%llu)", (unsigned long long)spool_stats(s)->dropped_profiles);
+	CHECK(spool_peek(s, name, sizeof(name), &b, &err) == 1 &&
+	      strcmp(pp_labels_get(&b.v[0].labels, "__name__"), "b9") != 0 &&
+	      atoi(pp_labels_get(&b.v[0].labels, "__name__") + 1) == (int)spool_stats(s)->dropped_files,
+	      "oldest dropped first");
+	spool_batch_free(&b);
+
+	/* decode rejects truncations of a valid file at every length */
+	struct spool_batch v = { 0 };
+	uint8_t *enc;
+	size_t len;
+	batch_of(&v, "x", 100);
+	spool_encode(&v, &enc, &len, &err);
+	int bad = 0;
+	for (size_t cut = 0; cut < len; cut++) {
+		struct spool_batch o = { 0 };
+		if (spool_decode(enc, cut, &o, NULL) == 0)
+			bad++;
+		spool_batch_free(&o);
+	}
+	CHECK(bad == 0, "every truncation rejected");
+	free(enc);
+	spool_batch_free(&v);
+
+	spool_close(s);
+	char cmd[300];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	if (system(cmd)) {}
+	printf("%d passed, %d failed\n", passes, failures);
+	return failures ? 1 : 0;
+}
