@@ -1,0 +1,158 @@
+/*
+ * goheap.h - a Go program's heap profile, read from outside the process.
+ *
+ * Three steps, usable separately:
+ *   1. goheap_read(): walk runtime.mbuckets -> allnext with
+ *      process_vm_readv into a struct go_heap (raw buckets, nothing
+ *      interpreted yet). Producers that obtain buckets another way (the
+ *      OOM capture reads them from BPF) fill a go_heap with
+ *      goheap_add_bucket() instead.
+ *   2. goheap_to_pprof(): the profile runtime/pprof.WriteHeapProfile would
+ *      write (writeHeapProto): sample types alloc_objects/count,
+ *      alloc_space/bytes, inuse_objects/count, inuse_space/bytes, period
+ *      space/bytes = MemProfileRate, values through scaleHeapSample,
+ *      numeric label "bytes", frames at pc-1 with inlined frames, leading
+ *      runtime.* frames hidden.
+ *   3. goheap_series_labels(): the series labels of such a profile.
+ * goheap_snapshot() does all three for one pid (on-demand and periodic).
+ *
+ * Views: the runtime keeps per bucket an `active` record (what it
+ * publishes) and three `future` cycles not yet published.
+ *   GOHEAP_VIEW_RUNTIME: exactly what runtime.MemProfile reports at that
+ *     instant: active + future[C % 3] (the flush MemProfile performs), and
+ *     when no bucket has any active data (no GC yet) all futures.
+ *   GOHEAP_VIEW_LATEST: active + all three futures (the newest allocations
+ *     included; what an OOM capture wants).
+ *
+ * Target memory is hostile: the walk is bounded by max_buckets, a seen-set
+ * stops loops, nstk above GOHEAP_NSTK_LIMIT stops the walk, stacks deeper
+ * than max_depth are truncated (counted). A walk that stops early still
+ * returns what it read, with complete = false and the reason.
+ */
+#ifndef PUSHPROF_GOHEAP_H
+#define PUSHPROF_GOHEAP_H
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "err.h"
+#include "gobin.h"
+#include "labels.h"
+
+struct pprof;
+
+/* Go records at most 32 frames up to 1.22, at most 1024 from 1.23 on. */
+#define GOHEAP_NSTK_LIMIT 1024
+
+/* goheap_read()/goheap_snapshot() return this when MemProfileRate is 0
+ * and there are no buckets: "memory profiling disabled". */
+#define GOHEAP_EDISABLED (-EOPNOTSUPP)
+
+enum goheap_view { GOHEAP_VIEW_RUNTIME, GOHEAP_VIEW_LATEST };
+
+const char *goheap_view_name(enum goheap_view v);	/* "runtime" | "latest" */
+int goheap_view_parse(const char *s, enum goheap_view *v);
+
+/* runtime.memRecordCycle */
+struct go_memrec {
+	uint64_t allocs, frees, alloc_bytes, free_bytes;
+};
+
+struct go_bucket {
+	uint64_t addr;		/* the bucket's address in the target (identity) */
+	uint64_t size;		/* allocation size: buckets are keyed by stack and size */
+	uint32_t nstk;		/* PCs kept in stk (<= max_depth) */
+	bool truncated;		/* the bucket had more than max_depth PCs */
+	uint64_t *stk;		/* return PCs, runtime addresses, leaf first */
+	struct go_memrec active, future[3];
+};
+
+struct goheap_arena;
+
+struct go_heap {
+	struct go_bucket *buckets;
+	size_t n, cap;
+	int64_t rate;			/* runtime.MemProfileRate at read time */
+	uint32_t cycle;			/* raw runtime.mProfCycle (cycle << 1 | flushed) */
+	bool complete;
+	char incomplete_reason[192];	/* "" when complete */
+	uint64_t truncated_stacks;	/* buckets whose stack was cut at max_depth */
+	int64_t time_ns;		/* CLOCK_REALTIME at the start of the read */
+	int64_t duration_ns;		/* how long the read took */
+	uint64_t remote_reads;		/* process_vm_readv calls (for measurement) */
+	struct goheap_arena *arena;	/* owns the stacks */
+};
+
+void goheap_init(struct go_heap *h);
+void goheap_free(struct go_heap *h);
+/* Mark the heap incomplete (first reason wins). */
+void goheap_set_incomplete(struct go_heap *h, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+/* Copies stk (at most max_depth PCs are the caller's business). -ENOMEM. */
+int goheap_add_bucket(struct go_heap *h, uint64_t addr, uint64_t size, const uint64_t *stk,
+		      uint32_t nstk, bool truncated, const struct go_memrec *active,
+		      const struct go_memrec future[3]);
+
+/*
+ * Read the buckets of an attached gobin's process. Returns 0 with
+ * h->complete possibly false; GOHEAP_EDISABLED (rate 0, no buckets);
+ * -ESRCH when the process is gone before anything could be read;
+ * -EACCES/-EPERM; -ENOENT when the gobin lacks the variables.
+ * h must be goheap_init()ed; on error it holds no buckets.
+ */
+int goheap_read(pid_t pid, const struct gobin *g, uint32_t max_buckets, uint32_t max_depth,
+		struct go_heap *h, struct pp_err *err);
+
+/* The record a view reports for one bucket (see above). `all_clear` is
+ * goheap_all_active_clear(h), computed once per heap. */
+bool goheap_all_active_clear(const struct go_heap *h);
+struct go_memrec goheap_bucket_record(const struct go_heap *h, const struct go_bucket *b,
+				      enum goheap_view view, bool all_clear);
+
+/*
+ * Build the profile. g symbolizes the PCs (its bias must be right for the
+ * process the buckets came from). Comments carry the view and, when
+ * incomplete, the reason. *out is the caller's (pprof_free).
+ */
+int goheap_to_pprof(const struct go_heap *h, const struct gobin *g, enum goheap_view view,
+		    struct pprof **out, struct pp_err *err);
+
+/*
+ * __name__=memory, node, pid, comm, executable, cgroup, trigger, view, then
+ * the external labels (which do not override those). comm/cgroup are read
+ * from /proc now ("" when the process is gone). out must be empty.
+ */
+int goheap_series_labels(pid_t pid, const struct gobin *g, const char *node,
+			 const char *trigger, enum goheap_view view,
+			 const struct pp_labels *external, struct pp_labels *out,
+			 struct pp_err *err);
+
+struct goheap_snapshot_opts {
+	enum goheap_view view;
+	uint32_t max_buckets, max_depth;
+	const char *trigger;		/* "on_demand" | "interval" | ... */
+	const char *node;
+	const struct pp_labels *external;	/* may be NULL */
+};
+
+struct goheap_snapshot {
+	uint8_t *gz;			/* gzip'd pprof, malloc'd */
+	size_t len;
+	struct pp_labels labels;
+	size_t buckets, samples;
+	bool complete;
+	char incomplete_reason[192];
+	uint64_t truncated_stacks;
+	int64_t rate;
+	int64_t read_ns, total_ns;
+};
+
+/* Read + profile + labels for one attached gobin. Errors as goheap_read(). */
+int goheap_snapshot(pid_t pid, const struct gobin *g, const struct goheap_snapshot_opts *o,
+		    struct goheap_snapshot *out, struct pp_err *err);
+void goheap_snapshot_free(struct goheap_snapshot *s);
+
+#endif
