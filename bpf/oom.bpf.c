@@ -265,7 +265,9 @@ static __always_inline int capture(__u32 tgid, __u32 extra_flags)
 		goto out;
 	}
 	task = bpf_get_current_task_btf();
-	if (t->start_boottime && t->start_boottime != BPF_CORE_READ(task, group_leader, start_boottime)) {
+	/* /proc/PID/stat's start time is nsec_to_clock_t(start_boottime), USER_HZ 100 */
+	if (t->start_ticks &&
+	    t->start_ticks != BPF_CORE_READ(task, group_leader, start_boottime) / 10000000ULL) {
 		v->flags |= OOM_F_PID_REUSED | OOM_F_NOT_TRACKED;
 		goto out;
 	}

@@ -48,7 +48,7 @@ struct oom_target {
 	__u64 mirror_head;	/* address of the newest mirrored bucket, 0 = none */
 	__u64 mirror_count;	/* buckets mirrored from mirror_head downwards */
 	__u64 mirror_gen;	/* bumped by user space on every update */
-	__u64 start_boottime;	/* task->start_boottime, guards pid reuse; 0 = skip */
+	__u64 start_ticks;	/* /proc/PID/stat start time (USER_HZ ticks); 0 = skip */
 	__u32 max_buckets;	/* walk at most this many */
 	__u32 max_depth;	/* frames kept per new bucket (<= OOM_MAX_DEPTH) */
 };
@@ -58,6 +58,7 @@ enum oom_state {
 	OOM_ST_MARKED = 1,	/* mark_victim seen */
 	OOM_ST_CAPTURING = 2,	/* one thread of the victim claimed it */
 	OOM_ST_DONE = 3,	/* capture ended (see status) */
+	OOM_ST_REPORTED = 4,	/* user space made its result; freed when the pid is gone */
 };
 
 /* Why a capture is incomplete or did not happen (bit flags). */
