@@ -1,11 +1,69 @@
-/* cmd_check_config.c - placeholder until its module lands (being written this session). */
+/*
+ * cmd_check_config.c - `pushprof check-config FILE`: validate a config the
+ * way the agent would load it and print the effective result, so a typo is
+ * found before a rollout instead of by a crash-looping DaemonSet.
+ */
 #include <stdio.h>
+#include <string.h>
+
 #include "commands.h"
+#include "config.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: pushprof check-config [--help] FILE\n"
+		"\n"
+		"Validate the YAML config FILE strictly (unknown keys, types, ranges,\n"
+		"regexes, label names) and print the effective configuration, with every\n"
+		"default filled in and ${VAR} references expanded, as YAML on stdout.\n"
+		"\n"
+		"exit status: 0 valid, 2 invalid or unreadable (the error, as\n"
+		"FILE:LINE:COL: message, goes to stderr)\n");
+}
 
 int cmd_check_config(int argc, char **argv)
 {
-	(void)argc;
-	(void)argv;
-	fprintf(stderr, "pushprof: this command is not built yet\n");
-	return EXIT_FAIL;
+	const char *path = NULL;
+	struct config c;
+	struct pp_err err = { 0 };
+	bool opts_done = false;
+
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		if (!opts_done && (!strcmp(a, "--help") || !strcmp(a, "-h"))) {
+			usage(stdout);
+			return EXIT_OK;
+		}
+		if (!opts_done && !strcmp(a, "--")) {
+			opts_done = true;
+			continue;
+		}
+		if (!opts_done && a[0] == '-' && a[1]) {
+			fprintf(stderr, "pushprof: check-config: unknown option '%s'\n\n", a);
+			usage(stderr);
+			return EXIT_USAGE;
+		}
+		if (path) {
+			fprintf(stderr, "pushprof: check-config: takes one FILE\n\n");
+			usage(stderr);
+			return EXIT_USAGE;
+		}
+		path = a;
+	}
+	if (!path) {
+		usage(stderr);
+		return EXIT_USAGE;
+	}
+	if (config_load(path, &c, &err) < 0) {
+		fprintf(stderr, "pushprof: %s\n", err.msg[0] ? err.msg : "invalid config");
+		return EXIT_USAGE;
+	}
+	int rc = config_dump(&c, stdout);
+	config_free(&c);
+	if (rc < 0 || fflush(stdout) != 0) {
+		fprintf(stderr, "pushprof: check-config: cannot write to stdout\n");
+		return EXIT_FAIL;
+	}
+	return EXIT_OK;
 }

@@ -117,6 +117,18 @@ int gobin_read_mbuckets(const struct gobin *g, uint64_t *head, struct pp_err *er
 int gobin_enable_profiling(const struct gobin *g, int64_t rate, int64_t *old,
 			   struct pp_err *err);
 
+/* process_vm_readv of exactly len bytes: -ESRCH (gone), -EFAULT (unmapped
+ * or short), -EPERM/-EACCES, with a message. */
+int gobin_read_mem(pid_t pid, uint64_t addr, void *buf, size_t len, struct pp_err *err);
+
+/*
+ * For tests: the targets of RIP-relative loads found at every byte offset
+ * of code (at link-time address addr): kind 0 = MOV r32,[rip+d], 1 = MOV
+ * r64,[rip+d]. At most max are stored in out.
+ */
+void gobin_scan_loads(const uint8_t *code, size_t len, uint64_t addr, int kind,
+		      uint64_t *out, size_t *nout, size_t max);
+
 /* One frame of a PC; the strings live as long as the gobin. */
 struct gobin_frame {
 	const char *function;	/* "main.leak" */

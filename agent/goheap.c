@@ -1,0 +1,902 @@
+/*
+ * goheap.c - read runtime.mbuckets from a live Go process, pick the view,
+ * and build the heap profile exactly like runtime/pprof's writeHeapProto.
+ */
+#include "goheap.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <time.h>
+
+#include "pprof.h"
+#include "procinfo.h"
+
+#define BUCKET_HDR 48			/* next, allnext, typ, hash, size, nstk */
+#define MEMREC_BYTES 128		/* active + future[3], 4 x uintptr each */
+#define WINDOW (64u << 10)		/* remote read granularity */
+#define NWINDOWS 8
+#define ARENA_CHUNK (64u << 10)		/* PCs per arena chunk */
+
+/* ---- small helpers ---------------------------------------------------- */
+
+static int64_t now_ns(clockid_t c)
+{
+	struct timespec ts;
+	clock_gettime(c, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+const char *goheap_view_name(enum goheap_view v)
+{
+	return v == GOHEAP_VIEW_LATEST ? "latest" : "runtime";
+}
+
+int goheap_view_parse(const char *s, enum goheap_view *v)
+{
+	if (!strcmp(s, "runtime"))
+		*v = GOHEAP_VIEW_RUNTIME;
+	else if (!strcmp(s, "latest"))
+		*v = GOHEAP_VIEW_LATEST;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+/* Open-addressing set/map of nonzero uint64 keys. */
+struct u64map {
+	uint64_t *keys;
+	uint32_t *vals;
+	size_t cap, n;		/* cap is a power of two */
+};
+
+static uint64_t mix(uint64_t x)
+{
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdULL;
+	x ^= x >> 33;
+	x *= 0xc4ceb9fe1a85ec53ULL;
+	x ^= x >> 33;
+	return x;
+}
+
+static int u64map_init(struct u64map *m, size_t want)
+{
+	size_t cap = 64;
+	while (cap < want * 2)
+		cap <<= 1;
+	m->keys = calloc(cap, sizeof(*m->keys));
+	m->vals = calloc(cap, sizeof(*m->vals));
+	m->cap = cap;
+	m->n = 0;
+	if (!m->keys || !m->vals) {
+		free(m->keys);
+		free(m->vals);
+		m->keys = NULL;
+		m->vals = NULL;
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+static void u64map_free(struct u64map *m)
+{
+	free(m->keys);
+	free(m->vals);
+	m->keys = NULL;
+	m->vals = NULL;
+}
+
+/* Slot of key (existing or empty). */
+static size_t u64map_slot(const struct u64map *m, uint64_t key)
+{
+	size_t i = mix(key) & (m->cap - 1);
+	while (m->keys[i] && m->keys[i] != key)
+		i = (i + 1) & (m->cap - 1);
+	return i;
+}
+
+static bool u64map_get(const struct u64map *m, uint64_t key, uint32_t *val)
+{
+	size_t i = u64map_slot(m, key);
+	if (!m->keys[i])
+		return false;
+	if (val)
+		*val = m->vals[i];
+	return true;
+}
+
+static int u64map_grow(struct u64map *m)
+{
+	struct u64map nm;
+	if (u64map_init(&nm, m->cap))
+		return -ENOMEM;
+	for (size_t i = 0; i < m->cap; i++)
+		if (m->keys[i]) {
+			size_t j = u64map_slot(&nm, m->keys[i]);
+			nm.keys[j] = m->keys[i];
+			nm.vals[j] = m->vals[i];
+			nm.n++;
+		}
+	u64map_free(m);
+	*m = nm;
+	return 0;
+}
+
+static int u64map_put(struct u64map *m, uint64_t key, uint32_t val)
+{
+	if ((m->n + 1) * 2 > m->cap && u64map_grow(m))
+		return -ENOMEM;
+	size_t i = u64map_slot(m, key);
+	if (!m->keys[i])
+		m->n++;
+	m->keys[i] = key;
+	m->vals[i] = val;
+	return 0;
+}
+
+/* ---- go_heap storage -------------------------------------------------- */
+
+struct arena_chunk {
+	struct arena_chunk *next;
+	size_t used;
+	uint64_t v[];
+};
+
+struct goheap_arena {
+	struct arena_chunk *head;
+};
+
+static uint64_t *arena_alloc(struct go_heap *h, size_t n)
+{
+	if (!h->arena && !(h->arena = calloc(1, sizeof(*h->arena))))
+		return NULL;
+	struct arena_chunk *c = h->arena->head;
+	if (!c || ARENA_CHUNK - c->used < n) {
+		size_t cap = n > ARENA_CHUNK ? n : ARENA_CHUNK;
+		c = malloc(sizeof(*c) + cap * sizeof(uint64_t));
+		if (!c)
+			return NULL;
+		c->used = 0;
+		c->next = h->arena->head;
+		h->arena->head = c;
+		if (n > ARENA_CHUNK) {	/* exactly full: next alloc gets a new chunk */
+			c->used = n;
+			return c->v;
+		}
+	}
+	uint64_t *p = c->v + c->used;
+	c->used += n;
+	return p;
+}
+
+void goheap_init(struct go_heap *h)
+{
+	memset(h, 0, sizeof(*h));
+	h->complete = true;
+}
+
+void goheap_free(struct go_heap *h)
+{
+	if (h->arena) {
+		struct arena_chunk *c = h->arena->head;
+		while (c) {
+			struct arena_chunk *n = c->next;
+			free(c);
+			c = n;
+		}
+		free(h->arena);
+	}
+	free(h->buckets);
+	goheap_init(h);
+}
+
+void goheap_set_incomplete(struct go_heap *h, const char *fmt, ...)
+{
+	if (!h->complete)
+		return;
+	h->complete = false;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(h->incomplete_reason, sizeof(h->incomplete_reason), fmt, ap);
+	va_end(ap);
+}
+
+int goheap_add_bucket(struct go_heap *h, uint64_t addr, uint64_t size, const uint64_t *stk,
+		      uint32_t nstk, bool truncated, const struct go_memrec *active,
+		      const struct go_memrec future[3])
+{
+	if (h->n == h->cap) {
+		size_t cap = h->cap ? h->cap * 2 : 1024;
+		struct go_bucket *nb = realloc(h->buckets, cap * sizeof(*nb));
+		if (!nb)
+			return -ENOMEM;
+		h->buckets = nb;
+		h->cap = cap;
+	}
+	uint64_t *s = NULL;
+	if (nstk) {
+		s = arena_alloc(h, nstk);
+		if (!s)
+			return -ENOMEM;
+		memcpy(s, stk, nstk * sizeof(*s));
+	}
+	struct go_bucket *b = &h->buckets[h->n++];
+	b->addr = addr;
+	b->size = size;
+	b->nstk = nstk;
+	b->truncated = truncated;
+	b->stk = s;
+	b->active = *active;
+	memcpy(b->future, future, sizeof(b->future));
+	if (truncated)
+		h->truncated_stacks++;
+	return 0;
+}
+
+/* ---- remote reads through a small window cache ------------------------ */
+
+struct window {
+	uint64_t start;
+	size_t len;		/* valid bytes */
+	uint8_t *buf;
+};
+
+struct reader {
+	pid_t pid;
+	struct window w[NWINDOWS];
+	unsigned next;		/* round-robin victim */
+	uint64_t calls;
+	int last_errno;
+};
+
+static ssize_t remote(struct reader *r, uint64_t addr, void *buf, size_t len)
+{
+	struct iovec l = {.iov_base = buf, .iov_len = len};
+	struct iovec rv = {.iov_base = (void *)(uintptr_t)addr, .iov_len = len};
+	r->calls++;
+	ssize_t n = process_vm_readv(r->pid, &l, 1, &rv, 1, 0);
+	if (n < 0)
+		r->last_errno = errno;
+	return n;
+}
+
+/*
+ * Copy [addr, addr+len) of the target into out. Buckets are allocated
+ * upwards in persistentalloc chunks and the list runs newest first, i.e.
+ * mostly downwards: a miss reads the WINDOW bytes that end at the end of
+ * the request, so the next buckets are already there. Returns 0, or
+ * -errno (ESRCH: process gone; EFAULT: not mapped).
+ */
+static int rread(struct reader *r, uint64_t addr, void *out, size_t len)
+{
+	if (len > WINDOW || addr + len < addr)
+		return -EINVAL;
+	for (unsigned i = 0; i < NWINDOWS; i++) {
+		struct window *w = &r->w[i];
+		if (w->len && addr >= w->start && addr + len <= w->start + w->len) {
+			memcpy(out, w->buf + (addr - w->start), len);
+			return 0;
+		}
+	}
+	struct window *w = &r->w[r->next];
+	r->next = (r->next + 1) % NWINDOWS;
+	if (!w->buf && !(w->buf = malloc(WINDOW)))
+		return -ENOMEM;
+	uint64_t end = (addr + len + 4095) & ~4095ULL;
+	uint64_t start = end >= WINDOW ? end - WINDOW : 0;
+	if (start > addr)
+		start = addr & ~4095ULL;
+	w->len = 0;
+	ssize_t n = remote(r, start, w->buf, end - start);
+	if (n < 0 || (uint64_t)n < addr + len - start) {
+		if (n < 0 && r->last_errno == ESRCH)
+			return -ESRCH;
+		/* The window reached into unmapped memory: read exactly. */
+		start = addr;
+		n = remote(r, start, w->buf, len);
+		if (n < 0)
+			return r->last_errno == ESRCH ? -ESRCH : -r->last_errno;
+		if ((size_t)n < len)
+			return -EFAULT;
+	}
+	w->start = start;
+	w->len = (size_t)n;
+	memcpy(out, w->buf + (addr - start), len);
+	return 0;
+}
+
+static void reader_free(struct reader *r)
+{
+	for (unsigned i = 0; i < NWINDOWS; i++)
+		free(r->w[i].buf);
+}
+
+/* ---- the walk ----------------------------------------------------------- */
+
+static void memrec_from(struct go_memrec *m, const uint64_t *w)
+{
+	m->allocs = w[0];
+	m->frees = w[1];
+	m->alloc_bytes = w[2];
+	m->free_bytes = w[3];
+}
+
+int goheap_read(pid_t pid, const struct gobin *g, uint32_t max_buckets, uint32_t max_depth,
+		struct go_heap *h, struct pp_err *err)
+{
+	int rc;
+	uint64_t head;
+	int64_t t0 = now_ns(CLOCK_MONOTONIC);
+
+	h->time_ns = now_ns(CLOCK_REALTIME);
+	if (!g->mbuckets_addr || !g->rate_addr || !g->cycle_addr)
+		return pp_errf(err, -ENOENT, "%s: the runtime's memory-profile variables are not "
+			       "located", g->exe);
+	if ((rc = gobin_read_rate(g, &h->rate, err)) || (rc = gobin_read_cycle(g, &h->cycle, err)) ||
+	    (rc = gobin_read_mbuckets(g, &head, err)))
+		return rc;
+	if (h->rate == 0 && head == 0)
+		return pp_errf(err, GOHEAP_EDISABLED,
+			       "pid %d: memory profiling disabled (runtime.MemProfileRate is 0: "
+			       "the program references no heap profile; go_heap.enable_profiling "
+			       "or --enable-profiling turns it on for later allocations)", (int)pid);
+	if (max_depth == 0 || max_depth > GOHEAP_NSTK_LIMIT)
+		max_depth = GOHEAP_NSTK_LIMIT;
+	if (max_buckets == 0)
+		max_buckets = 1;
+
+	struct reader rd = {.pid = pid};
+	struct u64map seen;
+	if (u64map_init(&seen, max_buckets < (1u << 20) ? max_buckets : (1u << 20)))
+		return -ENOMEM;
+	size_t maxrec = BUCKET_HDR + 8 * GOHEAP_NSTK_LIMIT + MEMREC_BYTES;
+	uint64_t *buf = malloc(maxrec);
+	if (!buf) {
+		u64map_free(&seen);
+		return -ENOMEM;
+	}
+	rc = 0;
+	for (uint64_t b = head; b;) {
+		if (h->n >= max_buckets) {
+			goheap_set_incomplete(h, "more than go_heap.max_buckets (%" PRIu32
+					      ") buckets: the rest were not read", max_buckets);
+			break;
+		}
+		if (b & 7) {
+			goheap_set_incomplete(h, "misaligned bucket pointer 0x%" PRIx64, b);
+			break;
+		}
+		if (u64map_get(&seen, b, NULL)) {
+			goheap_set_incomplete(h, "the bucket list loops at 0x%" PRIx64, b);
+			break;
+		}
+		if ((rc = u64map_put(&seen, b, 1)))
+			break;
+		int r = rread(&rd, b, buf, BUCKET_HDR + MEMREC_BYTES);
+		if (!r) {
+			uint64_t typ = buf[2], nstk = buf[5];
+			if (typ != 1) {
+				goheap_set_incomplete(h, "bucket 0x%" PRIx64 " has type %" PRIu64
+						      ", not a memory profile bucket", b, typ);
+				break;
+			}
+			if (nstk > GOHEAP_NSTK_LIMIT) {
+				goheap_set_incomplete(h, "bucket 0x%" PRIx64 " claims %" PRIu64
+						      " frames (limit %d)", b, nstk,
+						      GOHEAP_NSTK_LIMIT);
+				break;
+			}
+			size_t total = BUCKET_HDR + 8 * nstk + MEMREC_BYTES;
+			if (total > BUCKET_HDR + MEMREC_BYTES)
+				r = rread(&rd, b, buf, total);
+		}
+		if (r == -ESRCH) {
+			if (h->n == 0) {
+				rc = pp_errf(err, -ESRCH, "pid %d: the process exited", (int)pid);
+				break;
+			}
+			goheap_set_incomplete(h, "the process exited during the read");
+			break;
+		}
+		if (r) {
+			if (r == -ENOMEM) {
+				rc = r;
+				break;
+			}
+			goheap_set_incomplete(h, "bucket 0x%" PRIx64 " is not readable (%s)", b,
+					      strerror(-r));
+			break;
+		}
+		uint32_t nstk = (uint32_t)buf[5];
+		const uint64_t *stk = buf + 6;
+		const uint64_t *mr = stk + nstk;
+		struct go_memrec active, fut[3];
+		memrec_from(&active, mr);
+		for (int i = 0; i < 3; i++)
+			memrec_from(&fut[i], mr + 4 * (i + 1));
+		bool trunc = nstk > max_depth;
+		if ((rc = goheap_add_bucket(h, b, buf[4], stk, trunc ? max_depth : nstk, trunc,
+					    &active, fut)))
+			break;
+		b = buf[1];
+	}
+	h->remote_reads = rd.calls + 3;
+	h->duration_ns = now_ns(CLOCK_MONOTONIC) - t0;
+	reader_free(&rd);
+	free(buf);
+	u64map_free(&seen);
+	if (rc) {
+		goheap_free(h);
+		if (rc == -ENOMEM)
+			pp_errf(err, rc, "out of memory reading the buckets");
+		return rc;
+	}
+	return 0;
+}
+
+/* ---- views -------------------------------------------------------------- */
+
+static void memrec_add(struct go_memrec *a, const struct go_memrec *b)
+{
+	a->allocs += b->allocs;
+	a->frees += b->frees;
+	a->alloc_bytes += b->alloc_bytes;
+	a->free_bytes += b->free_bytes;
+}
+
+/* runtime.MemProfile: "clear" when, after flushing future[C%3], no bucket
+ * has active allocs or frees. */
+bool goheap_all_active_clear(const struct go_heap *h)
+{
+	uint32_t idx = (h->cycle >> 1) % 3;
+	for (size_t i = 0; i < h->n; i++) {
+		struct go_memrec a = h->buckets[i].active;
+		memrec_add(&a, &h->buckets[i].future[idx]);
+		if (a.allocs || a.frees)
+			return false;
+	}
+	return true;
+}
+
+struct go_memrec goheap_bucket_record(const struct go_heap *h, const struct go_bucket *b,
+				      enum goheap_view view, bool all_clear)
+{
+	struct go_memrec r = b->active;
+	if (view == GOHEAP_VIEW_LATEST || all_clear) {
+		for (int i = 0; i < 3; i++)
+			memrec_add(&r, &b->future[i]);
+	} else {
+		memrec_add(&r, &b->future[(h->cycle >> 1) % 3]);
+	}
+	return r;
+}
+
+/* ---- profile ------------------------------------------------------------ */
+
+/* runtime/pprof scaleHeapSample. */
+static void scale_heap_sample(int64_t count, int64_t size, int64_t rate, int64_t *oc,
+			      int64_t *os)
+{
+	if (count == 0 || size == 0) {
+		*oc = *os = 0;
+		return;
+	}
+	if (rate <= 1) {
+		*oc = count;
+		*os = size;
+		return;
+	}
+	double avg = (double)size / (double)count;
+	double scale = 1 / (1 - exp(-avg / (double)rate));
+	*oc = (int64_t)((double)count * scale);
+	*os = (int64_t)((double)size * scale);
+}
+
+#define MAX_INLINE 64
+
+/* What we know about one PC: its innermost frame at pc-1 (a return
+ * address), whether that frame is inlined, all frames (for the final
+ * expansion), and whether FuncForPC(pc) is a runtime function. */
+struct pcinfo {
+	struct gobin_frame fr[MAX_INLINE];
+	uint32_t nfr;
+	bool runtime_at_pc;
+};
+
+struct loccache {
+	uint64_t id;
+	uint32_t npcs;
+	uint64_t *pcs;
+	struct gobin_frame first;	/* innermost frame of pcs[0] */
+	bool first_inlined;
+};
+
+struct builder {
+	const struct gobin *g;
+	struct pprof *p;
+	uint64_t mapping;
+	struct u64map pcmap;		/* pc -> index into pcs */
+	struct pcinfo *pcs;
+	size_t npcs, cappcs;
+	struct u64map locmap;		/* first pc -> index into locs */
+	struct loccache *locs;
+	size_t nlocs, caplocs;
+	struct go_heap pool;		/* arena for location pc lists */
+	/* the deck: pcs merged into one location (inlining) */
+	uint64_t dpcs[MAX_INLINE];
+	struct gobin_frame dfr[MAX_INLINE];
+	bool dinl[MAX_INLINE];
+	uint32_t nd;
+	const struct pcinfo *dlast;	/* pcinfo of the last pc in the deck */
+};
+
+static const struct pcinfo *pc_info(struct builder *b, uint64_t pc)
+{
+	uint32_t idx;
+	if (u64map_get(&b->pcmap, pc, &idx))
+		return &b->pcs[idx];
+	if (b->npcs == b->cappcs) {
+		size_t cap = b->cappcs ? b->cappcs * 2 : 256;
+		struct pcinfo *n = realloc(b->pcs, cap * sizeof(*n));
+		if (!n)
+			return NULL;
+		b->pcs = n;
+		b->cappcs = cap;
+	}
+	struct pcinfo *pi = &b->pcs[b->npcs];
+	pi->nfr = (uint32_t)gobin_symbolize(b->g, pc - 1, pi->fr, MAX_INLINE);
+	struct gobin_frame at[MAX_INLINE];
+	size_t nat = gobin_symbolize(b->g, pc, at, MAX_INLINE);
+	pi->runtime_at_pc = nat > 0 && !strncmp(at[0].function, "runtime.", 8);
+	if (u64map_put(&b->pcmap, pc, (uint32_t)b->npcs))
+		return NULL;
+	b->npcs++;
+	return pi;
+}
+
+/* pcDeck.tryAdd: merge pc into the pending location when the pending
+ * frames are inlined into the same physical function. */
+static bool deck_try_add(struct builder *b, uint64_t pc, const struct gobin_frame *f,
+			 bool inlined, const struct pcinfo *pi)
+{
+	if (b->nd) {
+		if (!b->dinl[b->nd - 1])	/* the last frame is physical */
+			return false;
+		const struct gobin_frame *last = &b->dfr[b->nd - 1];
+		if (last->entry == 0 || f->entry == 0 || last->entry != f->entry)
+			return false;
+		if (!strcmp(last->function, f->function))	/* recursion */
+			return false;
+		if (b->nd >= MAX_INLINE)
+			return false;
+	}
+	b->dpcs[b->nd] = pc;
+	b->dfr[b->nd] = *f;
+	b->dinl[b->nd] = inlined;
+	b->nd++;
+	b->dlast = pi;
+	return true;
+}
+
+/* Emit the pending location; returns its id (0 when none or on error). */
+static uint64_t deck_emit(struct builder *b, bool final, int *rc)
+{
+	if (!b->nd)
+		return 0;
+	struct pprof_line lines[2 * MAX_INLINE];
+	size_t nl = 0;
+	for (uint32_t i = 0; i < b->nd; i++) {
+		const struct gobin_frame *f = &b->dfr[i];
+		uint64_t fid = pprof_function(b->p, f->function, f->function, f->file, 0);
+		if (!fid) {
+			*rc = -ENOMEM;
+			return 0;
+		}
+		lines[nl++] = (struct pprof_line){fid, f->line};
+	}
+	/* runtime_expandFinalInlineFrame: a stack that ends inside inlined
+	 * frames gets their callers from the last PC's full expansion. */
+	if (final && b->dinl[b->nd - 1] && b->dlast) {
+		for (uint32_t i = 1; i < b->dlast->nfr && nl < 2 * MAX_INLINE; i++) {
+			const struct gobin_frame *f = &b->dlast->fr[i];
+			uint64_t fid = pprof_function(b->p, f->function, f->function, f->file, 0);
+			if (!fid) {
+				*rc = -ENOMEM;
+				return 0;
+			}
+			lines[nl++] = (struct pprof_line){fid, f->line};
+		}
+	}
+	uint64_t id = pprof_location(b->p, b->mapping, b->dpcs[0] - 1, lines, nl);
+	if (!id) {
+		*rc = -ENOMEM;
+		return 0;
+	}
+	if (!final && !u64map_get(&b->locmap, b->dpcs[0], NULL)) {
+		if (b->nlocs == b->caplocs) {
+			size_t cap = b->caplocs ? b->caplocs * 2 : 256;
+			struct loccache *n = realloc(b->locs, cap * sizeof(*n));
+			if (!n) {
+				*rc = -ENOMEM;
+				return 0;
+			}
+			b->locs = n;
+			b->caplocs = cap;
+		}
+		struct loccache *l = &b->locs[b->nlocs];
+		l->pcs = arena_alloc(&b->pool, b->nd);
+		if (!l->pcs || u64map_put(&b->locmap, b->dpcs[0], (uint32_t)b->nlocs)) {
+			*rc = -ENOMEM;
+			return 0;
+		}
+		memcpy(l->pcs, b->dpcs, b->nd * sizeof(uint64_t));
+		l->npcs = b->nd;
+		l->id = id;
+		l->first = b->dfr[0];
+		l->first_inlined = b->dinl[0];
+		b->nlocs++;
+	}
+	b->nd = 0;
+	b->dlast = NULL;
+	return id;
+}
+
+/* An unsymbolized PC: a location with the address only. */
+static uint64_t raw_location(struct builder *b, uint64_t pc)
+{
+	return pprof_location(b->p, b->mapping, pc - 1, NULL, 0);
+}
+
+/* profileBuilder.appendLocsForStack */
+static int locs_for_stack(struct builder *b, const uint64_t *stk, uint32_t n, uint64_t *locs,
+			  size_t *nlocs)
+{
+	int rc = 0;
+	uint32_t i = 0;
+	uint64_t id;
+	*nlocs = 0;
+	b->nd = 0;
+	b->dlast = NULL;
+	while (i < n) {
+		uint64_t pc = stk[i];
+		uint32_t li;
+		if (u64map_get(&b->locmap, pc, &li)) {
+			const struct loccache *l = &b->locs[li];
+			if (b->nd && deck_try_add(b, pc, &l->first, l->first_inlined, pc_info(b, pc))) {
+				i++;
+				continue;
+			}
+			if ((id = deck_emit(b, false, &rc)))
+				locs[(*nlocs)++] = id;
+			if (rc)
+				return rc;
+			if (l->npcs <= n - i && !memcmp(l->pcs, stk + i, l->npcs * sizeof(uint64_t))) {
+				locs[(*nlocs)++] = l->id;
+				i += l->npcs;
+				continue;
+			}
+		}
+		const struct pcinfo *pi = pc_info(b, pc);
+		if (!pi)
+			return -ENOMEM;
+		if (pi->nfr == 0) {
+			if ((id = deck_emit(b, false, &rc)))
+				locs[(*nlocs)++] = id;
+			if (rc)
+				return rc;
+			if (!(id = raw_location(b, pc)))
+				return -ENOMEM;
+			locs[(*nlocs)++] = id;
+			i++;
+			continue;
+		}
+		if (!strcmp(pi->fr[0].function, "runtime.goexit")) {
+			if ((id = deck_emit(b, false, &rc)))
+				locs[(*nlocs)++] = id;
+			if (rc)
+				return rc;
+			i++;
+			continue;
+		}
+		if (deck_try_add(b, pc, &pi->fr[0], pi->nfr > 1, pi)) {
+			i++;
+			continue;
+		}
+		if ((id = deck_emit(b, false, &rc)))
+			locs[(*nlocs)++] = id;
+		if (rc)
+			return rc;
+		deck_try_add(b, pc, &pi->fr[0], pi->nfr > 1, pi);	/* deck empty: succeeds */
+		i++;
+	}
+	/* The last location may need the final inline expansion; it is not
+	 * cached (its PCs are cut short). */
+	bool final = b->nd && b->dinl[b->nd - 1];
+	if ((id = deck_emit(b, final, &rc)))
+		locs[(*nlocs)++] = id;
+	return rc;
+}
+
+int goheap_to_pprof(const struct go_heap *h, const struct gobin *g, enum goheap_view view,
+		    struct pprof **out, struct pp_err *err)
+{
+	int rc = -ENOMEM;
+	struct builder b = {.g = g};
+	uint64_t *locs = NULL;
+	char comment[320];
+
+	*out = NULL;
+	goheap_init(&b.pool);
+	b.p = pprof_new();
+	if (!b.p || u64map_init(&b.pcmap, 4096) || u64map_init(&b.locmap, 4096))
+		goto fail;
+	if (pprof_add_sample_type(b.p, "alloc_objects", "count") ||
+	    pprof_add_sample_type(b.p, "alloc_space", "bytes") ||
+	    pprof_add_sample_type(b.p, "inuse_objects", "count") ||
+	    pprof_add_sample_type(b.p, "inuse_space", "bytes") ||
+	    pprof_set_period(b.p, "space", "bytes", h->rate))
+		goto fail;
+	pprof_set_time(b.p, h->time_ns, 0);
+	snprintf(comment, sizeof(comment), "pushprof go heap: view=%s buckets=%zu rate=%" PRId64
+		 " cycle=%" PRIu32 "%s", goheap_view_name(view), h->n, h->rate, h->cycle >> 1,
+		 h->truncated_stacks ? " (some stacks truncated)" : "");
+	if (pprof_add_comment(b.p, comment))
+		goto fail;
+	if (!h->complete) {
+		snprintf(comment, sizeof(comment), "incomplete: %s", h->incomplete_reason);
+		if (pprof_add_comment(b.p, comment))
+			goto fail;
+	}
+	if (g->text_limit > g->text_start) {
+		const char *bid = g->gnu_build_id[0] ? g->gnu_build_id : g->go_build_id;
+		bool lines = g->has_symtab || g->vars.source != GOBIN_VARS_NONE;
+		b.mapping = pprof_mapping(b.p, g->text_start, g->text_limit,
+					  g->text_offset + (g->text_start - (g->text_vaddr + g->bias)),
+					  g->exe, bid, true, lines);
+		if (!b.mapping)
+			goto fail;
+	}
+	size_t maxstk = 1;
+	for (size_t i = 0; i < h->n; i++)
+		if (h->buckets[i].nstk > maxstk)
+			maxstk = h->buckets[i].nstk;
+	locs = malloc(2 * maxstk * sizeof(*locs));
+	if (!locs)
+		goto fail;
+
+	bool clear = view == GOHEAP_VIEW_RUNTIME && goheap_all_active_clear(h);
+	for (size_t i = 0; i < h->n; i++) {
+		const struct go_bucket *bk = &h->buckets[i];
+		struct go_memrec r = goheap_bucket_record(h, bk, view, clear);
+		/* WriteHeapProfile asks MemProfile with inuseZero = true: every
+		 * bucket; all-zero ones add nothing and are left out. */
+		if (!r.allocs && !r.frees && !r.alloc_bytes && !r.free_bytes)
+			continue;
+		/* writeHeapProto: hide leading runtime.* frames unless that
+		 * leaves nothing. */
+		size_t nlocs = 0;
+		uint32_t skip = 0;
+		for (; skip < bk->nstk; skip++) {
+			const struct pcinfo *pi = pc_info(&b, bk->stk[skip]);
+			if (!pi)
+				goto fail;
+			if (!pi->runtime_at_pc)
+				break;
+		}
+		if (skip == bk->nstk)
+			skip = 0;	/* Go keeps the whole stack then */
+		if ((rc = locs_for_stack(&b, bk->stk + skip, bk->nstk - skip, locs, &nlocs)))
+			goto fail;
+		if (nlocs == 0 && skip && (rc = locs_for_stack(&b, bk->stk, bk->nstk, locs, &nlocs)))
+			goto fail;
+		rc = -ENOMEM;
+		int64_t ao = (int64_t)r.allocs, ab = (int64_t)r.alloc_bytes;
+		int64_t io = (int64_t)(r.allocs - r.frees), ib = (int64_t)(r.alloc_bytes - r.free_bytes);
+		int64_t v[4];
+		scale_heap_sample(ao, ab, h->rate, &v[0], &v[1]);
+		scale_heap_sample(io, ib, h->rate, &v[2], &v[3]);
+		int64_t bsize = ao > 0 ? ab / ao : 0;
+		struct pprof_label lab = {.key = "bytes", .str = NULL, .num = bsize};
+		if (pprof_add_sample(b.p, locs, nlocs, v, &lab, bsize != 0 ? 1 : 0))
+			goto fail;
+	}
+	rc = 0;
+	*out = b.p;
+	b.p = NULL;
+fail:
+	if (rc)
+		pp_errf(err, rc, "building the heap profile: %s", strerror(-rc));
+	pprof_free(b.p);
+	free(locs);
+	free(b.pcs);
+	free(b.locs);
+	u64map_free(&b.pcmap);
+	u64map_free(&b.locmap);
+	goheap_free(&b.pool);
+	return rc;
+}
+
+/* ---- labels and the one-call snapshot ------------------------------------ */
+
+int goheap_series_labels(pid_t pid, const struct gobin *g, const char *node,
+			 const char *trigger, enum goheap_view view,
+			 const struct pp_labels *external, struct pp_labels *out,
+			 struct pp_err *err)
+{
+	char pidbuf[24], comm[64] = "", cg[4096] = "";
+	snprintf(pidbuf, sizeof(pidbuf), "%d", (int)pid);
+	proc_comm(pid, comm, sizeof(comm));
+	if (proc_cgroup(pid, NULL, cg, sizeof(cg)))
+		cg[0] = '\0';
+	if (pp_labels_set(out, "__name__", "memory") ||
+	    pp_labels_set(out, "node", node ? node : "") ||
+	    pp_labels_set(out, "pid", pidbuf) || pp_labels_set(out, "comm", comm) ||
+	    pp_labels_set(out, "executable", g->exe ? g->exe : "") ||
+	    pp_labels_set(out, "cgroup", cg) ||
+	    pp_labels_set(out, "trigger", trigger ? trigger : "on_demand") ||
+	    pp_labels_set(out, "view", goheap_view_name(view)))
+		return pp_errf(err, -ENOMEM, "out of memory");
+	for (size_t i = 0; external && i < external->n; i++) {
+		if (pp_labels_get(out, external->v[i].name))
+			continue;
+		if (pp_labels_set(out, external->v[i].name, external->v[i].value))
+			return pp_errf(err, -ENOMEM, "out of memory");
+	}
+	/* Empty values mean "no label" to Parca. */
+	static const char *const optional[] = {"node", "comm", "cgroup"};
+	for (size_t i = 0; i < 3; i++) {
+		const char *v = pp_labels_get(out, optional[i]);
+		if (v && !*v)
+			pp_labels_del(out, optional[i]);
+	}
+	pp_labels_sort(out);
+	return 0;
+}
+
+int goheap_snapshot(pid_t pid, const struct gobin *g, const struct goheap_snapshot_opts *o,
+		    struct goheap_snapshot *out, struct pp_err *err)
+{
+	struct go_heap h;
+	struct pprof *p = NULL;
+	int64_t t0 = now_ns(CLOCK_MONOTONIC);
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	goheap_init(&h);
+	if ((rc = goheap_read(pid, g, o->max_buckets, o->max_depth, &h, err)))
+		return rc;
+	if ((rc = goheap_to_pprof(&h, g, o->view, &p, err)))
+		goto out;
+	if ((rc = pprof_encode(p, true, &out->gz, &out->len, err)))
+		goto out;
+	if ((rc = goheap_series_labels(pid, g, o->node, o->trigger, o->view, o->external,
+				       &out->labels, err)))
+		goto out;
+	out->buckets = h.n;
+	out->samples = pprof_sample_count(p);
+	out->complete = h.complete;
+	memcpy(out->incomplete_reason, h.incomplete_reason, sizeof(out->incomplete_reason));
+	out->truncated_stacks = h.truncated_stacks;
+	out->rate = h.rate;
+	out->read_ns = h.duration_ns;
+	out->total_ns = now_ns(CLOCK_MONOTONIC) - t0;
+out:
+	if (rc)
+		goheap_snapshot_free(out);
+	pprof_free(p);
+	goheap_free(&h);
+	return rc;
+}
+
+void goheap_snapshot_free(struct goheap_snapshot *s)
+{
+	free(s->gz);
+	pp_labels_free(&s->labels);
+	memset(s, 0, sizeof(*s));
+}

@@ -1,0 +1,733 @@
+/*
+ * upload.c - WriteRaw over grpc C core: one channel per uploader, one
+ * completion queue, one synchronous unary call per request.
+ *
+ * Decisions worth knowing:
+ * - A batch is split greedily, in order, into requests whose encoded size
+ *   stays under max_request_bytes. A single series larger than that limit
+ *   is sent alone in its own request (the limit keeps requests small; it is
+ *   not the server's). A request above Parca's 64 MiB message limit is not
+ *   sent at all: -E2BIG, nothing retried.
+ * - Retries: UNAVAILABLE, DEADLINE_EXCEEDED and RESOURCE_EXHAUSTED only;
+ *   at most UPLOAD_MAX_ATTEMPTS attempts per request, backoff 100 ms
+ *   doubling to 5 s with "equal jitter" (half fixed, half random), and all
+ *   attempts of one request within 3x the per-call timeout.
+ * - grpc's own retry machinery is turned off (we retry ourselves) and its
+ *   reconnect backoff is shortened to 100 ms..5 s so a server that comes
+ *   back is reached by the next attempt.
+ * - Not thread-safe: one caller at a time per uploader.
+ */
+#include "upload.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <grpc/byte_buffer.h>
+#include <grpc/byte_buffer_reader.h>
+#include <grpc/grpc.h>
+#include <grpc/grpc_security.h>
+#include <grpc/slice.h>
+#include <grpc/support/alloc.h>
+#include <grpc/support/time.h>
+
+#include "proto/profilestore.pb-c.h"
+#include "version.h"
+
+#define WRITE_RAW_METHOD "/parca.profilestore.v1alpha1.ProfileStoreService/WriteRaw"
+#define UPLOAD_MAX_ATTEMPTS 5
+#define BACKOFF_INITIAL_NS 100000000ull		/* 100 ms */
+#define BACKOFF_MAX_NS 5000000000ull		/* 5 s */
+#define PARCA_MAX_MESSAGE (64u << 20)
+#define MAX_PEM_BYTES (1u << 20)
+#define MAX_TOKEN_BYTES (16u << 10)
+
+struct uploader {
+	grpc_channel *channel;
+	grpc_completion_queue *cq;
+	char *target;
+	uint64_t timeout_ns, max_request_bytes;
+	/* bearer token: from a file (re-read when it changes) or the env */
+	char *token_file;
+	struct stat token_st;
+	bool token_loaded;
+	char *auth;			/* "Bearer <token>", NULL when none */
+	struct pp_labels headers;	/* lower-cased keys, checked legal */
+	struct upload_stats stats;
+	uint64_t rng;
+};
+
+/* ---- process-wide grpc_init/grpc_shutdown ------------------------------ */
+
+static pthread_mutex_t grpc_users_lock = PTHREAD_MUTEX_INITIALIZER;
+static unsigned grpc_users;
+
+static void grpc_ref(void)
+{
+	pthread_mutex_lock(&grpc_users_lock);
+	if (grpc_users++ == 0)
+		grpc_init();
+	pthread_mutex_unlock(&grpc_users_lock);
+}
+
+static void grpc_unref(void)
+{
+	pthread_mutex_lock(&grpc_users_lock);
+	if (--grpc_users == 0)
+		grpc_shutdown();
+	pthread_mutex_unlock(&grpc_users_lock);
+}
+
+/* ---- small helpers ---------------------------------------------------- */
+
+static const char *status_name(grpc_status_code c)
+{
+	static const char *const names[] = {
+		"OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED",
+		"NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED",
+		"FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL",
+		"UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED",
+	};
+	if ((unsigned)c < sizeof(names) / sizeof(names[0]))
+		return names[c];
+	return "UNKNOWN_STATUS";
+}
+
+static bool retryable(grpc_status_code c)
+{
+	return c == GRPC_STATUS_UNAVAILABLE || c == GRPC_STATUS_DEADLINE_EXCEEDED ||
+	       c == GRPC_STATUS_RESOURCE_EXHAUSTED;
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+static void sleep_ns(uint64_t ns)
+{
+	struct timespec ts = { ns / 1000000000ull, ns % 1000000000ull };
+
+	while (nanosleep(&ts, &ts) && errno == EINTR)
+		;
+}
+
+static uint64_t next_rand(struct uploader *u)
+{
+	/* xorshift64*: jitter only, not security */
+	u->rng ^= u->rng >> 12;
+	u->rng ^= u->rng << 25;
+	u->rng ^= u->rng >> 27;
+	return u->rng * 2685821657736338717ull;
+}
+
+/* Read a whole (small) file into a NUL-terminated buffer. */
+static int read_small_file(const char *path, size_t max, char **out, size_t *len,
+			   struct stat *st_out, const char *what, struct pp_err *err)
+{
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	*out = NULL;
+	if (fd < 0)
+		return pp_errf(err, -errno, "cannot open %s %s: %s", what, path, strerror(errno));
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+		int e = errno ? errno : EINVAL;
+		close(fd);
+		return pp_errf(err, -e, "%s %s is not a regular file", what, path);
+	}
+	if ((uint64_t)st.st_size > max) {
+		close(fd);
+		return pp_errf(err, -EFBIG, "%s %s is larger than %zu bytes", what, path, max);
+	}
+	char *buf = malloc((size_t)st.st_size + 1);
+	if (!buf) {
+		close(fd);
+		return pp_errf(err, -ENOMEM, "out of memory reading %s", path);
+	}
+	size_t n = 0;
+	while (n < (size_t)st.st_size) {
+		ssize_t r = read(fd, buf + n, (size_t)st.st_size - n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		n += r;
+	}
+	close(fd);
+	buf[n] = '\0';
+	*out = buf;
+	if (len)
+		*len = n;
+	if (st_out)
+		*st_out = st;
+	return 0;
+}
+
+/* Build "Bearer <token>" from raw token bytes; refuses what cannot be a
+ * header value. Never puts the token into err. */
+static int make_auth(const char *raw, const char *source, char **auth, struct pp_err *err)
+{
+	size_t n = strlen(raw);
+
+	while (n && (raw[n - 1] == '\n' || raw[n - 1] == '\r' || raw[n - 1] == ' ' ||
+		     raw[n - 1] == '\t'))
+		n--;
+	if (!n)
+		return pp_errf(err, -EINVAL, "bearer token from %s is empty", source);
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)raw[i] < 0x20 || (unsigned char)raw[i] > 0x7e)
+			return pp_errf(err, -EINVAL,
+				       "bearer token from %s contains a character not allowed in "
+				       "a header (byte %zu)", source, i);
+	char *a = malloc(n + sizeof("Bearer "));
+	if (!a)
+		return pp_errf(err, -ENOMEM, "out of memory");
+	memcpy(a, "Bearer ", 7);
+	memcpy(a + 7, raw, n);
+	a[7 + n] = '\0';
+	*auth = a;
+	return 0;
+}
+
+static void free_secret(char *s)
+{
+	if (s) {
+		explicit_bzero(s, strlen(s));
+		free(s);
+	}
+}
+
+/* Load the token file when it is new or changed since the last read. */
+static int refresh_token(struct uploader *u, struct pp_err *err)
+{
+	struct stat st;
+
+	if (!u->token_file)
+		return 0;
+	if (stat(u->token_file, &st))
+		return pp_errf(err, -errno, "cannot read bearer token file %s: %s", u->token_file,
+			       strerror(errno));
+	if (u->token_loaded && st.st_ino == u->token_st.st_ino &&
+	    st.st_dev == u->token_st.st_dev && st.st_size == u->token_st.st_size &&
+	    st.st_mtim.tv_sec == u->token_st.st_mtim.tv_sec &&
+	    st.st_mtim.tv_nsec == u->token_st.st_mtim.tv_nsec)
+		return 0;
+	char *raw = NULL, *auth = NULL;
+	int rc = read_small_file(u->token_file, MAX_TOKEN_BYTES, &raw, NULL, &st,
+				 "bearer token file", err);
+	if (rc)
+		return rc;
+	rc = make_auth(raw, u->token_file, &auth, err);
+	free_secret(raw);
+	if (rc)
+		return rc;
+	free_secret(u->auth);
+	u->auth = auth;
+	u->token_st = st;
+	u->token_loaded = true;
+	return 0;
+}
+
+/* ---- construction ----------------------------------------------------- */
+
+static grpc_channel_credentials *make_creds(const struct remote_store_config *rs,
+					    struct pp_err *err)
+{
+	char *ca = NULL, *cert = NULL, *key = NULL;
+	grpc_channel_credentials *creds = NULL;
+
+	if (rs->insecure)
+		return grpc_insecure_credentials_create();
+	if ((rs->cert_file && *rs->cert_file) != (rs->key_file && *rs->key_file)) {
+		pp_errf(err, -EINVAL, "remote_store: cert_file and key_file must be set together");
+		return NULL;
+	}
+	if (rs->ca_file && *rs->ca_file &&
+	    read_small_file(rs->ca_file, MAX_PEM_BYTES, &ca, NULL, NULL, "CA file", err))
+		goto out;
+	if (rs->cert_file && *rs->cert_file &&
+	    (read_small_file(rs->cert_file, MAX_PEM_BYTES, &cert, NULL, NULL, "client certificate",
+			     err) ||
+	     read_small_file(rs->key_file, MAX_PEM_BYTES, &key, NULL, NULL, "client key", err)))
+		goto out;
+
+	if (rs->insecure_skip_verify) {
+		/* The TLS credentials API is the one that can turn server
+		 * certificate verification off (a no-op verifier and
+		 * verify_server_cert = 0); encryption stays on. */
+		grpc_tls_credentials_options *o = grpc_tls_credentials_options_create();
+		grpc_tls_credentials_options_set_verify_server_cert(o, 0);
+		grpc_tls_certificate_verifier *v = grpc_tls_certificate_verifier_no_op_create();
+		grpc_tls_credentials_options_set_certificate_verifier(o, v);
+		grpc_tls_certificate_verifier_release(v);
+		grpc_tls_credentials_options_set_check_call_host(o, 0);
+		if (ca || cert) {
+			grpc_tls_identity_pairs *pairs = NULL;
+			if (cert) {
+				pairs = grpc_tls_identity_pairs_create();
+				grpc_tls_identity_pairs_add_pair(pairs, key, cert);
+			}
+			grpc_tls_certificate_provider *p =
+				grpc_tls_certificate_provider_static_data_create(ca, pairs);
+			grpc_tls_credentials_options_set_certificate_provider(o, p);
+			grpc_tls_certificate_provider_release(p);
+			if (ca)
+				grpc_tls_credentials_options_watch_root_certs(o);
+			if (cert)
+				grpc_tls_credentials_options_watch_identity_key_cert_pairs(o);
+		}
+		creds = grpc_tls_credentials_create(o);
+	} else {
+		grpc_ssl_pem_key_cert_pair pair = { key, cert };
+		creds = grpc_ssl_credentials_create(ca, cert ? &pair : NULL, NULL, NULL);
+	}
+	if (!creds)
+		pp_errf(err, -EINVAL, "remote_store: could not create TLS credentials");
+out:
+	free(ca);
+	free(cert);
+	free_secret(key);
+	return creds;
+}
+
+struct uploader *uploader_new(const struct remote_store_config *rs, struct pp_err *err)
+{
+	struct uploader *u;
+
+	if (!rs->address || !*rs->address) {
+		pp_errf(err, -EINVAL, "remote_store.address is empty");
+		return NULL;
+	}
+	u = calloc(1, sizeof(*u));
+	if (!u) {
+		pp_errf(err, -ENOMEM, "out of memory");
+		return NULL;
+	}
+	u->timeout_ns = rs->timeout_ns ? rs->timeout_ns : 10000000000ull;
+	u->max_request_bytes = rs->max_request_bytes ? rs->max_request_bytes : (4u << 20);
+	u->rng = mono_ns() ^ ((uint64_t)getpid() << 32) ^ (uintptr_t)u;
+	if (!u->rng)
+		u->rng = 1;
+	u->target = strdup(rs->address);
+	if (!u->target)
+		goto nomem;
+
+	for (size_t i = 0; i < rs->headers.n; i++) {
+		char key[256];
+		const char *k = rs->headers.v[i].name, *v = rs->headers.v[i].value;
+		size_t kl = strlen(k);
+		if (!kl || kl >= sizeof(key)) {
+			pp_errf(err, -EINVAL, "remote_store.headers: bad header name length");
+			goto fail;
+		}
+		for (size_t j = 0; j <= kl; j++)
+			key[j] = (char)tolower((unsigned char)k[j]);
+		grpc_slice ks = grpc_slice_from_static_string(key);
+		grpc_slice vs = grpc_slice_from_static_string(v);
+		if (!grpc_header_key_is_legal(ks) || !strcmp(key, "authorization") ||
+		    !strncmp(key, "grpc-", 5) || (kl > 4 && !strcmp(key + kl - 4, "-bin"))) {
+			pp_errf(err, -EINVAL, "remote_store.headers: header name \"%s\" is not allowed",
+				key);
+			goto fail;
+		}
+		if (!grpc_header_nonbin_value_is_legal(vs)) {
+			pp_errf(err, -EINVAL, "remote_store.headers: value of \"%s\" is not a legal "
+				"header value", key);
+			goto fail;
+		}
+		if (pp_labels_set(&u->headers, key, v))
+			goto nomem;
+	}
+
+	if (rs->bearer_token_file && *rs->bearer_token_file) {
+		u->token_file = strdup(rs->bearer_token_file);
+		if (!u->token_file)
+			goto nomem;
+		if (refresh_token(u, err))
+			goto fail;
+	} else {
+		const char *env = getenv("PUSHPROF_BEARER_TOKEN");
+		if (env && *env && make_auth(env, "env PUSHPROF_BEARER_TOKEN", &u->auth, err))
+			goto fail;
+	}
+
+	grpc_ref();
+	grpc_channel_credentials *creds = make_creds(rs, err);
+	if (!creds) {
+		grpc_unref();
+		goto fail;
+	}
+	grpc_arg args[8];
+	size_t na = 0;
+	args[na++] = (grpc_arg){ .type = GRPC_ARG_INTEGER, .key = GRPC_ARG_ENABLE_RETRIES,
+				 .value.integer = 0 };
+	args[na++] = (grpc_arg){ .type = GRPC_ARG_STRING, .key = GRPC_ARG_PRIMARY_USER_AGENT_STRING,
+				 .value.string = "pushprof/" PUSHPROF_VERSION };
+	args[na++] = (grpc_arg){ .type = GRPC_ARG_INTEGER, .key = GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS,
+				 .value.integer = 100 };
+	args[na++] = (grpc_arg){ .type = GRPC_ARG_INTEGER, .key = GRPC_ARG_MIN_RECONNECT_BACKOFF_MS,
+				 .value.integer = 100 };
+	args[na++] = (grpc_arg){ .type = GRPC_ARG_INTEGER, .key = GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
+				 .value.integer = 5000 };
+	if (!rs->insecure && rs->server_name && *rs->server_name)
+		args[na++] = (grpc_arg){ .type = GRPC_ARG_STRING,
+					 .key = GRPC_SSL_TARGET_NAME_OVERRIDE_ARG,
+					 .value.string = rs->server_name };
+	grpc_channel_args cargs = { na, args };
+	u->channel = grpc_channel_create(u->target, creds, &cargs);
+	grpc_channel_credentials_release(creds);
+	u->cq = grpc_completion_queue_create_for_next(NULL);
+	if (!u->channel || !u->cq) {
+		pp_errf(err, -EINVAL, "cannot create a gRPC channel to %s", u->target);
+		uploader_free(u);
+		return NULL;
+	}
+	return u;
+nomem:
+	pp_errf(err, -ENOMEM, "out of memory");
+fail:
+	free(u->target);
+	free(u->token_file);
+	free_secret(u->auth);
+	pp_labels_free(&u->headers);
+	free(u);
+	return NULL;
+}
+
+void uploader_free(struct uploader *u)
+{
+	if (!u)
+		return;
+	if (u->cq) {
+		grpc_completion_queue_shutdown(u->cq);
+		while (grpc_completion_queue_next(u->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL)
+			       .type != GRPC_QUEUE_SHUTDOWN)
+			;
+		grpc_completion_queue_destroy(u->cq);
+	}
+	if (u->channel)
+		grpc_channel_destroy(u->channel);
+	grpc_unref();
+	free(u->target);
+	free(u->token_file);
+	free_secret(u->auth);
+	pp_labels_free(&u->headers);
+	free(u);
+}
+
+const struct upload_stats *uploader_stats(const struct uploader *u)
+{
+	return &u->stats;
+}
+
+/* ---- one call --------------------------------------------------------- */
+
+struct call_result {
+	grpc_status_code status;
+	char details[320];
+};
+
+static void call_once(struct uploader *u, const uint8_t *buf, size_t len, uint64_t timeout_ns,
+		      struct call_result *res)
+{
+	grpc_metadata md[1 + 32];
+	size_t nmd = 0;
+	grpc_metadata_array initial_md, trailing_md;
+	grpc_byte_buffer *recv = NULL;
+	grpc_slice details = grpc_empty_slice();
+	const char *error_string = NULL;
+	grpc_status_code status = GRPC_STATUS_UNKNOWN;
+	grpc_op ops[6];
+
+	res->details[0] = '\0';
+	grpc_metadata_array_init(&initial_md);
+	grpc_metadata_array_init(&trailing_md);
+	if (u->auth) {
+		md[nmd].key = grpc_slice_from_static_string("authorization");
+		md[nmd].value = grpc_slice_from_copied_string(u->auth);
+		nmd++;
+	}
+	for (size_t i = 0; i < u->headers.n && nmd < sizeof(md) / sizeof(md[0]); i++) {
+		md[nmd].key = grpc_slice_from_copied_string(u->headers.v[i].name);
+		md[nmd].value = grpc_slice_from_copied_string(u->headers.v[i].value);
+		nmd++;
+	}
+	grpc_slice payload = grpc_slice_from_copied_buffer((const char *)buf, len);
+	grpc_byte_buffer *send = grpc_raw_byte_buffer_create(&payload, 1);
+	grpc_slice_unref(payload);
+
+	gpr_timespec deadline = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
+					     gpr_time_from_nanos((int64_t)timeout_ns, GPR_TIMESPAN));
+	grpc_call *call = grpc_channel_create_call(u->channel, NULL, GRPC_PROPAGATE_DEFAULTS, u->cq,
+						   grpc_slice_from_static_string(WRITE_RAW_METHOD),
+						   NULL, deadline, NULL);
+	memset(ops, 0, sizeof(ops));
+	ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+	ops[0].data.send_initial_metadata.count = nmd;
+	ops[0].data.send_initial_metadata.metadata = nmd ? md : NULL;
+	ops[1].op = GRPC_OP_SEND_MESSAGE;
+	ops[1].data.send_message.send_message = send;
+	ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+	ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
+	ops[3].data.recv_initial_metadata.recv_initial_metadata = &initial_md;
+	ops[4].op = GRPC_OP_RECV_MESSAGE;
+	ops[4].data.recv_message.recv_message = &recv;
+	ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+	ops[5].data.recv_status_on_client.trailing_metadata = &trailing_md;
+	ops[5].data.recv_status_on_client.status = &status;
+	ops[5].data.recv_status_on_client.status_details = &details;
+	ops[5].data.recv_status_on_client.error_string = &error_string;
+
+	grpc_call_error ce = call ? grpc_call_start_batch(call, ops, 6, call, NULL)
+				  : GRPC_CALL_ERROR;
+	if (ce != GRPC_CALL_OK) {
+		res->status = GRPC_STATUS_INTERNAL;
+		snprintf(res->details, sizeof(res->details), "grpc_call_start_batch failed (%d)",
+			 (int)ce);
+	} else {
+		/* The call's own deadline ends it; the extra second is a guard
+		 * against a stuck queue, after which the call is cancelled. */
+		gpr_timespec guard = gpr_time_add(deadline, gpr_time_from_seconds(1, GPR_TIMESPAN));
+		grpc_event ev = grpc_completion_queue_next(u->cq, guard, NULL);
+		if (ev.type == GRPC_QUEUE_TIMEOUT) {
+			grpc_call_cancel(call, NULL);
+			ev = grpc_completion_queue_next(u->cq, gpr_inf_future(GPR_CLOCK_REALTIME),
+							NULL);
+		}
+		res->status = status;
+		size_t dl = GRPC_SLICE_LENGTH(details);
+		if (dl) {
+			if (dl >= sizeof(res->details))
+				dl = sizeof(res->details) - 1;
+			memcpy(res->details, GRPC_SLICE_START_PTR(details), dl);
+			res->details[dl] = '\0';
+		} else if (error_string) {
+			snprintf(res->details, sizeof(res->details), "%s", error_string);
+		}
+	}
+	if (error_string)
+		gpr_free((void *)error_string);
+	grpc_slice_unref(details);
+	if (recv)
+		grpc_byte_buffer_destroy(recv);
+	grpc_byte_buffer_destroy(send);
+	grpc_metadata_array_destroy(&initial_md);
+	grpc_metadata_array_destroy(&trailing_md);
+	for (size_t i = 0; i < nmd; i++) {
+		grpc_slice_unref(md[i].key);
+		if (i == 0 && u->auth) {
+			/* scrub our copy of the token */
+			explicit_bzero((void *)GRPC_SLICE_START_PTR(md[i].value),
+				       GRPC_SLICE_LENGTH(md[i].value));
+		}
+		grpc_slice_unref(md[i].value);
+	}
+	if (call)
+		grpc_call_unref(call);
+}
+
+/* Send one encoded request with retries. */
+static int send_request(struct uploader *u, const uint8_t *buf, size_t len, size_t nseries,
+			struct pp_err *err)
+{
+	uint64_t start = mono_ns(), budget_end = start + 3 * u->timeout_ns;
+	uint64_t backoff = BACKOFF_INITIAL_NS;
+	struct call_result res = { 0 };
+	int attempt;
+
+	for (attempt = 1;; attempt++) {
+		uint64_t now = mono_ns();
+		uint64_t timeout = u->timeout_ns;
+		if (budget_end - now < timeout)
+			timeout = budget_end - now;
+		call_once(u, buf, len, timeout, &res);
+		u->stats.last_status = (uint64_t)res.status;
+		if (res.status == GRPC_STATUS_OK) {
+			u->stats.requests_ok++;
+			u->stats.bytes_sent += len;
+			return 0;
+		}
+		if (!retryable(res.status) || attempt >= UPLOAD_MAX_ATTEMPTS)
+			break;
+		uint64_t half = backoff / 2;
+		uint64_t delay = half + next_rand(u) % (half + 1);
+		now = mono_ns();
+		/* No point starting an attempt that has under 50 ms to live. */
+		if (now + delay + 50000000ull >= budget_end)
+			break;
+		sleep_ns(delay);
+		backoff = backoff * 2 > BACKOFF_MAX_NS ? BACKOFF_MAX_NS : backoff * 2;
+		u->stats.retries++;
+	}
+	u->stats.requests_failed++;
+	return pp_errf(err, res.status == GRPC_STATUS_UNAUTHENTICATED ? -EACCES
+			    : res.status == GRPC_STATUS_INVALID_ARGUMENT ? -EINVAL
+			    : -EIO,
+		       "WriteRaw to %s (%zu series, %zu bytes) failed: %s: %s (%d attempt%s in %.1fs)",
+		       u->target, nseries, len, status_name(res.status),
+		       res.details[0] ? res.details : "no details", attempt,
+		       attempt == 1 ? "" : "s", (mono_ns() - start) / 1e9);
+}
+
+/* ---- batching --------------------------------------------------------- */
+
+typedef Parca__Profilestore__V1alpha1__RawProfileSeries RawSeries;
+typedef Parca__Profilestore__V1alpha1__Label RawLabel;
+
+struct series_msg {
+	RawSeries s;
+	Parca__Profilestore__V1alpha1__LabelSet ls;
+	Parca__Profilestore__V1alpha1__RawSample sample;
+	Parca__Profilestore__V1alpha1__RawSample *samplep;
+	struct pp_labels sorted;
+	RawLabel *labels;
+	RawLabel **labelp;
+	size_t field_bytes;	/* size of this series inside a WriteRawRequest */
+};
+
+static size_t varint_len(uint64_t v)
+{
+	size_t n = 1;
+
+	while (v >= 0x80) {
+		v >>= 7;
+		n++;
+	}
+	return n;
+}
+
+static int check_series(const struct upload_series *s, size_t i, struct pp_err *err)
+{
+	const char *name;
+
+	if (!s->labels || !s->profile || !s->len)
+		return pp_errf(err, -EINVAL, "series %zu: missing labels or profile", i);
+	name = pp_labels_get(s->labels, "__name__");
+	if (!name || !*name)
+		return pp_errf(err, -EINVAL, "series %zu: missing __name__ label", i);
+	for (size_t j = 0; j < s->labels->n; j++)
+		if (!pp_label_name_valid(s->labels->v[j].name))
+			return pp_errf(err, -EINVAL, "series %zu: invalid label name \"%.64s\"", i,
+				       s->labels->v[j].name);
+	return 0;
+}
+
+static int build_series(struct series_msg *m, const struct upload_series *s)
+{
+	parca__profilestore__v1alpha1__raw_profile_series__init(&m->s);
+	parca__profilestore__v1alpha1__label_set__init(&m->ls);
+	parca__profilestore__v1alpha1__raw_sample__init(&m->sample);
+	if (pp_labels_copy(&m->sorted, s->labels))
+		return -ENOMEM;
+	pp_labels_sort(&m->sorted);
+	size_t n = m->sorted.n;
+	m->labels = calloc(n ? n : 1, sizeof(*m->labels));
+	m->labelp = calloc(n ? n : 1, sizeof(*m->labelp));
+	if (!m->labels || !m->labelp)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		parca__profilestore__v1alpha1__label__init(&m->labels[i]);
+		m->labels[i].name = m->sorted.v[i].name;
+		m->labels[i].value = m->sorted.v[i].value;
+		m->labelp[i] = &m->labels[i];
+	}
+	m->ls.n_labels = n;
+	m->ls.labels = m->labelp;
+	m->sample.raw_profile.data = (uint8_t *)s->profile;
+	m->sample.raw_profile.len = s->len;
+	m->samplep = &m->sample;
+	m->s.labels = &m->ls;
+	m->s.n_samples = 1;
+	m->s.samples = &m->samplep;
+	size_t sz = parca__profilestore__v1alpha1__raw_profile_series__get_packed_size(&m->s);
+	m->field_bytes = 1 + varint_len(sz) + sz;
+	return 0;
+}
+
+int uploader_write(struct uploader *u, const struct upload_series *series, size_t n,
+		   size_t *sent, struct pp_err *err)
+{
+	struct series_msg *msgs = NULL;
+	RawSeries **ptrs = NULL;
+	uint8_t *buf = NULL;
+	size_t done = 0;
+	int rc = 0;
+
+	if (sent)
+		*sent = 0;
+	if (!n)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if ((rc = check_series(&series[i], i, err)))
+			return rc;
+	if ((rc = refresh_token(u, err)))
+		return rc;
+	msgs = calloc(n, sizeof(*msgs));
+	ptrs = calloc(n, sizeof(*ptrs));
+	if (!msgs || !ptrs) {
+		rc = pp_errf(err, -ENOMEM, "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (build_series(&msgs[i], &series[i])) {
+			rc = pp_errf(err, -ENOMEM, "out of memory");
+			goto out;
+		}
+		ptrs[i] = &msgs[i].s;
+	}
+
+	while (done < n) {
+		size_t first = done, bytes = msgs[done].field_bytes, end = done + 1;
+		while (end < n && bytes + msgs[end].field_bytes <= u->max_request_bytes)
+			bytes += msgs[end++].field_bytes;
+		Parca__Profilestore__V1alpha1__WriteRawRequest req =
+			PARCA__PROFILESTORE__V1ALPHA1__WRITE_RAW_REQUEST__INIT;
+		req.n_series = end - first;
+		req.series = &ptrs[first];
+		req.normalized = false;	/* Parca ignores it; profiles are raw */
+		size_t len = parca__profilestore__v1alpha1__write_raw_request__get_packed_size(&req);
+		if (len > PARCA_MAX_MESSAGE) {
+			rc = pp_errf(err, -E2BIG,
+				     "series %zu is %zu bytes encoded, above the %u bytes a Parca "
+				     "server accepts; not sent", first, len, PARCA_MAX_MESSAGE);
+			u->stats.requests_failed++;
+			goto out;
+		}
+		free(buf);
+		buf = malloc(len ? len : 1);
+		if (!buf) {
+			rc = pp_errf(err, -ENOMEM, "out of memory (%zu bytes)", len);
+			goto out;
+		}
+		parca__profilestore__v1alpha1__write_raw_request__pack(&req, buf);
+		rc = send_request(u, buf, len, end - first, err);
+		if (rc)
+			goto out;
+		done = end;
+		if (sent)
+			*sent = done;
+	}
+out:
+	if (msgs) {
+		for (size_t i = 0; i < n; i++) {
+			pp_labels_free(&msgs[i].sorted);
+			free(msgs[i].labels);
+			free(msgs[i].labelp);
+		}
+	}
+	free(msgs);
+	free(ptrs);
+	free(buf);
+	return rc;
+}

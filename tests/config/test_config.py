@@ -1,0 +1,207 @@
+"""`pushprof check-config` against a corpus of invalid and valid configs.
+
+Each tests/config/invalid/*.yaml starts with `# expect: <substring>`; the real
+binary must exit 2 and print that substring (which includes :LINE:COL:) on
+stderr. Each valid config must exit 0, and its dump must load again and dump
+identically (round trip). {kmax} in an expectation is the running kernel's
+kernel.perf_event_max_stack.
+"""
+import glob
+import os
+import subprocess
+import sys
+
+from pptest import PUSHPROF, SOURCE_DIR, check, done, pushprof, tmpdir
+
+HERE = os.path.join(SOURCE_DIR, "tests", "config")
+
+
+def kernel_max_stack():
+    try:
+        with open("/proc/sys/kernel/perf_event_max_stack") as f:
+            return int(f.read().strip())
+    except (OSError, ValueError):
+        return 127
+
+
+KMAX = kernel_max_stack()
+# A clean environment so no variable of the caller's leaks into the configs.
+BASE_ENV = {"PATH": "/usr/bin:/bin"}
+
+
+def check_config(path, env=None):
+    """Run check-config with only BASE_ENV (+ env) in the environment."""
+    e = dict(BASE_ENV)
+    if env:
+        e.update(env)
+    return subprocess.run([PUSHPROF, "check-config", path], capture_output=True,
+                          text=True, timeout=30, env=e)
+
+
+def body_after_header(text):
+    """Dump without its first comment line (it names the file)."""
+    return "\n".join(text.splitlines()[1:])
+
+
+def round_trip(name, dump, env=None):
+    d = tmpdir()
+    p = os.path.join(d, "dumped.yaml")
+    with open(p, "w") as f:
+        f.write(dump)
+    r = check_config(p, env)
+    check(r.returncode == 0, f"{name}: dumped config is valid again",
+          r.stderr.strip())
+    check(body_after_header(r.stdout) == body_after_header(dump),
+          f"{name}: dump of the dump is identical",
+          f"\n--- first\n{dump}\n--- second\n{r.stdout}")
+    return r.stdout
+
+
+def test_invalid():
+    files = sorted(glob.glob(os.path.join(HERE, "invalid", "*.yaml")))
+    check(len(files) >= 35, f"at least 35 invalid configs ({len(files)})")
+    for path in files:
+        name = os.path.basename(path)
+        with open(path, "rb") as f:
+            first = f.readline().decode()
+        if not check(first.startswith("# expect: "), f"{name}: has an expectation"):
+            continue
+        want = first[len("# expect: "):].rstrip("\n").replace("{kmax}", str(KMAX))
+        r = check_config(path)
+        check(r.returncode == 2, f"{name}: exit status 2 ({r.returncode})", r.stdout[:200])
+        check(r.stdout == "", f"{name}: nothing on stdout")
+        check(r.stderr.startswith("pushprof: " + path + ":"),
+              f"{name}: error starts with 'pushprof: FILE:'", r.stderr.strip())
+        check(want in r.stderr, f"{name}: stderr has {want!r}", r.stderr.strip())
+
+
+def test_valid():
+    files = sorted(glob.glob(os.path.join(HERE, "valid", "*.yaml")))
+    check(len(files) >= 3, f"valid configs present ({len(files)})")
+    env = {"PP_TEST_CLUSTER": "eu-1", "PP_TEST_TENANT": "team-a"}
+    for path in files:
+        name = os.path.basename(path)
+        r = check_config(path, env)
+        check(r.returncode == 0, f"{name}: valid (exit 0)", r.stderr.strip())
+        check(r.stderr == "", f"{name}: nothing on stderr", r.stderr.strip())
+        if r.returncode == 0:
+            round_trip(name, r.stdout, env)
+
+
+def dump_of(text, env=None):
+    d = tmpdir()
+    p = os.path.join(d, "c.yaml")
+    with open(p, "w") as f:
+        f.write(text)
+    return check_config(p, env)
+
+
+def value(dump, key):
+    """Value of the first `key:` line in a dump (top level or nested)."""
+    for line in dump.splitlines():
+        s = line.strip()
+        if s.startswith(key + ":"):
+            return s[len(key) + 1:].strip()
+    return None
+
+
+def test_env_expansion():
+    r = dump_of("node: ${NODE_NAME:-x}\n")
+    check(r.returncode == 0 and value(r.stdout, "node") == '"x"',
+          "${NODE_NAME:-x} with NODE_NAME unset -> x", r.stdout + r.stderr)
+    r = dump_of("node: ${NODE_NAME:-x}\n", {"NODE_NAME": "worker-7"})
+    check(value(r.stdout, "node") == '"worker-7"', "${NODE_NAME:-x} with NODE_NAME set",
+          r.stdout + r.stderr)
+    r = dump_of("node: ${NODE_NAME:-x}\n", {"NODE_NAME": ""})
+    check(value(r.stdout, "node") == '"x"', "${VAR:-x} with VAR empty -> default")
+    host = os.uname().nodename
+    r = dump_of("node: ${PP_UNSET_VAR}\n")
+    check(value(r.stdout, "node") == f'"{host}"',
+          "unset ${VAR} -> empty node -> hostname", r.stdout + r.stderr)
+    r = dump_of("node: a$$b-${PP_A}-$PP_A\n", {"PP_A": "1"})
+    check(value(r.stdout, "node") == '"a$$b-1-$$PP_A"',
+          "$$ is a literal $, $NAME without braces is kept (dumped with $ doubled)",
+          r.stdout + r.stderr)
+    if r.returncode == 0:
+        again = round_trip("literal $", r.stdout, {"PP_A": "other"})
+        check(value(again, "node") == '"a$$b-1-$$PP_A"',
+              "a dumped literal $ is not expanded again")
+    # Value containing ${...} from the environment is not re-expanded.
+    r = dump_of("node: ${PP_B}\n", {"PP_B": "${HOME}"})
+    check(value(r.stdout, "node") == '"$${HOME}"', "expansion is not recursive",
+          r.stdout + r.stderr)
+    # Regexes are not expanded: $ is an anchor there.
+    r = dump_of("targets:\n  - comm_regex: ^(api|$$X)$\n", {"X": "zzz"})
+    check(r.returncode == 0 and '"^(api|$$X)$"' in r.stdout,
+          "regexes are taken literally (no ${VAR} expansion)", r.stdout + r.stderr)
+    r = dump_of("external_labels:\n  cluster: ${PP_CLUSTER}\n")
+    check(r.returncode == 2 and ":2:12: external_labels.cluster: label value is empty" in r.stderr,
+          "external label from an unset variable is an error", r.stderr)
+    r = dump_of("cpu:\n  frequency_hz: ${HZ}\n", {"HZ": "99"})
+    check(r.returncode == 2 and "expected an integer" in r.stderr,
+          "no expansion outside string values", r.stderr)
+
+
+def test_cli():
+    d = tmpdir()
+    missing = os.path.join(d, "does-not-exist.yaml")
+    r = pushprof("check-config", missing)
+    check(r.returncode == 2 and missing in r.stderr and "No such file or directory" in r.stderr,
+          "missing file: exit 2, path and strerror", r.stderr)
+    r = pushprof("check-config", d)
+    check(r.returncode == 2 and d in r.stderr, "directory: exit 2 with path", r.stderr)
+    r = pushprof("check-config", "--help")
+    check(r.returncode == 0 and "usage: pushprof check-config" in r.stdout,
+          "--help: usage on stdout, exit 0", r.stdout + r.stderr)
+    r = pushprof("check-config")
+    check(r.returncode == 2 and "usage" in r.stderr, "no FILE: usage, exit 2")
+    r = pushprof("check-config", "--bogus", "x")
+    check(r.returncode == 2 and "--bogus" in r.stderr, "unknown option: exit 2")
+    r = pushprof("check-config", "a.yaml", "b.yaml")
+    check(r.returncode == 2, "two files: exit 2")
+    big = os.path.join(d, "big.yaml")
+    with open(big, "w") as f:
+        f.write("# " + "x" * (5 << 20) + "\n")
+    r = pushprof("check-config", big)
+    check(r.returncode == 2 and "larger than" in r.stderr, "oversized file refused", r.stderr)
+
+
+def test_default_config():
+    path = os.path.join(SOURCE_DIR, "config", "pushprof.yaml")
+    r = check_config(path)
+    check(r.returncode == 0, "config/pushprof.yaml is valid", r.stderr)
+    out = r.stdout
+    check(value(out, "address") == '""', "default: no remote store")
+    check('directory: "/var/lib/pushprof/profiles"' in out,
+          "default: local store in /var/lib/pushprof/profiles")
+    check(value(out, "targets") == "[]", "default: whole host (no targets)")
+    cpu = out[out.index("\ncpu:"):]
+    check(value(cpu, "enabled") == "true", "default: cpu on")
+    gh = out[out.index("\ngo_heap:"):]
+    check(value(gh, "enabled") == "true", "default: go_heap on")
+    if r.returncode == 0:
+        round_trip("config/pushprof.yaml", out)
+    # Empty and comment-only files are all defaults.
+    e = dump_of("")
+    c = dump_of("# nothing here\n")
+    dd = dump_of("---\n")
+    check(e.returncode == 0 and body_after_header(e.stdout) == body_after_header(c.stdout)
+          == body_after_header(dd.stdout), "empty / comment-only / bare --- = defaults")
+    check(value(e.stdout, "frequency_hz") == "19" and value(e.stdout, "interval") == "10s",
+          "defaults: 19 Hz, 10s windows")
+
+
+def main():
+    if not os.path.exists(PUSHPROF):
+        print(f"binary {PUSHPROF} missing")
+        sys.exit(1)
+    test_invalid()
+    test_valid()
+    test_env_expansion()
+    test_cli()
+    test_default_config()
+    done()
+
+
+if __name__ == "__main__":
+    main()
