@@ -156,8 +156,10 @@ int oom_protect_self(int score_adj, struct pp_err *err)
 		return pp_errf(err, -errno, "open /proc/self/oom_score_adj: %s", strerror(errno));
 	n = snprintf(buf, sizeof(buf), "%d\n", score_adj);
 	if (write(fd, buf, n) != n)
-		rc = pp_errf(err, -errno, "write /proc/self/oom_score_adj=%d: %s", score_adj,
-			     strerror(errno));
+		rc = pp_errf(err, -errno, "write /proc/self/oom_score_adj=%d: %s%s", score_adj,
+			     strerror(errno),
+			     errno == EACCES || errno == EPERM
+				     ? " (lowering it needs CAP_SYS_RESOURCE)" : "");
 	close(fd);
 	return rc;
 }
@@ -261,7 +263,7 @@ static int mirror_refresh(struct oom_watch *w, struct target *t, struct pp_err *
 	uint64_t head, cur, newest = t->n ? t->e[t->n - 1].addr : 0;
 	uint64_t buf[GO_BUCKET_HDR / 8 + MIRROR_READ_FRAMES];
 	struct mirror_ent *ne = NULL;
-	size_t nne = 0, ne_cap = 0, got;
+	size_t nne = 0, ne_cap = 0, got = 0;
 	uint64_t *npcs = NULL;
 	size_t nnp = 0, np_cap = 0;
 	uint32_t maxb = w->o.max_buckets, maxd = w->o.max_stack_depth;
@@ -885,7 +887,7 @@ static void finalize(struct oom_watch *w, struct capture *c)
 		free(r->gz);
 		r->gz = NULL;
 		pp_labels_free(&r->labels);
-		snprintf(r->reason, sizeof(r->reason), "profile_error: %s", err.msg);
+		snprintf(r->reason, sizeof(r->reason), "profile_error: %.200s", err.msg);
 	} else {
 		r->outcome = OOM_OUT_PROFILE;
 	}

@@ -317,8 +317,8 @@ static __always_inline int capture(__u32 tgid, __u32 extra_flags)
 		v->read_error = w->read_error;
 out:
 	v->end_ns = bpf_ktime_get_ns();
-	send_state(v, OOM_REC_END);
 	__sync_lock_test_and_set(&v->state, OOM_ST_DONE);
+	send_state(v, OOM_REC_END);
 	return 0;
 }
 

@@ -245,8 +245,11 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	if (oom_protect_self(score, &err)) {
-		fprintf(stderr, "oomwatch: %s\n", err.msg);
-		return 1;
+		/* without CAP_SYS_RESOURCE the score cannot be lowered: go on */
+		printf("{\"event\":\"oom_score_adj_failed\",\"code\":%d,\"error\":", err.code);
+		json_str(stdout, err.msg);
+		printf("}\n");
+		pp_err_clear(&err);
 	}
 	signal(SIGTERM, on_sig);
 	signal(SIGINT, on_sig);
