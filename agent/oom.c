@@ -98,6 +98,7 @@ struct oom_watch {
 	struct ring_buffer *rb;
 	int targets_fd, victims_fd;
 	uint64_t ring_bytes, kernel_bytes;
+	uint64_t timens_ticks;	/* boottime offset of our time namespace */
 
 	pthread_mutex_t mu;
 	pthread_t thr;
@@ -412,6 +413,7 @@ static void drop_target_at(struct oom_watch *w, size_t i)
 int oom_watch_track(struct oom_watch *w, pid_t pid, struct pp_err *err)
 {
 	struct target *t;
+	bool enabled = false;
 	int rc;
 
 	pthread_mutex_lock(&w->mu);
@@ -436,12 +438,23 @@ int oom_watch_track(struct oom_watch *w, pid_t pid, struct pp_err *err)
 		rc = pp_errf(err, rc, "pid %d: start time: %s", (int)pid, strerror(-rc));
 		goto fail;
 	}
+	/* BPF sees start_boottime without our time namespace's offset */
+	t->start_ticks = t->start_ticks >= w->timens_ticks ? t->start_ticks - w->timens_ticks : 0;
 	proc_comm(pid, t->comm, sizeof(t->comm));
 	snprintf(t->exe, sizeof(t->exe), "%s", t->g->exe ? t->g->exe : "");
 	if (proc_cgroup(pid, "memory", t->cgroup, sizeof(t->cgroup)))
 		proc_cgroup(pid, NULL, t->cgroup, sizeof(t->cgroup));
 	if (gobin_read_rate(t->g, &t->rate, NULL))
 		t->rate = -1;
+	if (t->rate == 0 && w->o.enable_profiling) {
+		int64_t old;
+
+		rc = gobin_enable_profiling(t->g, GOBIN_DEFAULT_RATE, &old, err);
+		if (rc < 0)
+			goto fail;
+		enabled = rc == 1;
+		t->rate = GOBIN_DEFAULT_RATE;
+	}
 	rc = mirror_refresh(w, t, err);
 	if (rc < 0)
 		goto fail;
@@ -466,7 +479,7 @@ int oom_watch_track(struct oom_watch *w, pid_t pid, struct pp_err *err)
 	}
 	w->t[w->nt++] = t;
 	pthread_mutex_unlock(&w->mu);
-	return 0;
+	return enabled ? 1 : 0;
 fail:
 	target_free(t);
 	return rc;
@@ -1067,6 +1080,23 @@ static void *thread_main(void *arg)
 
 /* ------------------------------------------------------------------ */
 
+/* /proc/self/timens_offsets "boottime SECS NSECS", in USER_HZ ticks. */
+static uint64_t timens_boottime_ticks(void)
+{
+	FILE *f = fopen("/proc/self/timens_offsets", "re");
+	char name[32];
+	long long sec, nsec;
+	uint64_t ticks = 0;
+
+	if (!f)
+		return 0;
+	while (fscanf(f, "%31s %lld %lld", name, &sec, &nsec) == 3)
+		if (strcmp(name, "boottime") == 0 && sec >= 0 && nsec >= 0)
+			ticks = (uint64_t)sec * 100 + (uint64_t)nsec / 10000000;
+	fclose(f);
+	return ticks;
+}
+
 static uint64_t ring_size_for(uint32_t max_buckets)
 {
 	uint64_t need = (uint64_t)max_buckets * sizeof(struct oom_counts) +
@@ -1112,6 +1142,7 @@ int oom_watch_new(const struct oom_watch_opts *opts, struct oom_watch **out,
 	max_targets = opts->max_targets ? opts->max_targets : 4096;
 	w->o.max_targets = max_targets;
 	w->ring_bytes = opts->ring_bytes ? opts->ring_bytes : ring_size_for(opts->max_buckets);
+	w->timens_ticks = timens_boottime_ticks();
 
 	w->skel = oom_bpf__open();
 	if (!w->skel) {

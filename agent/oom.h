@@ -40,6 +40,7 @@ struct oom_watch_opts {
 	uint32_t max_targets;		/* tracked processes; 0 -> 4096 */
 	uint64_t ring_bytes;		/* 0 -> sized from max_buckets (<= 32 MiB) */
 	uint64_t mirror_interval_ns;	/* mirror catch-up period; 0 -> 500 ms */
+	bool enable_profiling;		/* go_heap.enable_profiling: rate 0 -> 512 KiB */
 	const char *node;		/* label `node`; NULL -> hostname */
 	const struct pp_labels *extra_labels;	/* copied onto every profile */
 };
@@ -84,8 +85,10 @@ void oom_watch_free(struct oom_watch *w);
  * Track a Go process: analyze its executable, mirror its buckets, publish
  * it to BPF. -ENOEXEC: not Go; -ENOENT: profile variables not found;
  * -ESRCH: gone. A process with MemProfileRate 0 is tracked anyway (its
- * OOM gives an explicit event). Tracking an already tracked pid is a no-op
- * (0). Untracking happens by itself when the process exits.
+ * OOM gives an explicit event) unless enable_profiling is set: then the
+ * rate is written into it and 1 is returned, so the caller can log that it
+ * changed the process. Tracking an already tracked pid is a no-op (0).
+ * Untracking happens by itself when the process exits.
  */
 int oom_watch_track(struct oom_watch *w, pid_t pid, struct pp_err *err);
 void oom_watch_untrack(struct oom_watch *w, pid_t pid);

@@ -94,10 +94,9 @@ func main() {
 		pprof.WriteHeapProfile(os.Stdout)
 	}
 	if *nb > 0 {
-		old := runtime.MemProfileRate
-		runtime.MemProfileRate = 1
+		// every allocation must be sampled for one bucket per stack:
+		// run with -rate 1 (a rate changed at run time would mis-scale)
 		makeBuckets(*nb)
-		runtime.MemProfileRate = old
 		runtime.GC() // publish the buckets' records
 	}
 	fmt.Println("ready")

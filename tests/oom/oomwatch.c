@@ -99,8 +99,9 @@ static void try_track(struct oom_watch *w, pid_t pid)
 
 	mark_seen(pid);
 	rc = oom_watch_track(w, pid, &err);
-	if (rc == 0)
-		printf("{\"event\":\"tracked\",\"pid\":%d}\n", (int)pid);
+	if (rc >= 0)
+		printf("{\"event\":\"tracked\",\"pid\":%d,\"enabled_profiling\":%s}\n", (int)pid,
+		       rc == 1 ? "true" : "false");
 	else {
 		printf("{\"event\":\"track_failed\",\"pid\":%d,\"code\":%d,\"error\":", (int)pid, rc);
 		json_str(stdout, err.msg);
@@ -124,7 +125,7 @@ static void scan(struct oom_watch *w)
 		char *end;
 		long p = strtol(de->d_name, &end, 10);
 
-		if (*end || p <= 0 || was_seen((pid_t)p))
+		if (*end || p <= 0 || was_seen((pid_t)p) || oom_watch_tracked(w, (pid_t)p))
 			continue;
 		if (proc_cgroup((pid_t)p, "memory", cg, sizeof(cg)))
 			continue;
@@ -216,6 +217,7 @@ int main(int argc, char **argv)
 		{ "max-depth", required_argument, 0, 'd' },
 		{ "ring-bytes", required_argument, 0, 'r' },
 		{ "oom-score-adj", required_argument, 0, 's' },
+		{ "enable-profiling", no_argument, 0, 'e' },
 		{ 0, 0, 0, 0 },
 	};
 
@@ -234,6 +236,7 @@ int main(int argc, char **argv)
 		case 'd': o.max_stack_depth = (uint32_t)strtoul(optarg, NULL, 10); break;
 		case 'r': o.ring_bytes = strtoull(optarg, NULL, 10); break;
 		case 's': score = atoi(optarg); break;
+		case 'e': o.enable_profiling = true; break;
 		default:
 			fprintf(stderr, "usage: oomwatch --out DIR [--cgroup-prefix P] [--pid N] "
 					"[--max-buckets N] [--max-depth N] [--ring-bytes N]\n");
