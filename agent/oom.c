@@ -1054,7 +1054,7 @@ static void *thread_main(void *arg)
 	int64_t period = (int64_t)(w->o.mirror_interval_ns / 1000000);
 
 	if (period <= 0)
-		period = 500;
+		period = 200;
 	while (!w->stop) {
 		int64_t now;
 

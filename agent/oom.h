@@ -39,7 +39,7 @@ struct oom_watch_opts {
 	uint32_t max_stack_depth;	/* go_heap.max_stack_depth (<= 1024) */
 	uint32_t max_targets;		/* tracked processes; 0 -> 4096 */
 	uint64_t ring_bytes;		/* 0 -> sized from max_buckets (<= 32 MiB) */
-	uint64_t mirror_interval_ns;	/* mirror catch-up period; 0 -> 500 ms */
+	uint64_t mirror_interval_ns;	/* mirror catch-up period; 0 -> 200 ms */
 	bool enable_profiling;		/* go_heap.enable_profiling: rate 0 -> 512 KiB */
 	const char *node;		/* label `node`; NULL -> hostname */
 	const struct pp_labels *extra_labels;	/* copied onto every profile */

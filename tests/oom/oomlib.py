@@ -218,14 +218,17 @@ def comments(profile):
     return [l[len("Comment: "):] for l in out.splitlines() if l.startswith("Comment: ")]
 
 
-def oom_one(w, cg, argv, tracked=True, env=None):
+def oom_one(w, cg, argv, tracked=True, env=None, settle=0.0):
     """Start a victim in cg, wait until the watcher tracks it (when expected),
-    let it leak; returns (victim exit status, watcher result, track event)."""
+    let it leak; returns (victim exit status, watcher result, track event).
+    settle: seconds to wait after "ready" so the watcher's mirror catches up
+    with buckets the victim created before it."""
     v = Victim(cg, argv, env)
     if not v.ready():
         v.p.kill()
         return None, None, None
     tr = w.tracked(v.pid) if tracked else None
+    time.sleep(settle)
     v.go()
     rc = v.wait(60)
     res = w.result(v.pid, 20)
