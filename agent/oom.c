@@ -32,6 +32,8 @@
 #include "bpf/oom.skel.h"
 #include "gobin.h"
 #include "goheap.h"
+#include "log.h"
+#include "outbox.h"
 #include "pprof.h"
 #include "procinfo.h"
 
@@ -113,6 +115,7 @@ struct oom_watch {
 	struct oom_result **res;
 	size_t nres, res_cap;
 	uint64_t profiles, events;
+	uint64_t delivered, deliver_failed;
 };
 
 /* ------------------------------------------------------------------ */
@@ -1118,9 +1121,8 @@ int oom_watch_new(const struct oom_watch_opts *opts, struct oom_watch **out,
 	int rc, ncpu;
 
 	*out = NULL;
-	if (opts->max_buckets == 0 || opts->max_buckets > OOM_MAX_BUCKETS)
-		return pp_errf(err, -EINVAL, "max_buckets %u out of range 1..%u", opts->max_buckets,
-			       OOM_MAX_BUCKETS);
+	if (opts->max_buckets == 0)
+		return pp_errf(err, -EINVAL, "max_buckets must be at least 1");
 	if (opts->max_stack_depth == 0 || opts->max_stack_depth > OOM_MAX_DEPTH)
 		return pp_errf(err, -EINVAL, "max_stack_depth %u out of range 1..%u",
 			       opts->max_stack_depth, OOM_MAX_DEPTH);
@@ -1129,6 +1131,9 @@ int oom_watch_new(const struct oom_watch_opts *opts, struct oom_watch **out,
 		return pp_errf(err, -ENOMEM, "out of memory");
 	w->o = *opts;
 	w->o.extra_labels = NULL;
+	/* one bpf_loop walks at most 1 << 23 buckets; beyond: bucket_limit */
+	if (w->o.max_buckets > OOM_MAX_BUCKETS)
+		w->o.max_buckets = OOM_MAX_BUCKETS;
 	w->efd = -1;
 	pthread_mutex_init(&w->mu, NULL);
 	if (opts->node)
@@ -1258,6 +1263,53 @@ void oom_result_free(struct oom_result *r)
 	free(r);
 }
 
+static void log_result(const struct oom_result *r, const char *what)
+{
+	pp_log(r->outcome == OOM_OUT_PROFILE && r->complete ? PP_INFO : PP_WARN, what,
+	       "pid=%d comm=%s exe=%s cgroup=%s complete=%s reason=%s buckets=%" PRIu64
+	       " capture_ns=%" PRIu64 " anon_rss_kb=%" PRIu64 " rate=%" PRId64,
+	       (int)r->pid, pp_q(r->comm), pp_q(r->exe), pp_q(r->cgroup),
+	       r->complete ? "true" : "false", pp_q(r->reason), r->buckets, r->capture_ns,
+	       r->anon_rss_kb, r->rate);
+}
+
+int oom_watch_deliver(struct oom_watch *w, struct outbox *o, struct pp_err *err)
+{
+	struct oom_result *res[16];
+	size_t n;
+	int done = 0;
+
+	while ((n = oom_watch_take(w, res, 16)) > 0) {
+		for (size_t i = 0; i < n; i++) {
+			struct oom_result *r = res[i];
+			struct pp_err e = { 0 };
+			bool ok = true;
+
+			if (r->outcome == OOM_OUT_PROFILE) {
+				if (outbox_submit_durable(o, &r->labels, r->gz, r->gz_len, &e)) {
+					ok = false;
+					pp_errf(err, e.code, "OOM profile of pid %d: %s", (int)r->pid,
+						e.msg);
+					log_result(r, "OOM profile not stored");
+				} else {
+					log_result(r, "OOM profile captured");
+				}
+			} else {
+				log_result(r, "OOM kill without a profile");
+			}
+			pthread_mutex_lock(&w->mu);
+			if (ok)
+				w->delivered++;
+			else
+				w->deliver_failed++;
+			pthread_mutex_unlock(&w->mu);
+			oom_result_free(r);
+			done++;
+		}
+	}
+	return done;
+}
+
 void oom_watch_stats(struct oom_watch *w, struct oom_watch_stats *st)
 {
 	memset(st, 0, sizeof(*st));
@@ -1269,6 +1321,8 @@ void oom_watch_stats(struct oom_watch *w, struct oom_watch_stats *st)
 	st->victims_full = w->skel->bss->stat_victims_full;
 	st->profiles = w->profiles;
 	st->events = w->events;
+	st->delivered = w->delivered;
+	st->deliver_failed = w->deliver_failed;
 	st->kernel_bytes = w->kernel_bytes;
 	for (size_t i = 0; i < w->nt; i++)
 		st->mirrored_buckets += w->t[i]->n;

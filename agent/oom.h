@@ -35,7 +35,7 @@
 struct oom_watch;
 
 struct oom_watch_opts {
-	uint32_t max_buckets;		/* go_heap.max_buckets (<= 8,388,608) */
+	uint32_t max_buckets;		/* go_heap.max_buckets (clamped to 8,388,608) */
 	uint32_t max_stack_depth;	/* go_heap.max_stack_depth (<= 1024) */
 	uint32_t max_targets;		/* tracked processes; 0 -> 4096 */
 	uint64_t ring_bytes;		/* 0 -> sized from max_buckets (<= 32 MiB) */
@@ -102,9 +102,21 @@ int oom_watch_fd(const struct oom_watch *w);
 size_t oom_watch_take(struct oom_watch *w, struct oom_result **out, size_t max);
 void oom_result_free(struct oom_result *r);
 
+/*
+ * What the agent loop calls when oom_watch_fd() is readable: every waiting
+ * result is handed over - a profile through outbox_submit_durable() (local
+ * store and spool on disk before any network call), an event as a WARN log
+ * line (and both counted). Returns the number of results handled; err
+ * holds the last outbox failure (results are never kept back for retry:
+ * the outbox owns retries).
+ */
+struct outbox;
+int oom_watch_deliver(struct oom_watch *w, struct outbox *o, struct pp_err *err);
+
 struct oom_watch_stats {
 	uint64_t marks, dup_marks, captures, ring_drops, victims_full;
 	uint64_t profiles, events;
+	uint64_t delivered, deliver_failed;	/* by oom_watch_deliver() */
 	uint64_t kernel_bytes;		/* ring + maps, as sized at load */
 	uint64_t mirrored_buckets;	/* over all tracked processes */
 };

@@ -158,6 +158,11 @@ class Watcher:
                 self.p.kill()
                 self.p.wait()
         self.lines.t.join(timeout=5)
+        self.err.t.join(timeout=5)
+        self.rc = self.p.returncode
+        # a sanitizer report or a crash shows up here: the tests check rc
+        pptest.check(self.rc == 0, "oomwatch exited cleanly",
+                     f"status {self.rc}: " + "\n".join(self.err.all[-30:]))
         return self.event(lambda e: e.get("event") == "stats", 1)
 
 

@@ -4,6 +4,7 @@
  *
  *   oomwatch --out DIR [--cgroup-prefix P]... [--pid N]... [--max-buckets N]
  *            [--max-depth N] [--ring-bytes N] [--oom-score-adj N]
+ *            [--enable-profiling] [--config FILE]
  *
  * Tracks Go processes whose memory cgroup path starts with one of the
  * prefixes (rescanning /proc every 50 ms) or that are named by --pid, and
@@ -11,6 +12,11 @@
  * (labels and figures) for a profile, a JSON line on stdout for all
  * results ("profile" or "oom_event"), and "tracked"/"track_failed" lines.
  * Stops on SIGTERM/SIGINT, printing a "stats" line.
+ *
+ * With --config, the agent's path is taken instead: go_heap limits and
+ * oom_score_adj come from the file, results go through oom_watch_deliver()
+ * into an outbox (local store + spool before any push, flushed every
+ * second) and are logged to stderr; stdout then only has tracking lines.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -24,7 +30,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "config.h"
+#include "log.h"
 #include "oom.h"
+#include "outbox.h"
 #include "procinfo.h"
 
 static volatile sig_atomic_t stop;
@@ -206,7 +215,12 @@ int main(int argc, char **argv)
 	struct oom_watch_opts o = { .max_buckets = 100000, .max_stack_depth = 128 };
 	struct oom_watch *w;
 	struct pp_err err = { 0 };
-	const char *out = NULL;
+	const char *out = NULL, *cfgpath = NULL;
+	struct config cfg;
+	struct outbox *ob = NULL;
+	int64_t last_flush = 0;
+	uint64_t last_mirrored = 0;
+	size_t last_tracked = 0;
 	pid_t pids[MAXP];
 	int npids = 0, score = -1000, c;
 	static const struct option lo[] = {
@@ -218,6 +232,7 @@ int main(int argc, char **argv)
 		{ "ring-bytes", required_argument, 0, 'r' },
 		{ "oom-score-adj", required_argument, 0, 's' },
 		{ "enable-profiling", no_argument, 0, 'e' },
+		{ "config", required_argument, 0, 'C' },
 		{ 0, 0, 0, 0 },
 	};
 
@@ -237,15 +252,35 @@ int main(int argc, char **argv)
 		case 'r': o.ring_bytes = strtoull(optarg, NULL, 10); break;
 		case 's': score = atoi(optarg); break;
 		case 'e': o.enable_profiling = true; break;
+		case 'C': cfgpath = optarg; break;
 		default:
 			fprintf(stderr, "usage: oomwatch --out DIR [--cgroup-prefix P] [--pid N] "
 					"[--max-buckets N] [--max-depth N] [--ring-bytes N]\n");
 			return 2;
 		}
 	}
-	if (!out) {
-		fprintf(stderr, "oomwatch: --out DIR is required\n");
+	if (!out && !cfgpath) {
+		fprintf(stderr, "oomwatch: --out DIR or --config FILE is required\n");
 		return 2;
+	}
+	if (cfgpath) {
+		if (config_load(cfgpath, &cfg, &err)) {
+			fprintf(stderr, "oomwatch: %s\n", err.msg);
+			return 2;
+		}
+		pp_log_setup(cfg.log_level, cfg.log_format);
+		o.max_buckets = cfg.go_heap.max_buckets;
+		o.max_stack_depth = cfg.go_heap.max_stack_depth;
+		o.enable_profiling = cfg.go_heap.enable_profiling;
+		o.node = cfg.node && cfg.node[0] ? cfg.node : NULL;
+		o.extra_labels = &cfg.external_labels;
+		score = cfg.oom_score_adj;
+		ob = outbox_new(&cfg, &err);
+		if (!ob) {
+			fprintf(stderr, "oomwatch: %s\n", err.msg);
+			config_free(&cfg);
+			return 1;
+		}
 	}
 	if (oom_protect_self(score, &err)) {
 		/* without CAP_SYS_RESOURCE the score cannot be lowered: go on */
@@ -270,6 +305,33 @@ int main(int argc, char **argv)
 		size_t n;
 
 		poll(&pfd, 1, 50);
+		{
+			struct oom_watch_stats st;
+
+			oom_watch_stats(w, &st);
+			if (st.mirrored_buckets != last_mirrored ||
+			    oom_watch_ntracked(w) != last_tracked) {
+				last_mirrored = st.mirrored_buckets;
+				last_tracked = oom_watch_ntracked(w);
+				printf("{\"event\":\"status\",\"tracked\":%zu,\"mirrored\":%" PRIu64
+				       "}\n", last_tracked, last_mirrored);
+				fflush(stdout);
+			}
+		}
+		if (ob) {
+			struct timespec ts;
+			int64_t now;
+
+			oom_watch_deliver(w, ob, &err);
+			clock_gettime(CLOCK_MONOTONIC, &ts);
+			now = ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+			if (now - last_flush >= 1000) {
+				outbox_flush(ob, &err);
+				last_flush = now;
+			}
+			scan(w);
+			continue;
+		}
 		while ((n = oom_watch_take(w, res, 16)) > 0)
 			for (size_t i = 0; i < n; i++) {
 				handle(out, res[i]);
@@ -283,10 +345,15 @@ int main(int argc, char **argv)
 		oom_watch_stats(w, &st);
 		printf("{\"event\":\"stats\",\"marks\":%" PRIu64 ",\"dup_marks\":%" PRIu64
 		       ",\"captures\":%" PRIu64 ",\"ring_drops\":%" PRIu64 ",\"profiles\":%" PRIu64
-		       ",\"events\":%" PRIu64 ",\"kernel_bytes\":%" PRIu64 ",\"mirrored\":%" PRIu64 "}\n",
+		       ",\"events\":%" PRIu64 ",\"delivered\":%" PRIu64 ",\"deliver_failed\":%" PRIu64
+		       ",\"kernel_bytes\":%" PRIu64 ",\"mirrored\":%" PRIu64 "}\n",
 		       st.marks, st.dup_marks, st.captures, st.ring_drops, st.profiles, st.events,
-		       st.kernel_bytes, st.mirrored_buckets);
+		       st.delivered, st.deliver_failed, st.kernel_bytes, st.mirrored_buckets);
 	}
 	oom_watch_free(w);
+	if (ob) {
+		outbox_free(ob);
+		config_free(&cfg);
+	}
 	return 0;
 }
