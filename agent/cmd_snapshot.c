@@ -189,6 +189,9 @@ int cmd_snapshot(int argc, char **argv)
 				"runtime.MemProfileRate=%d at 0x%" PRIx64 " (allocations from now on "
 				"are sampled: take a later snapshot)\n",
 				pid, GOBIN_DEFAULT_RATE, g->rate_addr);
+			/* Nothing is sampled yet: a profile now would be empty. */
+			status = EXIT_PROFILING_DISABLED;
+			goto out;
 		}
 	}
 	struct goheap_snapshot_opts o = {

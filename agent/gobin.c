@@ -17,6 +17,8 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "elfsym.h"
+#include "gopclntab.h"
 #include "procinfo.h"
 
 #define MAX_SECTIONS 4096
@@ -41,68 +43,33 @@ struct gobin_impl {
 };
 
 /* ---- Function table ---------------------------------------------------
- * Function names and ranges come from .symtab until the gopclntab module
- * (branch sym) is merged; then from .gopclntab, which also has file/line
- * and inlining and survives stripping.
+ * The sym module's loader: .gopclntab (names, files, lines, inlined
+ * frames; present even in stripped builds) and, outside the Go text,
+ * ELF function symbols.
  */
-struct gofunc {
-	uint64_t addr, end;
-	const char *name;	/* in the ELF string table (mmap'd, lives with elf) */
-};
-
 struct gosym {
-	struct gofunc *f;
-	size_t n;
+	struct elfsym *es;
 };
 
-static int gofunc_cmp(const void *a, const void *b)
+static int gosym_open(int fd, struct gosym **out, struct pp_err *err)
 {
-	const struct gofunc *x = a, *y = b;
-	return x->addr < y->addr ? -1 : x->addr > y->addr;
-}
-
-static int gosym_open(Elf *elf, int fd, struct gosym **out, struct pp_err *err)
-{
-	(void)fd;
-	(void)err;
+	struct gosym *s = calloc(1, sizeof(*s));
 	*out = NULL;
-	Elf_Scn *scn = NULL;
-	while ((scn = elf_nextscn(elf, scn))) {
-		GElf_Shdr sh;
-		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_SYMTAB || sh.sh_entsize == 0)
-			continue;
-		Elf_Data *d = elf_getdata(scn, NULL);
-		if (!d)
-			return -ENOENT;
-		size_t n = sh.sh_size / sh.sh_entsize;
-		if (n > (1u << 24))
-			return -E2BIG;
-		struct gosym *s = calloc(1, sizeof(*s));
-		if (!s || !(s->f = calloc(n ? n : 1, sizeof(*s->f)))) {
-			free(s);
-			return -ENOMEM;
-		}
-		for (size_t i = 0; i < n; i++) {
-			GElf_Sym sym;
-			if (!gelf_getsym(d, (int)i, &sym) || GELF_ST_TYPE(sym.st_info) != STT_FUNC ||
-			    sym.st_value == 0)
-				continue;
-			const char *name = elf_strptr(elf, sh.sh_link, sym.st_name);
-			if (!name)
-				continue;
-			s->f[s->n++] = (struct gofunc){sym.st_value, sym.st_value + sym.st_size, name};
-		}
-		qsort(s->f, s->n, sizeof(*s->f), gofunc_cmp);
-		*out = s;
-		return 0;
+	if (!s)
+		return -ENOMEM;
+	int rc = elfsym_load_fd(fd, &s->es, err);
+	if (rc) {
+		free(s);
+		return rc;
 	}
-	return -ENOENT;
+	*out = s;
+	return 0;
 }
 
 static void gosym_free(struct gosym *s)
 {
 	if (s) {
-		free(s->f);
+		elfsym_free(s->es);
 		free(s);
 	}
 }
@@ -110,34 +77,58 @@ static void gosym_free(struct gosym *s)
 static int gosym_func_range(const struct gosym *s, const char *name, uint64_t *start,
 			    uint64_t *end)
 {
-	for (size_t i = 0; i < s->n; i++)
-		if (!strcmp(s->f[i].name, name)) {
-			*start = s->f[i].addr;
-			*end = s->f[i].end;
+	const struct elfsym *e = s->es;
+	if (e->pcln) {
+		size_t n = gopcln_nfunc(e->pcln);
+		for (size_t i = 0; i < n; i++) {
+			struct gopcln_func f;
+			if (gopcln_func_at(e->pcln, i, &f) == 0 && f.name && !strcmp(f.name, name)) {
+				*start = f.entry;
+				*end = f.end;
+				return 0;
+			}
+		}
+	}
+	for (size_t i = 0; i < e->nsyms; i++) {
+		const struct elfsym_sym *y = &e->syms[i];
+		if (y->name < e->names_len && !strcmp(e->names + y->name, name) && y->size) {
+			*start = y->addr;
+			*end = y->addr + y->size;
 			return 0;
 		}
+	}
 	return -ENOENT;
 }
+
+#define MAX_PCLN_FRAMES 64
 
 static size_t gosym_frames(const struct gosym *s, uint64_t pc, struct gobin_frame *fr,
 			   size_t max)
 {
-	size_t lo = 0, hi = s->n;
+	const struct elfsym *e = s->es;
 	if (!max)
 		return 0;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (s->f[mid].addr <= pc)
-			lo = mid + 1;
-		else
-			hi = mid;
+	if (e->pcln) {
+		struct gopcln_frame pf[MAX_PCLN_FRAMES];
+		struct gopcln_func f;
+		int n = gopcln_lookup(e->pcln, pc, pf,
+				      max < MAX_PCLN_FRAMES ? (int)max : MAX_PCLN_FRAMES);
+		if (n > 0 && gopcln_find(e->pcln, pc, &f) >= 0) {
+			for (int i = 0; i < n; i++)
+				fr[i] = (struct gobin_frame){
+					.function = pf[i].func ? pf[i].func : "?",
+					.file = pf[i].file ? pf[i].file : "",
+					.line = pf[i].line,
+					.entry = f.entry,
+				};
+			return (size_t)n;
+		}
 	}
-	if (lo == 0)
+	uint64_t start;
+	const char *name = elfsym_lookup(e, pc, &start);
+	if (!name)
 		return 0;
-	const struct gofunc *f = &s->f[lo - 1];
-	if (pc >= f->end && f->end > f->addr)
-		return 0;
-	fr[0] = (struct gobin_frame){.function = f->name, .file = "", .line = 0, .entry = f->addr};
+	fr[0] = (struct gobin_frame){.function = name, .file = "", .line = 0, .entry = start};
 	return 1;
 }
 
@@ -373,14 +364,18 @@ static void vars_from_symtab(struct gobin *g)
 /* ---- Variables decoded from runtime code (stripped binaries, amd64) ---- */
 
 /*
- * RIP-relative loads "MOV r32, [rip+disp32]" (8B /r, no REX.W) and
- * "MOV r64, [rip+disp32]" (REX.W 8B /r): the way the Go compiler reads a
- * global into a register. Instruction boundaries are not known, so every
- * byte offset is tried; spurious matches are removed by intersecting the
- * targets over several functions that all read the variable, by requiring
- * a writable data section, and finally by checking the live value.
+ * RIP-relative moves between a register and a global, the way the Go
+ * compiler reads and writes package variables: "MOV r32, [rip+disp32]"
+ * (8B /r, no REX.W), "MOV r64, [rip+disp32]" (REX.W 8B /r),
+ * "MOV [rip+disp32], r64" (REX.W 89 /r) and "LEA r64, [rip+disp32]"
+ * (REX.W 8D /r, the address taken for an atomic store). Instruction boundaries are not
+ * known, so every byte offset is tried; spurious matches are removed by
+ * intersecting the targets over several functions that all use the
+ * variable, by requiring an aligned address in a writable data section, and
+ * finally by checking the live value.
  */
-enum load_kind { LOAD32, LOAD64 };
+enum { LOAD32 = GOBIN_LOAD32, LOAD64 = GOBIN_LOAD64, STORE64 = GOBIN_STORE64,
+       LEA64 = GOBIN_LEA64 };
 
 struct targets {
 	uint64_t v[64];
@@ -404,22 +399,23 @@ static bool in_data(const struct gobin_impl *im, uint64_t a, unsigned size)
 		!strcmp(s->name, ".data") || !strcmp(s->name, ".noptrdata"));
 }
 
-void gobin_scan_loads(const uint8_t *code, size_t len, uint64_t addr, int kind,
+void gobin_scan_moves(const uint8_t *code, size_t len, uint64_t addr, int kind,
 		      uint64_t *out, size_t *nout, size_t max)
 {
+	uint8_t opcode = kind == STORE64 ? 0x89 : kind == LEA64 ? 0x8D : 0x8B;
 	*nout = 0;
 	for (size_t i = 0; i + 7 <= len; i++) {
-		size_t op;	/* index of the 0x8B byte */
-		if (kind == LOAD64) {
+		size_t op;	/* index of the opcode byte */
+		if (kind != LOAD32) {
 			if ((code[i] & 0xF8) != 0x48)	/* REX.W, any R/X/B */
 				continue;
 			op = i + 1;
 		} else {
 			op = i;
-			if (i > 0 && (code[i - 1] & 0xF0) == 0x40 && (code[i - 1] & 0x08))
-				continue;	/* REX.W before: a 64-bit load */
+			if (i > 0 && (code[i - 1] & 0xF8) == 0x48)
+				continue;	/* REX.W before: a 64-bit move */
 		}
-		if (op + 6 > len || code[op] != 0x8B || (code[op + 1] & 0xC7) != 0x05)
+		if (op + 6 > len || code[op] != opcode || (code[op + 1] & 0xC7) != 0x05)
 			continue;
 		int32_t disp;
 		memcpy(&disp, code + op + 2, 4);
@@ -449,21 +445,27 @@ static int func_code(const struct gobin *g, const char *name, uint8_t **code, si
 	return 0;
 }
 
-/* The single target read (kind) by every function of names[] that exists,
- * within a data section with the given alignment; 0 when not unique. */
-static uint64_t common_load(const struct gobin *g, const char *const *names, size_t nnames,
-			    int kind, unsigned align, unsigned *nfuncs)
+struct use {
+	const char *func;
+	int kind;
+};
+
+/* The single target used (as kind) by every function of uses[] that exists,
+ * aligned and within a data section; 0 when not unique. *nfuncs: how many
+ * functions were found. */
+static uint64_t common_target(const struct gobin *g, const struct use *uses, size_t nuses,
+			      unsigned align, unsigned *nfuncs)
 {
 	struct targets acc = {.n = 0};
 	bool first = true;
 	*nfuncs = 0;
-	for (size_t f = 0; f < nnames; f++) {
+	for (size_t f = 0; f < nuses; f++) {
 		uint8_t *code;
 		size_t len, n;
 		uint64_t start, found[256];
-		if (func_code(g, names[f], &code, &len, &start))
+		if (func_code(g, uses[f].func, &code, &len, &start))
 			continue;
-		gobin_scan_loads(code, len, start, kind, found, &n, 256);
+		gobin_scan_moves(code, len, start, uses[f].kind, found, &n, 256);
 		free(code);
 		struct targets t = {.n = 0};
 		for (size_t i = 0; i < n; i++)
@@ -487,20 +489,35 @@ static uint64_t common_load(const struct gobin *g, const char *const *names, siz
 
 static void vars_from_code(struct gobin *g)
 {
-	static const char *const mb[] = {"runtime.MemProfile", "runtime.mProf_FlushLocked"};
-	static const char *const cy[] = {"runtime.MemProfile", "runtime.mProf_Flush",
-					 "runtime.mProf_PostSweep", "runtime.mProf_Malloc"};
-	static const char *const rt[] = {"runtime.mallocgc", "runtime.profilealloc",
-					 "runtime.nextSample"};
+	/* mbuckets.Load() in MemProfile and mProf_FlushLocked, &mbuckets for
+	 * the atomic store in stkbucket. MemProfile is dead code (absent) in
+	 * programs that never read memory profiles. */
+	static const struct use mb[] = {
+		{"runtime.MemProfile", LOAD64}, {"runtime.mProf_FlushLocked", LOAD64},
+		{"runtime.stkbucket", LEA64},
+	};
+	/* mProfCycle.read() in MemProfile and the mProf_* hooks. */
+	static const struct use cy[] = {
+		{"runtime.MemProfile", LOAD32}, {"runtime.mProf_Flush", LOAD32},
+		{"runtime.mProf_PostSweep", LOAD32}, {"runtime.mProf_Malloc", LOAD32},
+		{"runtime.mProf_Free", LOAD32},
+	};
+	/* MemProfileRate: read by mallocgc and nextSample (inlined into
+	 * profilealloc), written by parsedebugvars (GODEBUG=memprofilerate). */
+	static const struct use rt[] = {
+		{"runtime.mallocgc", LOAD64}, {"runtime.profilealloc", LOAD64},
+		{"runtime.nextSample", LOAD64}, {"runtime.parsedebugvars", STORE64},
+	};
 	unsigned n1, n2, n3;
 	struct gobin_vars v = {0};
-	v.mbuckets = common_load(g, mb, 2, LOAD64, 8, &n1);
-	v.mprof_cycle = common_load(g, cy, 4, LOAD32, 4, &n2);
-	v.mem_profile_rate = common_load(g, rt, 3, LOAD64, 8, &n3);
+	v.mbuckets = common_target(g, mb, sizeof(mb) / sizeof(mb[0]), 8, &n1);
+	v.mprof_cycle = common_target(g, cy, sizeof(cy) / sizeof(cy[0]), 4, &n2);
+	v.mem_profile_rate = common_target(g, rt, sizeof(rt) / sizeof(rt[0]), 8, &n3);
 	/* One function alone is too weak a proof. */
 	if (n1 < 2 || n2 < 2 || n3 < 2)
 		return;
-	if (v.mbuckets && v.mprof_cycle && v.mem_profile_rate) {
+	if (v.mbuckets && v.mprof_cycle && v.mem_profile_rate &&
+	    v.mbuckets != v.mem_profile_rate) {
 		v.source = GOBIN_VARS_CODE;
 		g->vars = v;
 	}
@@ -561,7 +578,12 @@ int gobin_open(const char *path, struct gobin **out, struct pp_err *err)
 		return pp_errf(err, -ENOEXEC, "%s: not a Go program", path);
 	}
 	/* Symbolization; failure leaves the gobin usable for reading. */
-	gosym_open(g->impl->elf, g->impl->fd, &g->impl->sym, NULL);
+	if (gosym_open(g->impl->fd, &g->impl->sym, NULL) == 0) {
+		g->has_pclntab = g->impl->sym->es->pcln != NULL;
+		if (!g->go_version[0])
+			snprintf(g->go_version, sizeof(g->go_version), "%s",
+				 g->impl->sym->es->go_version);
+	}
 	vars_from_symtab(g);
 	if (g->vars.source == GOBIN_VARS_NONE)
 		vars_from_code(g);
@@ -585,7 +607,7 @@ int gobin_read_mem(pid_t pid, uint64_t addr, void *buf, size_t len, struct pp_er
 		return pp_errf(err, -EFAULT, "pid %d: short read at 0x%" PRIx64, (int)pid, addr);
 	int e = errno;
 	if (e == ESRCH)
-		return pp_errf(err, -ESRCH, "pid %d: process is gone", (int)pid);
+		return pp_errf(err, -ESRCH, "pid %d: the process exited", (int)pid);
 	if (e == EPERM || e == EACCES)
 		return pp_errf(err, -e, "pid %d: not allowed to read its memory (%s)", (int)pid,
 			       strerror(e));
@@ -662,15 +684,45 @@ int gobin_attach(struct gobin *g, pid_t pid, struct pp_err *err)
 	return 0;
 }
 
+/* PF_KTHREAD in the flags field (9) of /proc/PID/stat. */
+static bool is_kernel_thread(pid_t pid)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = '\0';
+	char *p = strrchr(buf, ')');
+	unsigned long flags = 0;
+	char state;
+	if (!p || sscanf(p + 1, " %c %*d %*d %*d %*d %*d %lu", &state, &flags) != 2)
+		return false;
+	return state != 'Z' && state != 'X' && (flags & 0x00200000UL);
+}
+
 int gobin_open_pid(pid_t pid, struct gobin **out, struct pp_err *err)
 {
 	char path[64], exe[4096];
 	int rc;
 	*out = NULL;
+	snprintf(path, sizeof(path), "/proc/%d", (int)pid);
+	if (pid <= 0 || access(path, F_OK) != 0)
+		return pp_errf(err, -ESRCH, "pid %d: no such process", (int)pid);
 	snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
 	rc = proc_exe(pid, exe, sizeof(exe));
-	if (rc == -ESRCH || (rc && access(path, F_OK) && errno == ENOENT))
-		return pp_errf(err, -ESRCH, "pid %d: no such process", (int)pid);
+	if (rc == -ESRCH) {
+		/* /proc/PID is there but has no executable: a kernel thread, or
+		 * a process exiting right now. */
+		if (is_kernel_thread(pid))
+			return pp_errf(err, -ENOEXEC, "pid %d: not a Go program (a kernel thread)",
+				       (int)pid);
+		return pp_errf(err, -ESRCH, "pid %d: no such process (it exited)", (int)pid);
+	}
 	if (rc)
 		return pp_errf(err, rc, "pid %d: cannot read /proc/%d/exe: %s", (int)pid, (int)pid,
 			       strerror(-rc));

@@ -54,6 +54,7 @@ struct gobin {
 	bool is_go;
 	bool pie;			/* ET_DYN: load bias applies */
 	bool has_symtab;
+	bool has_pclntab;		/* functions, files, lines (and inlining) */
 	char go_version[64];		/* "go1.19.8"; "" when unknown */
 	char go_build_id[256];		/* the Go build id note; "" when absent */
 	char gnu_build_id[81];		/* hex of NT_GNU_BUILD_ID; "" when absent */
@@ -122,11 +123,11 @@ int gobin_enable_profiling(const struct gobin *g, int64_t rate, int64_t *old,
 int gobin_read_mem(pid_t pid, uint64_t addr, void *buf, size_t len, struct pp_err *err);
 
 /*
- * For tests: the targets of RIP-relative loads found at every byte offset
- * of code (at link-time address addr): kind 0 = MOV r32,[rip+d], 1 = MOV
- * r64,[rip+d]. At most max are stored in out.
+ * The targets of RIP-relative register moves found at every byte offset of
+ * code (at link-time address addr), at most max. Exposed for tests.
  */
-void gobin_scan_loads(const uint8_t *code, size_t len, uint64_t addr, int kind,
+enum { GOBIN_LOAD32, GOBIN_LOAD64, GOBIN_STORE64, GOBIN_LEA64 };
+void gobin_scan_moves(const uint8_t *code, size_t len, uint64_t addr, int kind,
 		      uint64_t *out, size_t *nout, size_t max);
 
 /* One frame of a PC; the strings live as long as the gobin. */

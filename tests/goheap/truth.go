@@ -12,12 +12,13 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
+	"strconv"
 	"time"
 )
 
 type node struct {
 	next *node
-	pad  [40]byte
+	pad  [200]byte
 }
 
 var (
@@ -74,7 +75,21 @@ func churn(n int) {
 	sink = nil
 }
 
+// setRate applies PP_MEMPROFILERATE: GODEBUG=memprofilerate=N is overwritten
+// by the runtime package's own initializer in Go 1.19, so the workloads set
+// runtime.MemProfileRate themselves, first thing in main.
+func setRate() {
+	if v := os.Getenv("PP_MEMPROFILERATE"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			panic(err)
+		}
+		runtime.MemProfileRate = n
+	}
+}
+
 func main() {
+	setRate()
 	if len(os.Args) < 3 {
 		os.Stderr.WriteString("usage: truth PROFILE READYFILE\n")
 		os.Exit(2)

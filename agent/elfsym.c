@@ -1,0 +1,744 @@
+/*
+ * elfsym.c - load symbols, segments, build ids and Go tables from an ELF.
+ *
+ * libelf parses and validates the ELF, program and section headers; section
+ * contents are read here with explicit range checks (pread for files, memcpy
+ * for memory) so the parsed objects own plain heap buffers only.
+ */
+#include "elfsym.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct src {
+	int fd;			/* -1 for memory */
+	const uint8_t *mem;
+	uint64_t size;
+};
+
+static bool src_read(const struct src *s, uint64_t off, uint64_t len, void *dst)
+{
+	if (off > s->size || len > s->size - off)
+		return false;
+	if (s->fd < 0) {
+		memcpy(dst, s->mem + off, len);
+		return true;
+	}
+	uint8_t *p = dst;
+	while (len) {
+		ssize_t r = pread(s->fd, p, len > (1u << 30) ? (1u << 30) : len, (off_t)off);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return false;
+		p += r;
+		off += (uint64_t)r;
+		len -= (uint64_t)r;
+	}
+	return true;
+}
+
+/* malloc'd copy of [off, off+len) (len may be 0 -> 1-byte buffer). */
+static uint8_t *src_dup(const struct src *s, uint64_t off, uint64_t len)
+{
+	if (len > ELFSYM_MAX_SECTION)
+		return NULL;
+	uint8_t *p = malloc(len ? len : 1);
+	if (!p)
+		return NULL;
+	if (!src_read(s, off, len, p)) {
+		free(p);
+		return NULL;
+	}
+	return p;
+}
+
+static bool elf_init_done;
+
+static Elf *src_elf(const struct src *s)
+{
+	if (!elf_init_done) {
+		if (elf_version(EV_CURRENT) == EV_NONE)
+			return NULL;
+		elf_init_done = true;
+	}
+	if (s->fd >= 0)
+		return elf_begin(s->fd, ELF_C_READ, NULL);
+	return elf_memory((char *)s->mem, s->size);
+}
+
+/* Section by exact name (or with the given suffix when suffix is true). */
+static Elf_Scn *find_scn(Elf *elf, size_t shstrndx, const char *name, bool suffix, GElf_Shdr *sh)
+{
+	Elf_Scn *scn = NULL;
+	size_t nl = strlen(name);
+	while ((scn = elf_nextscn(elf, scn))) {
+		if (!gelf_getshdr(scn, sh))
+			continue;
+		const char *n = elf_strptr(elf, shstrndx, sh->sh_name);
+		if (!n)
+			continue;
+		if (suffix) {
+			size_t l = strlen(n);
+			if (l >= nl && !strcmp(n + l - nl, name))
+				return scn;
+		} else if (!strcmp(n, name)) {
+			return scn;
+		}
+	}
+	return NULL;
+}
+
+static Elf_Scn *scn_holding(Elf *elf, uint64_t addr, GElf_Shdr *sh)
+{
+	Elf_Scn *scn = NULL;
+	while ((scn = elf_nextscn(elf, scn))) {
+		if (!gelf_getshdr(scn, sh))
+			continue;
+		if ((sh->sh_flags & SHF_ALLOC) && sh->sh_type == SHT_PROGBITS &&
+		    addr >= sh->sh_addr && addr - sh->sh_addr < sh->sh_size)
+			return scn;
+	}
+	return NULL;
+}
+
+static void hex(char *out, size_t outsz, const uint8_t *b, size_t n)
+{
+	static const char d[] = "0123456789abcdef";
+	size_t i;
+	for (i = 0; i < n && 2 * i + 2 < outsz; i++) {
+		out[2 * i] = d[b[i] >> 4];
+		out[2 * i + 1] = d[b[i] & 15];
+	}
+	out[2 * i] = '\0';
+}
+
+/* Walk one note area: GNU build id and Go build id. */
+static void parse_notes(struct elfsym *e, const uint8_t *p, size_t len)
+{
+	size_t pos = 0;
+	while (len - pos >= 12) {
+		uint32_t namesz, descsz, type;
+		memcpy(&namesz, p + pos, 4);
+		memcpy(&descsz, p + pos + 4, 4);
+		memcpy(&type, p + pos + 8, 4);
+		pos += 12;
+		size_t nsz = ((size_t)namesz + 3) & ~(size_t)3;
+		size_t dsz = ((size_t)descsz + 3) & ~(size_t)3;
+		if (namesz > len - pos || nsz > len - pos)
+			return;
+		const uint8_t *name = p + pos;
+		pos += nsz;
+		if (descsz > len - pos)
+			return;
+		const uint8_t *desc = p + pos;
+		pos += dsz > len - pos ? len - pos : dsz;
+		if (namesz == 4 && !memcmp(name, "GNU", 4) && type == NT_GNU_BUILD_ID &&
+		    descsz > 0 && descsz <= 64 && !e->gnu_build_id[0])
+			hex(e->gnu_build_id, sizeof(e->gnu_build_id), desc, descsz);
+		else if (namesz == 4 && !memcmp(name, "Go\0\0", 4) && type == 4 && descsz > 0 &&
+			 descsz < sizeof(e->go_build_id) && !e->go_build_id[0]) {
+			size_t i;
+			for (i = 0; i < descsz && desc[i] >= 0x20 && desc[i] < 0x7f; i++)
+				e->go_build_id[i] = (char)desc[i];
+			e->go_build_id[i] = '\0';
+		}
+	}
+}
+
+static void load_notes(struct elfsym *e, Elf *elf, const struct src *s)
+{
+	size_t n;
+	if (elf_getphdrnum(elf, &n) == 0) {
+		for (size_t i = 0; i < n && i < 256; i++) {
+			GElf_Phdr ph;
+			if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_NOTE || ph.p_filesz > 1 << 20)
+				continue;
+			uint8_t *b = src_dup(s, ph.p_offset, ph.p_filesz);
+			if (b) {
+				parse_notes(e, b, ph.p_filesz);
+				free(b);
+			}
+		}
+	}
+	if (e->gnu_build_id[0] && (e->go_build_id[0] || !e->go_version[0]))
+		return;
+	Elf_Scn *scn = NULL;
+	GElf_Shdr sh;
+	while ((scn = elf_nextscn(elf, scn))) {
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_NOTE || sh.sh_size > 1 << 20)
+			continue;
+		uint8_t *b = src_dup(s, sh.sh_offset, sh.sh_size);
+		if (b) {
+			parse_notes(e, b, sh.sh_size);
+			free(b);
+		}
+	}
+}
+
+static bool vaddr_to_off(const struct elfsym *e, uint64_t va, uint64_t len, uint64_t *off)
+{
+	for (size_t i = 0; i < e->nloads; i++) {
+		const struct elfsym_load *l = &e->loads[i];
+		if (va >= l->vaddr && va - l->vaddr < l->filesz && len <= l->filesz - (va - l->vaddr)) {
+			*off = l->offset + (va - l->vaddr);
+			return true;
+		}
+	}
+	return false;
+}
+
+bool elfsym_off_to_vaddr(const struct elfsym *e, uint64_t off, uint64_t *vaddr)
+{
+	for (size_t i = 0; i < e->nloads; i++) {
+		const struct elfsym_load *l = &e->loads[i];
+		if (off >= l->offset && off - l->offset < l->memsz) {
+			*vaddr = l->vaddr + (off - l->offset);
+			return true;
+		}
+	}
+	return false;
+}
+
+static bool uvarint64(const uint8_t *b, size_t len, size_t *pos, uint64_t *v)
+{
+	uint64_t r = 0;
+	for (unsigned shift = 0; shift < 64; shift += 7) {
+		if (*pos >= len)
+			return false;
+		uint8_t c = b[(*pos)++];
+		r |= (uint64_t)(c & 0x7f) << shift;
+		if (!(c & 0x80)) {
+			*v = r;
+			return true;
+		}
+	}
+	return false;
+}
+
+static void set_version(struct elfsym *e, const uint8_t *s, uint64_t n)
+{
+	if (n < 3 || n >= sizeof(e->go_version) || memcmp(s, "go", 2) != 0)
+		return;
+	for (uint64_t i = 0; i < n; i++)
+		if (s[i] < 0x20 || s[i] >= 0x7f)
+			return;
+	memcpy(e->go_version, s, n);
+	e->go_version[n] = '\0';
+}
+
+/* runtime.buildVersion from the "\xff Go buildinf:" blob (debug/buildinfo). */
+static void load_buildinfo(struct elfsym *e, Elf *elf, size_t shstrndx, const struct src *s)
+{
+	static const uint8_t magic[14] = "\xff Go buildinf:";
+	GElf_Shdr sh;
+	uint64_t off = 0, len = 0;
+	if (find_scn(elf, shstrndx, ".go.buildinfo", false, &sh) && sh.sh_type == SHT_PROGBITS) {
+		off = sh.sh_offset;
+		len = sh.sh_size;
+	} else {
+		for (size_t i = 0; i < e->nloads; i++)
+			if (e->loads[i].flags & PF_W) {
+				off = e->loads[i].offset;
+				len = e->loads[i].filesz;
+				break;
+			}
+	}
+	if (len > 64 * 1024)
+		len = 64 * 1024;
+	if (len < 32)
+		return;
+	uint8_t *b = src_dup(s, off, len);
+	if (!b)
+		return;
+	for (size_t i = 0; i + 32 <= len; i += 16) {
+		if (memcmp(b + i, magic, sizeof(magic)) != 0)
+			continue;
+		uint8_t ptrsize = b[i + 14], flags = b[i + 15];
+		if (flags & 2) {	/* Go 1.18+: inline varint-prefixed strings */
+			size_t pos = i + 32;
+			uint64_t n;
+			if (uvarint64(b, len, &pos, &n) && n <= len - pos)
+				set_version(e, b + pos, n);
+		} else if (ptrsize == 8 && !(flags & 1)) {	/* pointer to a string header */
+			uint64_t sp, hdr_off, str[2], soff;
+			memcpy(&sp, b + i + 16, 8);
+			uint8_t tmp[64];
+			if (vaddr_to_off(e, sp, 16, &hdr_off) && src_read(s, hdr_off, 16, str) &&
+			    str[1] < sizeof(tmp) && vaddr_to_off(e, str[0], str[1], &soff) &&
+			    src_read(s, soff, str[1], tmp))
+				set_version(e, tmp, str[1]);
+		}
+		break;
+	}
+	free(b);
+}
+
+static int sym_cmp(const void *a, const void *b)
+{
+	const struct elfsym_sym *x = a, *y = b;
+	if (x->addr != y->addr)
+		return x->addr < y->addr ? -1 : 1;
+	return 0;
+}
+
+/* Section table entry i (validated by libelf). */
+static bool shdr_at(Elf *elf, size_t i, GElf_Shdr *sh)
+{
+	Elf_Scn *scn = elf_getscn(elf, i);
+	return scn && gelf_getshdr(scn, sh);
+}
+
+/*
+ * Read a symbol table section and its string table (copies, bounded).
+ * Returns the number of symbols or -1.
+ */
+static long read_symtab(Elf *elf, const struct src *s, const GElf_Shdr *sh, uint8_t **syms,
+			uint8_t **strs, uint64_t *strsz)
+{
+	GElf_Shdr str;
+	if (sh->sh_entsize != sizeof(Elf64_Sym) || !shdr_at(elf, sh->sh_link, &str) ||
+	    str.sh_type != SHT_STRTAB)
+		return -1;
+	*syms = src_dup(s, sh->sh_offset, sh->sh_size);
+	*strs = src_dup(s, str.sh_offset, str.sh_size);
+	if (!*syms || !*strs) {
+		free(*syms);
+		free(*strs);
+		return -1;
+	}
+	*strsz = str.sh_size;
+	return (long)(sh->sh_size / sizeof(Elf64_Sym));
+}
+
+static const char *sym_name(const uint8_t *strs, uint64_t strsz, uint32_t off)
+{
+	if (off >= strsz || !memchr(strs + off, 0, strsz - off))
+		return NULL;
+	return (const char *)strs + off;
+}
+
+/* Function symbols of one table into e (sorted, deduplicated). Also notes
+ * go.func.* for the inline tree. */
+static int load_syms(struct elfsym *e, Elf *elf, const struct src *s, const GElf_Shdr *sh,
+		     uint64_t skip_lo, uint64_t skip_hi, uint64_t *gofunc)
+{
+	uint8_t *raw, *strs;
+	uint64_t strsz;
+	long n = read_symtab(elf, s, sh, &raw, &strs, &strsz);
+	if (n < 0)
+		return -EINVAL;
+	size_t cap = 0, names_cap = 0;
+	struct elfsym_sym *v = NULL;
+	char *names = NULL;
+	size_t nv = 0, names_len = 0;
+	int rc = 0;
+	for (long i = 1; i < n; i++) {
+		Elf64_Sym sym;
+		memcpy(&sym, raw + (size_t)i * sizeof(sym), sizeof(sym));
+		int type = ELF64_ST_TYPE(sym.st_info);
+		const char *name = sym_name(strs, strsz, sym.st_name);
+		if (!name || !*name)
+			continue;
+		if (gofunc && !*gofunc && (!strcmp(name, "go.func.*") || !strcmp(name, "go:func.*")))
+			*gofunc = sym.st_value;
+		if ((type != STT_FUNC && type != STT_GNU_IFUNC) || sym.st_shndx == SHN_UNDEF ||
+		    sym.st_value == 0)
+			continue;
+		if (sym.st_value >= skip_lo && sym.st_value < skip_hi)
+			continue;
+		if (nv == cap) {
+			cap = cap ? 2 * cap : 256;
+			void *nvp = realloc(v, cap * sizeof(*v));
+			if (!nvp) { rc = -ENOMEM; goto out; }
+			v = nvp;
+		}
+		size_t l = strlen(name) + 1;
+		if (names_len + l > UINT32_MAX) { rc = -E2BIG; goto out; }
+		if (names_len + l > names_cap) {
+			while (names_len + l > names_cap)
+				names_cap = names_cap ? 2 * names_cap : 4096;
+			void *np = realloc(names, names_cap);
+			if (!np) { rc = -ENOMEM; goto out; }
+			names = np;
+		}
+		memcpy(names + names_len, name, l);
+		/* Prefer a global name for an address (aliases: keep the first
+		 * global, else the first one). Encode binding in the sort:
+		 * stable order = table order. */
+		v[nv].addr = sym.st_value;
+		v[nv].size = sym.st_size;
+		v[nv].name = (uint32_t)names_len;
+		names_len += l;
+		nv++;
+		/* Mark globals by pre-sorting: handled below. */
+		if (ELF64_ST_BIND(sym.st_info) == STB_GLOBAL)
+			v[nv - 1].size |= 1ull << 63;
+	}
+	if (nv) {
+		/* qsort is not stable: break ties by (global first, then name
+		 * offset = table order). */
+		qsort(v, nv, sizeof(*v), sym_cmp);
+		size_t w = 0;
+		for (size_t i = 0; i < nv;) {
+			size_t j = i, best = i;
+			for (; j < nv && v[j].addr == v[i].addr; j++) {
+				bool gj = v[j].size >> 63, gb = v[best].size >> 63;
+				if ((gj && !gb) || (gj == gb && v[j].name < v[best].name))
+					best = j;
+			}
+			v[w] = v[best];
+			v[w].size &= ~(1ull << 63);
+			/* keep the largest size among aliases */
+			for (size_t k = i; k < j; k++)
+				if ((v[k].size & ~(1ull << 63)) > v[w].size)
+					v[w].size = v[k].size & ~(1ull << 63);
+			w++;
+			i = j;
+		}
+		nv = w;
+		struct elfsym_sym *shr = realloc(v, nv * sizeof(*v));
+		if (shr)
+			v = shr;
+	}
+	e->syms = v;
+	e->nsyms = nv;
+	e->names = names;
+	e->names_len = names_len;
+	e->bytes += nv * sizeof(*v) + names_cap;
+	v = NULL;
+	names = NULL;
+out:
+	free(v);
+	free(names);
+	free(raw);
+	free(strs);
+	return rc;
+}
+
+/*
+ * moduledata.gofunc: find firstmoduledata in a writable section by its first
+ * two words (pcHeader == pclntab address, funcnametab.ptr == pclntab +
+ * funcnameOffset), then take the word after `rodata`, which must equal the
+ * .rodata section address (Go 1.19: offset 304, Go 1.20+: 320).
+ */
+static uint64_t find_gofunc(Elf *elf, size_t shstrndx, const struct src *s, uint64_t pcln_addr,
+			    uint64_t funcname_off)
+{
+	GElf_Shdr rsh;
+	if (!find_scn(elf, shstrndx, ".rodata", false, &rsh))
+		return 0;
+	Elf_Scn *scn = NULL;
+	GElf_Shdr sh;
+	while ((scn = elf_nextscn(elf, scn))) {
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_PROGBITS ||
+		    (sh.sh_flags & (SHF_ALLOC | SHF_WRITE)) != (SHF_ALLOC | SHF_WRITE) ||
+		    sh.sh_size > 64u << 20 || sh.sh_size < 400)
+			continue;
+		uint8_t *b = src_dup(s, sh.sh_offset, sh.sh_size);
+		if (!b)
+			continue;
+		uint64_t found = 0;
+		for (uint64_t i = 0; i + 400 <= sh.sh_size && !found; i += 8) {
+			uint64_t w0, w1;
+			memcpy(&w0, b + i, 8);
+			if (w0 != pcln_addr)
+				continue;
+			memcpy(&w1, b + i + 8, 8);
+			if (w1 != pcln_addr + funcname_off)
+				continue;
+			static const unsigned offs[] = { 304, 320 };
+			for (size_t k = 0; k < 2 && !found; k++) {
+				uint64_t ro, gf;
+				memcpy(&ro, b + i + offs[k] - 8, 8);
+				memcpy(&gf, b + i + offs[k], 8);
+				if (ro == rsh.sh_addr && gf >= ro)
+					found = gf;
+			}
+		}
+		free(b);
+		if (found)
+			return found;
+	}
+	return 0;
+}
+
+static void load_go(struct elfsym *e, Elf *elf, size_t shstrndx, const struct src *s,
+		    uint64_t sym_gofunc)
+{
+	GElf_Shdr sh, text;
+	Elf_Scn *scn = find_scn(elf, shstrndx, ".gopclntab", true, &sh);
+	if (!scn || sh.sh_type != SHT_PROGBITS || sh.sh_size < 64)
+		return;
+	uint8_t *tab = src_dup(s, sh.sh_offset, sh.sh_size);
+	if (!tab)
+		return;
+	struct gopcln_src gs = { .tab = tab, .tab_len = sh.sh_size };
+	if (find_scn(elf, shstrndx, ".text", false, &text))
+		gs.text_start = text.sh_addr;
+	if (e->go_version[0] && !strncmp(e->go_version, "go1.", 4))
+		gs.go_minor = atoi(e->go_version + 4);
+	/* funcnameOffset: header word 3 (1.18+) or 2 (1.16). */
+	uint32_t magic;
+	memcpy(&magic, tab, 4);
+	uint64_t fno;
+	memcpy(&fno, tab + (magic == GOPCLN_MAGIC_116 ? 24 : 32), 8);
+	uint64_t gofunc = 0;
+	if (magic != GOPCLN_MAGIC_116 && gs.go_minor != 18) {
+		gofunc = find_gofunc(elf, shstrndx, s, sh.sh_addr, fno);
+		if (!gofunc)
+			gofunc = sym_gofunc;
+	}
+	GElf_Shdr gsh;
+	if (gofunc && scn_holding(elf, gofunc, &gsh)) {
+		uint64_t n = gsh.sh_size - (gofunc - gsh.sh_addr);
+		e->gofunc_buf = src_dup(s, gsh.sh_offset + (gofunc - gsh.sh_addr), n);
+		if (e->gofunc_buf) {
+			e->gofunc_len = n;
+			e->gofunc_addr = gofunc;
+			gs.gofunc = e->gofunc_buf;
+			gs.gofunc_len = n;
+			e->bytes += n;
+		}
+	}
+	if (gopcln_open(&gs, &e->pcln, NULL) < 0) {
+		free(tab);
+		free(e->gofunc_buf);
+		e->bytes -= e->gofunc_len;
+		e->gofunc_buf = NULL;
+		e->gofunc_len = 0;
+		return;
+	}
+	e->pcln_buf = tab;
+	e->pcln_len = sh.sh_size;
+	e->bytes += sh.sh_size + 256;
+}
+
+static int load(const struct src *s, struct elfsym **out, struct pp_err *err)
+{
+	*out = NULL;
+	Elf *elf = src_elf(s);
+	if (!elf)
+		return pp_errf(err, -EINVAL, "elf: %s", elf_errmsg(-1));
+	int rc = 0;
+	struct elfsym *e = NULL;
+	GElf_Ehdr eh;
+	if (elf_kind(elf) != ELF_K_ELF || !gelf_getehdr(elf, &eh)) {
+		rc = pp_errf(err, -EINVAL, "elf: not an ELF file");
+		goto out;
+	}
+	if (eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_ident[EI_DATA] != ELFDATA2LSB) {
+		rc = pp_errf(err, -ENOTSUP, "elf: only 64-bit little-endian ELF is supported");
+		goto out;
+	}
+	e = calloc(1, sizeof(*e));
+	if (!e) {
+		rc = pp_errf(err, -ENOMEM, "elf: out of memory");
+		goto out;
+	}
+	e->bytes = sizeof(*e);
+	e->e_type = eh.e_type;
+	size_t nph;
+	if (elf_getphdrnum(elf, &nph) == 0) {
+		for (size_t i = 0; i < nph && e->nloads < ELFSYM_MAX_LOADS; i++) {
+			GElf_Phdr ph;
+			if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_LOAD)
+				continue;
+			e->loads[e->nloads++] = (struct elfsym_load){
+				.vaddr = ph.p_vaddr, .offset = ph.p_offset, .filesz = ph.p_filesz,
+				.memsz = ph.p_memsz, .flags = ph.p_flags };
+		}
+	}
+	size_t shstrndx;
+	if (elf_getshdrstrndx(elf, &shstrndx) != 0)
+		shstrndx = SHN_UNDEF;
+	load_buildinfo(e, elf, shstrndx, s);
+	load_notes(e, elf, s);
+
+	/* Symbol tables: .symtab if it has functions, else .dynsym. */
+	uint64_t sym_gofunc = 0;
+	GElf_Shdr symtab = { 0 }, dynsym = { 0 }, sh;
+	Elf_Scn *scn = NULL;
+	while ((scn = elf_nextscn(elf, scn))) {
+		if (!gelf_getshdr(scn, &sh))
+			continue;
+		if (sh.sh_type == SHT_SYMTAB && !symtab.sh_type)
+			symtab = sh;
+		else if (sh.sh_type == SHT_DYNSYM && !dynsym.sh_type)
+			dynsym = sh;
+	}
+	if (shstrndx != SHN_UNDEF) {
+		/* Go first, so its text range can be skipped in the symbols. The
+		 * symtab's go.func.* is only a fallback to moduledata; take it
+		 * in a cheap pre-pass when a symtab exists. */
+		load_go(e, elf, shstrndx, s, 0);
+		if (e->pcln && !e->gofunc_buf && symtab.sh_type && e->go_version[0] &&
+		    strncmp(e->go_version, "go1.18", 6) != 0 &&
+		    strncmp(e->go_version, "go1.17", 6) != 0 && strncmp(e->go_version, "go1.16", 6) != 0) {
+			struct elfsym tmp = { 0 };
+			if (load_syms(&tmp, elf, s, &symtab, 0, 0, &sym_gofunc) == 0 && sym_gofunc) {
+				gopcln_close(e->pcln);
+				free(e->pcln_buf);
+				e->pcln = NULL;
+				e->pcln_buf = NULL;
+				e->bytes = sizeof(*e);
+				load_go(e, elf, shstrndx, s, sym_gofunc);
+			}
+			free(tmp.syms);
+			free(tmp.names);
+		}
+	}
+	uint64_t lo = 0, hi = 0;
+	if (e->pcln)
+		gopcln_text_range(e->pcln, &lo, &hi);
+	if (symtab.sh_type)
+		rc = load_syms(e, elf, s, &symtab, lo, hi, NULL);
+	if (rc == 0 && e->nsyms == 0 && dynsym.sh_type) {
+		free(e->syms);
+		free(e->names);
+		e->syms = NULL;
+		e->names = NULL;
+		rc = load_syms(e, elf, s, &dynsym, lo, hi, NULL);
+		e->from_dynsym = true;
+	}
+	if (rc < 0) {
+		pp_errf(err, rc, "elf: reading symbol table failed");
+		goto out;
+	}
+	*out = e;
+	e = NULL;
+out:
+	elfsym_free(e);
+	elf_end(elf);
+	return rc;
+}
+
+void elfsym_free(struct elfsym *e)
+{
+	if (!e)
+		return;
+	gopcln_close(e->pcln);
+	free(e->pcln_buf);
+	free(e->gofunc_buf);
+	free(e->syms);
+	free(e->names);
+	free(e);
+}
+
+int elfsym_load_fd(int fd, struct elfsym **out, struct pp_err *err)
+{
+	struct stat st;
+	if (fstat(fd, &st) < 0)
+		return pp_errf(err, -errno, "elf: fstat: %s", strerror(errno));
+	if (!S_ISREG(st.st_mode))
+		return pp_errf(err, -EINVAL, "elf: not a regular file");
+	struct src s = { .fd = fd, .size = (uint64_t)st.st_size };
+	return load(&s, out, err);
+}
+
+int elfsym_load_path(const char *path, struct elfsym **out, struct pp_err *err)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return pp_errf(err, -errno, "elf: open %s: %s", path, strerror(errno));
+	int rc = elfsym_load_fd(fd, out, err);
+	close(fd);
+	if (rc < 0)
+		pp_err_wrap(err, "%s", path);
+	return rc;
+}
+
+int elfsym_load_mem(const void *buf, size_t len, struct elfsym **out, struct pp_err *err)
+{
+	/* libelf's elf_memory wants a writable buffer; give it a copy. */
+	uint8_t *copy = malloc(len ? len : 1);
+	if (!copy)
+		return pp_errf(err, -ENOMEM, "elf: out of memory");
+	memcpy(copy, buf, len);
+	struct src s = { .fd = -1, .mem = copy, .size = len };
+	int rc = load(&s, out, err);
+	free(copy);
+	return rc;
+}
+
+const char *elfsym_lookup(const struct elfsym *e, uint64_t vaddr, uint64_t *start)
+{
+	size_t lo = 0, hi = e->nsyms;
+	if (!hi || vaddr < e->syms[0].addr)
+		return NULL;
+	while (hi - lo > 1) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (e->syms[mid].addr <= vaddr)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	const struct elfsym_sym *s = &e->syms[lo];
+	if (s->size) {
+		if (vaddr - s->addr >= s->size)
+			return NULL;
+	} else if (lo + 1 >= e->nsyms) {
+		return NULL;	/* unsized last symbol: no known end */
+	}
+	if (start)
+		*start = s->addr;
+	return e->names + s->name;
+}
+
+int elfsym_find_symbol_fd(int fd, const char *name, uint64_t *value, uint64_t *size,
+			  struct pp_err *err)
+{
+	struct stat st;
+	if (fstat(fd, &st) < 0)
+		return pp_errf(err, -errno, "elf: fstat: %s", strerror(errno));
+	struct src s = { .fd = fd, .size = (uint64_t)st.st_size };
+	Elf *elf = src_elf(&s);
+	if (!elf)
+		return pp_errf(err, -EINVAL, "elf: %s", elf_errmsg(-1));
+	int rc = -ENOENT;
+	GElf_Ehdr eh;
+	if (elf_kind(elf) != ELF_K_ELF || !gelf_getehdr(elf, &eh) ||
+	    eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_ident[EI_DATA] != ELFDATA2LSB) {
+		rc = pp_errf(err, -EINVAL, "elf: not a 64-bit little-endian ELF file");
+		goto out;
+	}
+	for (int pass = 0; pass < 2 && rc == -ENOENT; pass++) {
+		Elf_Scn *scn = NULL;
+		GElf_Shdr sh;
+		while ((scn = elf_nextscn(elf, scn)) && rc == -ENOENT) {
+			if (!gelf_getshdr(scn, &sh) ||
+			    sh.sh_type != (pass == 0 ? SHT_SYMTAB : SHT_DYNSYM))
+				continue;
+			uint8_t *raw, *strs;
+			uint64_t strsz;
+			long n = read_symtab(elf, &s, &sh, &raw, &strs, &strsz);
+			for (long i = 1; i < n; i++) {
+				Elf64_Sym sym;
+				memcpy(&sym, raw + (size_t)i * sizeof(sym), sizeof(sym));
+				const char *nm = sym_name(strs, strsz, sym.st_name);
+				if (nm && sym.st_shndx != SHN_UNDEF && !strcmp(nm, name)) {
+					*value = sym.st_value;
+					if (size)
+						*size = sym.st_size;
+					rc = 0;
+					break;
+				}
+			}
+			if (n >= 0) {
+				free(raw);
+				free(strs);
+			}
+		}
+	}
+	if (rc == -ENOENT)
+		pp_errf(err, -ENOENT, "elf: symbol %s not found", name);
+out:
+	elf_end(elf);
+	return rc;
+}

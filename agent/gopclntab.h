@@ -1,0 +1,99 @@
+/*
+ * gopclntab.h - Go's own function table (.gopclntab) read from its bytes.
+ *
+ * Every Go binary carries .gopclntab, even when built with -ldflags='-s -w'
+ * (which drops .symtab and DWARF): it maps a PC to the function, file and
+ * line, including functions inlined at that PC. This module decodes it
+ * from a buffer, so it serves files on disk, stripped binaries, PIE
+ * (callers subtract the load bias first: all PCs here are link-time
+ * addresses) and fuzzing alike.
+ *
+ * Layouts handled (magic in the first 4 bytes, little-endian, 8-byte ptrs):
+ *   0xfffffffa Go 1.16-1.17   functions, files, lines (no inlined frames:
+ *                             funcdata are absolute pointers there; untested
+ *                             here, there is no such toolchain on this host)
+ *   0xfffffff0 Go 1.18-1.19   + inlined frames when gofunc is supplied
+ *                             (Go 1.19 layout; a Go 1.18 binary stores
+ *                             funcdata as pointers, so pass go_minor=18 to
+ *                             disable inline decoding)
+ *   0xfffffff1 Go 1.20+       + inlined frames (1.20 inline-tree layout)
+ *
+ * The table is hostile input: every offset and length is bounds-checked
+ * against the buffers given; a corrupt table yields errors or fewer
+ * frames, never an out-of-bounds read. Strings returned point INTO the
+ * caller's buffers (they are NUL-terminated there; checked) and live as
+ * long as those buffers.
+ */
+#ifndef PUSHPROF_GOPCLNTAB_H
+#define PUSHPROF_GOPCLNTAB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "err.h"
+
+#define GOPCLN_MAGIC_116 0xfffffffau
+#define GOPCLN_MAGIC_118 0xfffffff0u
+#define GOPCLN_MAGIC_120 0xfffffff1u
+
+/* What the table is read from. Buffers are borrowed: keep them alive and
+ * unchanged until gopcln_close(). */
+struct gopcln_src {
+	const uint8_t *tab;	/* .gopclntab section bytes */
+	size_t tab_len;
+	/* Start of the text segment (runtime.text = .text sh_addr). Used only
+	 * by Go 1.16-1.17 tables, which do not record it; later ones do. */
+	uint64_t text_start;
+	/* Bytes starting at moduledata.gofunc ("go.func.*"), up to the end of
+	 * the section holding it; NULL -> no inlined frames. elfsym finds it. */
+	const uint8_t *gofunc;
+	size_t gofunc_len;
+	/* Go minor version if known (19 for go1.19.8), 0 when unknown. */
+	int go_minor;
+};
+
+struct gopcln;
+
+struct gopcln_func {
+	const char *name;	/* NULL when the name offset is corrupt */
+	uint64_t entry, end;	/* [entry, end) link-time addresses */
+};
+
+struct gopcln_frame {
+	const char *func;	/* NULL when corrupt */
+	const char *file;	/* NULL when unknown */
+	int32_t line;		/* 0 when unknown */
+	bool inlined;		/* true for all but the outermost (physical) frame */
+};
+
+/* Validate the header and set up lookups. -EINVAL (+msg) on a bad table. */
+int gopcln_open(const struct gopcln_src *src, struct gopcln **out, struct pp_err *err);
+void gopcln_close(struct gopcln *t);
+
+/* 116, 118 or 120: which layout the magic selected. */
+int gopcln_layout(const struct gopcln *t);
+/* True when inlined frames will be reported (gofunc given and usable). */
+bool gopcln_has_inline(const struct gopcln *t);
+/* Text range covered by the table: [lo, hi). */
+void gopcln_text_range(const struct gopcln *t, uint64_t *lo, uint64_t *hi);
+
+size_t gopcln_nfunc(const struct gopcln *t);
+/* i-th function in address order; -ERANGE past the end, -EINVAL if the
+ * entry is corrupt. */
+int gopcln_func_at(const struct gopcln *t, size_t i, struct gopcln_func *f);
+/* The function whose [entry, end) holds pc; -ENOENT if none. Returns its
+ * index (>= 0) on success. */
+long gopcln_find(const struct gopcln *t, uint64_t pc, struct gopcln_func *f);
+
+/*
+ * pc -> frames, innermost first: the inlined calls at pc (if any), then the
+ * physical function. For a return address pass pc - 1 (the call
+ * instruction), as the Go runtime does. Returns the number of frames
+ * written (1..max), -ENOENT when pc is in no function, or another negative
+ * code when the function's entry is corrupt. The physical frame is always
+ * the last one written; inlined frames beyond max - 1 are dropped.
+ */
+int gopcln_lookup(const struct gopcln *t, uint64_t pc, struct gopcln_frame *frames, int max);
+
+#endif

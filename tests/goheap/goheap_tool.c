@@ -1,0 +1,216 @@
+/*
+ * goheap_tool - drives gobin/goheap directly for the tests and the bench.
+ *
+ *   goheap_tool vars FILE
+ *       analyze FILE: one line of key=value (is_go, version, build ids,
+ *       pie, symtab, source, link-time addresses of the three variables)
+ *   goheap_tool kill-then-read PID
+ *       attach to PID, SIGKILL it, wait until it is a zombie or gone, then
+ *       goheap_read(): prints "rc=N complete=B buckets=N msg=..."
+ *   goheap_tool bench PID ITERATIONS [MAX_BUCKETS]
+ *       time goheap_read and goheap_snapshot ITERATIONS times each;
+ *       prints min/median ms and the peak RSS of this process
+ *   goheap_tool enable PID
+ *       gobin_enable_profiling(): prints "rc=N old=N"
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gobin.h"
+#include "goheap.h"
+
+static const char *src_name(enum gobin_source s)
+{
+	return s == GOBIN_VARS_SYMTAB ? "symtab" : s == GOBIN_VARS_CODE ? "code" : "none";
+}
+
+static int cmd_vars(const char *path)
+{
+	struct gobin *g;
+	struct pp_err err = {0};
+	int rc = gobin_open(path, &g, &err);
+	if (rc) {
+		printf("rc=%d msg=%s\n", rc, err.msg);
+		return 1;
+	}
+	printf("is_go=%d version=%s go_build_id=%s gnu_build_id=%s pie=%d symtab=%d pclntab=%d "
+	       "source=%s mbuckets=0x%" PRIx64 " rate=0x%" PRIx64 " cycle=0x%" PRIx64 "\n",
+	       g->is_go, g->go_version, g->go_build_id[0] ? g->go_build_id : "-",
+	       g->gnu_build_id[0] ? g->gnu_build_id : "-", g->pie, g->has_symtab, g->has_pclntab,
+	       src_name(g->vars.source), g->vars.mbuckets, g->vars.mem_profile_rate,
+	       g->vars.mprof_cycle);
+	gobin_free(g);
+	return 0;
+}
+
+static char proc_state(pid_t pid)
+{
+	char path[64], buf[512];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return 0;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	char *p = strrchr(buf, ')');
+	return p && p[1] == ' ' ? p[2] : '?';
+}
+
+static int cmd_kill_then_read(pid_t pid)
+{
+	struct gobin *g;
+	struct pp_err err = {0};
+	int rc = gobin_open_pid(pid, &g, &err);
+	if (rc) {
+		printf("attach rc=%d msg=%s\n", rc, err.msg);
+		return 1;
+	}
+	kill(pid, SIGKILL);
+	for (int i = 0; i < 2000; i++) {
+		char s = proc_state(pid);
+		if (s == 0 || s == 'Z' || s == 'X')
+			break;
+		usleep(1000);
+	}
+	struct go_heap h;
+	goheap_init(&h);
+	rc = goheap_read(pid, g, 100000, 128, &h, &err);
+	printf("rc=%d complete=%d buckets=%zu msg=%s\n", rc, h.complete, h.n,
+	       rc ? err.msg : h.incomplete_reason);
+	goheap_free(&h);
+	gobin_free(g);
+	return 0;
+}
+
+static double ms(const struct timespec *a, const struct timespec *b)
+{
+	return (double)(b->tv_sec - a->tv_sec) * 1e3 + (double)(b->tv_nsec - a->tv_nsec) / 1e6;
+}
+
+static int dcmp(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+static int cmd_bench(pid_t pid, int iters, uint32_t max_buckets)
+{
+	struct gobin *g;
+	struct pp_err err = {0};
+	struct timespec t0, t1;
+	if (iters < 1 || iters > 1000)
+		iters = 5;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	int rc = gobin_open_pid(pid, &g, &err);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	if (rc) {
+		printf("attach rc=%d msg=%s\n", rc, err.msg);
+		return 1;
+	}
+	double attach = ms(&t0, &t1);
+	double *rd = calloc((size_t)iters, sizeof(double)), *sn = calloc((size_t)iters, sizeof(double));
+	double *rdc = calloc((size_t)iters, sizeof(double)), *snc = calloc((size_t)iters, sizeof(double));
+	struct timespec c0, c1;
+	size_t buckets = 0, samples = 0, len = 0;
+	uint64_t reads = 0;
+	bool complete = false;
+	for (int i = 0; i < iters; i++) {
+		struct go_heap h;
+		goheap_init(&h);
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
+		rc = goheap_read(pid, g, max_buckets, 128, &h, &err);
+		clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		rdc[i] = ms(&c0, &c1);
+		if (rc) {
+			printf("read rc=%d msg=%s\n", rc, err.msg);
+			return 1;
+		}
+		rd[i] = ms(&t0, &t1);
+		buckets = h.n;
+		reads = h.remote_reads;
+		goheap_free(&h);
+	}
+	struct rusage ru_read;
+	getrusage(RUSAGE_SELF, &ru_read);
+	for (int i = 0; i < iters; i++) {
+		struct goheap_snapshot s;
+		struct goheap_snapshot_opts o = {.view = GOHEAP_VIEW_RUNTIME,
+						 .max_buckets = max_buckets, .max_depth = 128,
+						 .trigger = "on_demand", .node = "bench"};
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
+		rc = goheap_snapshot(pid, g, &o, &s, &err);
+		clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		snc[i] = ms(&c0, &c1);
+		if (rc) {
+			printf("snapshot rc=%d msg=%s\n", rc, err.msg);
+			return 1;
+		}
+		sn[i] = ms(&t0, &t1);
+		samples = s.samples;
+		len = s.len;
+		complete = s.complete;
+		goheap_snapshot_free(&s);
+	}
+	qsort(rd, (size_t)iters, sizeof(double), dcmp);
+	qsort(sn, (size_t)iters, sizeof(double), dcmp);
+	qsort(rdc, (size_t)iters, sizeof(double), dcmp);
+	qsort(snc, (size_t)iters, sizeof(double), dcmp);
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	printf("buckets=%zu complete=%d remote_reads=%" PRIu64 " samples=%zu pprof_gz_bytes=%zu "
+	       "attach_ms=%.2f read_ms_min=%.2f read_ms_median=%.2f snapshot_ms_min=%.2f "
+	       "snapshot_ms_median=%.2f read_cpu_ms_min=%.2f snapshot_cpu_ms_min=%.2f "
+	       "peak_rss_kb_after_reads=%ld peak_rss_kb=%ld\n",
+	       buckets, complete, reads, samples, len, attach, rd[0], rd[iters / 2], sn[0],
+	       sn[iters / 2], rdc[0], snc[0], ru_read.ru_maxrss, ru.ru_maxrss);
+	free(rd);
+	free(sn);
+	free(rdc);
+	free(snc);
+	gobin_free(g);
+	return 0;
+}
+
+static int cmd_enable(pid_t pid)
+{
+	struct gobin *g;
+	struct pp_err err = {0};
+	int rc = gobin_open_pid(pid, &g, &err);
+	if (rc) {
+		printf("attach rc=%d msg=%s\n", rc, err.msg);
+		return 1;
+	}
+	int64_t old = -1;
+	rc = gobin_enable_profiling(g, GOBIN_DEFAULT_RATE, &old, &err);
+	printf("rc=%d old=%" PRId64 " msg=%s\n", rc, old, err.msg);
+	gobin_free(g);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc >= 3 && !strcmp(argv[1], "vars"))
+		return cmd_vars(argv[2]);
+	if (argc >= 3 && !strcmp(argv[1], "kill-then-read"))
+		return cmd_kill_then_read(atoi(argv[2]));
+	if (argc >= 4 && !strcmp(argv[1], "bench"))
+		return cmd_bench(atoi(argv[2]), atoi(argv[3]),
+				 argc >= 5 ? (uint32_t)strtoul(argv[4], NULL, 10) : 1000000);
+	if (argc >= 3 && !strcmp(argv[1], "enable"))
+		return cmd_enable(atoi(argv[2]));
+	fprintf(stderr, "usage: goheap_tool vars FILE | kill-then-read PID | "
+			"bench PID ITERATIONS [MAX_BUCKETS] | enable PID\n");
+	return 2;
+}

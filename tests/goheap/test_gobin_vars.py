@@ -1,0 +1,79 @@
+"""Go binary analysis: for each workload and build mode, a copy with
+.symtab removed (objcopy --strip-all: same code, same addresses) must yield
+exactly the addresses .symtab gives for runtime.mbuckets,
+runtime.MemProfileRate and runtime.mProfCycle, found by decoding the
+runtime's own instructions; version and build ids match the Go tools'."""
+import os
+import re
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ghlib  # noqa: E402
+import pptest  # noqa: E402
+from pptest import check, done  # noqa: E402
+
+tmp = pptest.tmpdir("pushprof-gobin-")
+
+
+def vars_of(path):
+    r = pptest.run([ghlib.TOOL, "vars", path])
+    if r.returncode != 0:
+        return {"error": r.stdout + r.stderr}
+    return dict(kv.split("=", 1) for kv in r.stdout.split())
+
+
+def symtab(path):
+    """Addresses from `go tool nm`, a reader this project did not write."""
+    out = pptest.run(["go", "tool", "nm", path], env=pptest.go_env()).stdout
+    want = {"runtime.mbuckets": "mbuckets", "runtime.MemProfileRate": "rate",
+            "runtime.mProfCycle": "cycle"}
+    res = {}
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) >= 3 and parts[-1] in want:
+            res[want[parts[-1]]] = hex(int(parts[0], 16))
+    return res
+
+
+goversion = pptest.run(["go", "env", "GOVERSION"], env=pptest.go_env()).stdout.strip()
+for name in ("truth", "norate", "many"):
+    for variant in ("plain", "pie"):
+        tag = f"{name}/{variant}"
+        binary = ghlib.build(name, tmp, variant)
+        twin = binary + ".stripped"
+        subprocess.run(["objcopy", "--strip-all", binary, twin], check=True)
+        nm = symtab(binary)
+        a, b = vars_of(binary), vars_of(twin)
+        check(a.get("source") == "symtab", f"{tag}: unstripped uses .symtab", str(a))
+        check(b.get("symtab") == "0" and b.get("source") == "code",
+              f"{tag}: stripped twin has no .symtab, decodes code", str(b))
+        for k in ("mbuckets", "rate", "cycle"):
+            check(nm.get(k) and a.get(k) == nm[k], f"{tag}: {k} from .symtab = go tool nm",
+                  f"{a.get(k)} vs {nm.get(k)}")
+            check(nm.get(k) and b.get(k) == nm[k], f"{tag}: {k} decoded from code (stripped) "
+                  "= the twin's .symtab", f"{b.get(k)} vs {nm.get(k)}")
+        check(a.get("version") == goversion and b.get("version") == goversion,
+              f"{tag}: Go version {goversion}", f"{a.get('version')} {b.get('version')}")
+        bid = pptest.run(["go", "tool", "buildid", binary], env=pptest.go_env()).stdout.strip()
+        check(a.get("go_build_id") == bid, f"{tag}: Go build id = go tool buildid",
+              f"{a.get('go_build_id')} vs {bid}")
+        check(a.get("pie") == ("1" if variant == "pie" else "0"), f"{tag}: PIE detected",
+              str(a))
+
+# A real -ldflags='-s -w' build (different layout from its unstripped twin,
+# so checked by reading the live values elsewhere; here: found at all).
+for variant in ("stripped", "stripped-pie"):
+    v = vars_of(ghlib.build("norate", tmp, variant))
+    check(v.get("source") == "code" and all(v.get(k, "0x0") != "0x0"
+                                           for k in ("mbuckets", "rate", "cycle")),
+          f"norate/{variant}: variables located", str(v))
+
+# Not Go: a C binary.
+r = pptest.run([ghlib.TOOL, "vars", "/usr/bin/true"])
+check(r.returncode != 0 and "rc=-8 " in r.stdout and "not a Go program" in r.stdout,
+      "a C binary: -ENOEXEC, not a Go program", r.stdout)
+r = pptest.run([ghlib.TOOL, "vars", __file__])
+check(r.returncode != 0 and "not an ELF" in r.stdout, "a text file: not an ELF", r.stdout)
+
+done()
