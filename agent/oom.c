@@ -1162,6 +1162,8 @@ int oom_watch_new(const struct oom_watch_opts *opts, struct oom_watch **out,
 			     strerror(-rc));
 		goto fail;
 	}
+	if (opts->exit_hook_only)
+		bpf_program__set_autoattach(w->skel->progs.oom_signal_deliver, false);
 	rc = oom_bpf__load(w->skel);
 	if (rc) {
 		rc = pp_errf(err, rc, "load OOM BPF programs (kernel >= 6.16 with BTF needed): %s",

@@ -41,6 +41,7 @@ struct oom_watch_opts {
 	uint64_t ring_bytes;		/* 0 -> sized from max_buckets (<= 32 MiB) */
 	uint64_t mirror_interval_ns;	/* mirror catch-up period; 0 -> 200 ms */
 	bool enable_profiling;		/* go_heap.enable_profiling: rate 0 -> 512 KiB */
+	bool exit_hook_only;		/* tests: capture at sched_process_exit only */
 	const char *node;		/* label `node`; NULL -> hostname */
 	const struct pp_labels *extra_labels;	/* copied onto every profile */
 };

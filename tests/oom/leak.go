@@ -112,9 +112,29 @@ func deep(d int) {
 	leakyAllocator()
 }
 
+var churnN = 0
+var churnEvery = 0
+var slow = time.Duration(0)
+
+// churn makes one new bucket (a stack no earlier allocation had) and
+// reports how many it made, so a test can check none is missing.
+//
+//go:noinline
+func churn() {
+	step(1<<24|churnN, 5)
+	churnN++
+	fmt.Printf("churn %d\n", churnN)
+}
+
 //go:noinline
 func leakyAllocator() {
-	for {
+	for i := 0; ; i++ {
+		if churnEvery > 0 && i%churnEvery == 0 {
+			churn()
+		}
+		if slow > 0 {
+			time.Sleep(slow)
+		}
 		b := make([]byte, 1<<20)
 		for i := 0; i < len(b); i += 4096 {
 			b[i] = 1
@@ -131,6 +151,8 @@ func main() {
 	depth := flag.Int("depth", 0, "extra stack depth of the leak")
 	rate := flag.Int("rate", -1, "set runtime.MemProfileRate")
 	wait := flag.Bool("wait", true, "wait for a line on stdin before leaking")
+	flag.IntVar(&churnEvery, "churn", 0, "a new bucket every N leaked blocks")
+	flag.DurationVar(&slow, "slow", 0, "sleep this long per leaked block")
 	flag.Parse()
 	if *rate >= 0 {
 		runtime.MemProfileRate = *rate

@@ -8,7 +8,6 @@ test never starves the machine.
 """
 import json
 import os
-import queue
 import signal
 import subprocess
 import threading
@@ -75,36 +74,38 @@ def cleanup_stale():
 
 
 class Lines:
-    """Collect a process's stdout lines in a thread."""
+    """Collect a process's stdout lines in a thread (all of them, in .all)."""
 
     def __init__(self, stream):
-        self.q = queue.Queue()
         self.all = []
+        self.eof = False
+        self.cv = threading.Condition()
         self.t = threading.Thread(target=self._run, args=(stream,), daemon=True)
         self.t.start()
 
     def _run(self, stream):
         for line in stream:
-            self.q.put(line.rstrip("\n"))
-        self.q.put(None)
+            with self.cv:
+                self.all.append(line.rstrip("\n"))
+                self.cv.notify_all()
+        with self.cv:
+            self.eof = True
+            self.cv.notify_all()
 
     def wait(self, pred, timeout):
-        """First line (new or already seen) matching pred, or None."""
-        for x in self.all:
-            if pred(x):
-                return x
+        """First line so far or within timeout matching pred, or None."""
         end = time.time() + timeout
-        while time.time() < end:
-            try:
-                x = self.q.get(timeout=max(0.01, end - time.time()))
-            except queue.Empty:
-                break
-            if x is None:
-                break
-            self.all.append(x)
-            if pred(x):
-                return x
-        return None
+        i = 0
+        with self.cv:
+            while True:
+                while i < len(self.all):
+                    if pred(self.all[i]):
+                        return self.all[i]
+                    i += 1
+                left = end - time.time()
+                if self.eof or left <= 0:
+                    return None
+                self.cv.wait(left)
 
 
 class Watcher:

@@ -4,7 +4,8 @@
  *
  *   oomwatch --out DIR [--cgroup-prefix P]... [--pid N]... [--max-buckets N]
  *            [--max-depth N] [--ring-bytes N] [--oom-score-adj N]
- *            [--enable-profiling] [--config FILE]
+ *            [--enable-profiling] [--config FILE] [--exit-hook-only]
+ *            [--mirror-interval-ms N]
  *
  * Tracks Go processes whose memory cgroup path starts with one of the
  * prefixes (rescanning /proc every 50 ms) or that are named by --pid, and
@@ -233,6 +234,8 @@ int main(int argc, char **argv)
 		{ "oom-score-adj", required_argument, 0, 's' },
 		{ "enable-profiling", no_argument, 0, 'e' },
 		{ "config", required_argument, 0, 'C' },
+		{ "exit-hook-only", no_argument, 0, 'X' },
+		{ "mirror-interval-ms", required_argument, 0, 'M' },
 		{ 0, 0, 0, 0 },
 	};
 
@@ -253,6 +256,8 @@ int main(int argc, char **argv)
 		case 's': score = atoi(optarg); break;
 		case 'e': o.enable_profiling = true; break;
 		case 'C': cfgpath = optarg; break;
+		case 'X': o.exit_hook_only = true; break;
+		case 'M': o.mirror_interval_ns = strtoull(optarg, NULL, 10) * 1000000ULL; break;
 		default:
 			fprintf(stderr, "usage: oomwatch --out DIR [--cgroup-prefix P] [--pid N] "
 					"[--max-buckets N] [--max-depth N] [--ring-bytes N]\n");
