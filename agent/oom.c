@@ -877,7 +877,11 @@ static void finalize(struct oom_watch *w, struct capture *c)
 	r->mark_to_capture_ns = v->start_ns > v->mark_ns && v->mark_ns ? v->start_ns - v->mark_ns : 0;
 	r->outcome = OOM_OUT_EVENT;
 
-	if (v->state != OOM_ST_DONE) {
+	if (v->flags & OOM_F_VICTIMS_FULL) {
+		snprintf(r->reason, sizeof(r->reason),
+			 "victims_full: more simultaneous OOM victims than the BPF victims map "
+			 "holds");
+	} else if (v->state != OOM_ST_DONE) {
 		snprintf(r->reason, sizeof(r->reason),
 			 v->state == OOM_ST_MARKED ? "no_capture: the victim exited before any of its "
 						     "threads reached the capture points"
@@ -927,12 +931,14 @@ static void remove_capture(struct oom_watch *w, size_t i)
 	w->c[i] = w->c[--w->nc];
 }
 
-static bool pid_alive(pid_t pid, uint64_t start_ticks)
+/* start_ticks as BPF sees them (our time namespace's offset removed); 0 = any */
+static bool pid_alive(const struct oom_watch *w, pid_t pid, uint64_t start_ticks)
 {
 	uint64_t st;
 
 	if (proc_start_time(pid, &st))
 		return false;
+	st = st >= w->timens_ticks ? st - w->timens_ticks : 0;
 	return !start_ticks || st == start_ticks;
 }
 
@@ -976,11 +982,25 @@ static void reconcile(struct oom_watch *w)
 			c->have_end = true;
 		}
 		if (!c->have_end && v.state != OOM_ST_DONE && now - ts_ms(&c->seen) > 3000 &&
-		    !pid_alive((pid_t)key, c->t ? c->t->start_ticks : 0)) {
+		    !pid_alive(w, (pid_t)key, c->t ? c->t->start_ticks : 0)) {
 			/* marked, never captured, and gone */
 			c->v = v;
 			c->have_end = true;
 		}
+	}
+
+	/* captures the map does not know (victims map full, or the entry was
+	 * replaced): give up on them after a while, with what the ring said */
+	for (size_t i = 0; i < w->nc; i++) {
+		struct capture *c = w->c[i];
+		__u32 k = c->tgid;
+		struct oom_victim v;
+
+		if (c->have_end || now - ts_ms(&c->seen) <= 3000)
+			continue;
+		if (bpf_map_lookup_elem(w->victims_fd, &k, &v) == 0 && v.capture_id == c->id)
+			continue;
+		c->have_end = true;
 	}
 
 	for (size_t i = 0; i < w->nc;) {
@@ -1012,7 +1032,8 @@ static void reconcile(struct oom_watch *w)
 		prev = &key;
 		if (bpf_map_lookup_elem(w->victims_fd, &key, &v))
 			continue;
-		if (v.state == OOM_ST_REPORTED && !pid_alive((pid_t)key, 0)) {
+		if (v.state == OOM_ST_REPORTED &&
+		    !pid_alive(w, (pid_t)key, v.start_boottime / 10000000ULL)) {
 			bpf_map_delete_elem(w->victims_fd, &key);
 			prev = NULL;	/* restart after a delete */
 		}
@@ -1031,7 +1052,7 @@ static void refresh_targets(struct oom_watch *w)
 			i++;
 			continue;
 		}
-		if (!pid_alive(t->pid, t->start_ticks)) {
+		if (!pid_alive(w, t->pid, t->start_ticks)) {
 			/* an OOM victim's MARK may still be in the ring */
 			__u32 k = (__u32)t->pid;
 			struct oom_victim v;

@@ -37,7 +37,7 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 64);
+	__uint(max_entries, 256);	/* victims at once */
 	__type(key, __u32);
 	__type(value, struct oom_victim);
 } victims SEC(".maps");
@@ -252,6 +252,9 @@ static __always_inline int capture(__u32 tgid, __u32 extra_flags)
 	v = bpf_map_lookup_elem(&victims, &tgid);
 	if (!v)
 		return 0;
+	task = bpf_get_current_task_btf();
+	if (v->start_boottime != BPF_CORE_READ(task, group_leader, start_boottime))
+		return 0;	/* not the process that was marked (pid reused) */
 	if (!__sync_bool_compare_and_swap(&v->state, OOM_ST_MARKED, OOM_ST_CAPTURING))
 		return 0;
 	__sync_fetch_and_add(&stat_captures, 1);
@@ -264,7 +267,6 @@ static __always_inline int capture(__u32 tgid, __u32 extra_flags)
 		v->flags |= OOM_F_NOT_TRACKED;
 		goto out;
 	}
-	task = bpf_get_current_task_btf();
 	/* /proc/PID/stat's start time is nsec_to_clock_t(start_boottime), USER_HZ 100 */
 	if (t->start_ticks &&
 	    t->start_ticks != BPF_CORE_READ(task, group_leader, start_boottime) / 10000000ULL) {
@@ -328,16 +330,21 @@ int BPF_PROG(oom_mark_victim, struct task_struct *task, uid_t uid)
 	struct oom_victim nv = {}, *v;
 	struct mm_struct *mm;
 	__u32 tgid = BPF_CORE_READ(task, tgid);
+	__u64 start = BPF_CORE_READ(task, group_leader, start_boottime);
+
 	__sync_fetch_and_add(&stat_marks, 1);
 	v = bpf_map_lookup_elem(&victims, &tgid);
-	if (v && v->state != OOM_ST_FREE) {
+	if (v && v->state != OOM_ST_FREE && v->start_boottime == start) {
 		/* a dying victim allocating again is marked again */
 		__sync_fetch_and_add(&stat_dup_marks, 1);
 		return 0;
 	}
+	/* else: first mark, or a new process that reused the pid of an
+	 * earlier victim whose entry user space has not freed yet */
 	nv.state = OOM_ST_MARKED;
 	nv.capture_id = __sync_fetch_and_add(&capture_seq, 1) + 1;
 	nv.tgid = tgid;
+	nv.start_boottime = start;
 	nv.tid = BPF_CORE_READ(task, pid);
 	nv.uid = uid;
 	nv.oom_score_adj = BPF_CORE_READ(task, signal, oom_score_adj);

@@ -97,6 +97,7 @@ struct oom_victim {
 	__u64 mirror_head, mirror_count, mirror_gen;	/* mirror the walk used */
 	__s32 read_error;	/* first bpf_probe_read_user error */
 	__u32 pad;
+	__u64 start_boottime;	/* the victim's group leader, ns: tells pid reuse */
 };
 
 enum oom_rec_type {
