@@ -34,22 +34,31 @@ def main():
                 check(v.ready(600), f"{n}: victim made its buckets")
                 check(w.tracked(v.pid), f"{n}: tracked")
                 check(wait_mirrored(w, n) is not None, f"{n}: mirror caught up")
+                with open(f"/proc/{w.p.pid}/status") as f:
+                    rss = [l.split()[1] for l in f if l.startswith(("VmRSS:", "VmHWM:"))]
+                print(f"{n}: watcher before the kill: VmRSS {int(rss[1]) // 1024} MiB, "
+                      f"VmHWM {int(rss[0]) // 1024} MiB (mirror)")
                 v.go()
                 v.wait(120)
                 r = w.result(v.pid, 60)
+            hwm = 0
+            with open(f"/proc/{w.p.pid}/status") as f:
+                for line in f:
+                    if line.startswith("VmHWM:"):
+                        hwm = int(line.split()[1]) // 1024
             if check(r is not None and r["event"] == "profile", f"{n}: profile", str(r)):
                 check(r["complete"], f"{n}: complete", r["reason"])
                 rows.append((n, r["buckets"], r["new_buckets"], r["capture_ns"],
-                             r["mark_to_capture_ns"], r["complete"]))
+                             r["mark_to_capture_ns"], r["complete"], hwm))
         finally:
             st = w.stop()
-        if st:
-            rows[-1:] = [rows[-1] + (st["kernel_bytes"],)] if rows else []
-    print("buckets walked new capture_ms mark_to_capture_us complete kernel_MiB")
+        if st and rows:
+            rows[-1] = rows[-1] + (st["kernel_bytes"],)
+    print("buckets walked new capture_ms mark_to_capture_us complete watcher_rss_MiB kernel_MiB")
     for row in rows:
-        n, walked, new, cap, m2c, comp = row[:6]
-        kb = row[6] if len(row) > 6 else 0
-        print(f"{n} {walked} {new} {cap / 1e6:.2f} {m2c / 1e3:.1f} {comp} {kb / 2**20:.1f}")
+        n, walked, new, cap, m2c, comp, hwm = row[:7]
+        kb = row[7] if len(row) > 7 else 0
+        print(f"{n} {walked} {new} {cap / 1e6:.2f} {m2c / 1e3:.1f} {comp} {hwm} {kb / 2**20:.1f}")
 
     out = os.path.join(d, "kills")
     os.makedirs(out)
