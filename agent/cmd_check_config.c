@@ -3,7 +3,9 @@
  * way the agent would load it and print the effective result, so a typo is
  * found before a rollout instead of by a crash-looping DaemonSet.
  */
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "commands.h"
@@ -12,14 +14,41 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: pushprof check-config [--help] FILE\n"
+		"usage: pushprof check-config [--help] FILE|-\n"
 		"\n"
 		"Validate the YAML config FILE strictly (unknown keys, types, ranges,\n"
 		"regexes, label names) and print the effective configuration, with every\n"
 		"default filled in and ${VAR} references expanded, as YAML on stdout.\n"
+		"FILE - reads the config from standard input.\n"
 		"\n"
 		"exit status: 0 valid, 2 invalid or unreadable (the error, as\n"
 		"FILE:LINE:COL: message, goes to stderr)\n");
+}
+
+/* The config from stdin (e.g. `helm template ... | pushprof check-config -`). */
+static int load_stdin(struct config *c, struct pp_err *err)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *m = open_memstream(&buf, &len);
+	char chunk[8192];
+	size_t n;
+	int rc;
+
+	if (!m)
+		return pp_errf(err, -errno, "<stdin>: %s", strerror(errno));
+	/* config_parse refuses more than its limit; stop reading a bit past it. */
+	while ((n = fread(chunk, 1, sizeof(chunk), stdin)) > 0 && len < (8u << 20))
+		fwrite(chunk, 1, n, m);
+	if (ferror(stdin)) {
+		fclose(m);
+		free(buf);
+		return pp_errf(err, -EIO, "cannot read config from stdin");
+	}
+	fclose(m);
+	rc = config_parse(buf, len, "<stdin>", c, err);
+	free(buf);
+	return rc;
 }
 
 int cmd_check_config(int argc, char **argv)
@@ -55,7 +84,8 @@ int cmd_check_config(int argc, char **argv)
 		usage(stderr);
 		return EXIT_USAGE;
 	}
-	if (config_load(path, &c, &err) < 0) {
+	int lrc = strcmp(path, "-") ? config_load(path, &c, &err) : load_stdin(&c, &err);
+	if (lrc < 0) {
 		fprintf(stderr, "pushprof: %s\n", err.msg[0] ? err.msg : "invalid config");
 		return EXIT_USAGE;
 	}

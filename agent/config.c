@@ -23,6 +23,7 @@
 
 #define MAX_FILE_BYTES (4u << 20)	/* a config is a few KiB; refuse nonsense */
 #define MAX_DEPTH 32			/* schema nests 3 deep; bound recursion */
+#define MAX_NODES 100000		/* bounds the tree's memory (~10 MiB) */
 #define MAX_MAP_ENTRIES 256		/* external_labels, headers */
 #define MAX_LIST_ITEMS 4096		/* targets, pids, relabel_configs */
 #define MAX_EXPANDED (64u << 10)	/* one string after ${VAR} expansion */
@@ -76,6 +77,7 @@ struct builder {
 	const char *name;
 	const char *buf;
 	size_t len;
+	size_t nodes;
 	struct pp_err *err;
 };
 
@@ -194,6 +196,10 @@ static int build(struct builder *b, yaml_event_t *ev, int depth, struct ynode **
 			       (const char *)tag);
 		goto out_ev;
 	}
+	if (++b->nodes > MAX_NODES) {
+		rc = build_err(b, &ev->start_mark, "more than %s YAML nodes", "100000");
+		goto out_ev;
+	}
 	n = calloc(1, sizeof(*n));
 	if (!n) {
 		rc = -ENOMEM;
@@ -207,14 +213,13 @@ static int build(struct builder *b, yaml_event_t *ev, int depth, struct ynode **
 		n->len = ev->data.scalar.length;
 		if (strlen((const char *)ev->data.scalar.value) != n->len) {
 			rc = build_err(b, &ev->start_mark, "strings must not contain NUL bytes%s", "");
-			goto out_node;
-		}
-		n->s = strdup((const char *)ev->data.scalar.value);
-		if (!n->s) {
-			rc = -ENOMEM;
-			goto out_node;
+		} else {
+			n->s = strdup((const char *)ev->data.scalar.value);
+			rc = n->s ? 0 : -ENOMEM;
 		}
 		yaml_event_delete(ev);
+		if (rc)
+			goto out_node;
 		*out = n;
 		return 0;
 	}
@@ -756,10 +761,9 @@ struct field {
 };
 
 #define FIELD_AT(base, off, T) ((T *)((char *)(base) + (off)))
-#define MAX_FIELDS 16
 
 static int walk_map(struct ctx *x, const struct ynode *n, const char *path,
-		    const struct field *fields, void *base, const struct ynode **seen);
+		    const struct field *fields, void *base);
 
 static void join(char *out, size_t sz, const char *path, const char *key)
 {
@@ -848,8 +852,7 @@ static int apply(struct ctx *x, const struct field *f, const struct ynode *v, vo
 		return 0;
 	}
 	case F_MAP: {
-		const struct ynode *seen[MAX_FIELDS] = { 0 };
-		rc = walk_map(x, v, path, f->sub, FIELD_AT(base, f->off, void), seen);
+		rc = walk_map(x, v, path, f->sub, FIELD_AT(base, f->off, void));
 		if (rc || !f->fn)
 			return rc;
 		/* post-check: the map node, base of the section */
@@ -940,7 +943,7 @@ static int check_key(struct ctx *x, const struct ynode *map, size_t i, const cha
 }
 
 static int walk_map(struct ctx *x, const struct ynode *n, const char *path,
-		    const struct field *fields, void *base, const struct ynode **seen)
+		    const struct field *fields, void *base)
 {
 	char sub[200];
 	int rc;
@@ -953,18 +956,15 @@ static int walk_map(struct ctx *x, const struct ynode *n, const char *path,
 	for (size_t i = 0; i + 1 < n->n; i += 2) {
 		const struct ynode *k = n->kids[i], *v = n->kids[i + 1];
 		const struct field *f;
-		size_t idx = 0;
 
 		rc = check_key(x, n, i, path);
 		if (rc)
 			return rc;
-		for (f = fields; f->key; f++, idx++)
+		for (f = fields; f->key; f++)
 			if (!strcmp(f->key, k->s))
 				break;
 		if (!f->key)
 			return unknown_key(x, k, path, fields);
-		if (seen && idx < MAX_FIELDS)
-			seen[idx] = v;
 		join(sub, sizeof(sub), path, f->key);
 		rc = apply(x, f, v, base, sub);
 		if (rc)
@@ -1072,8 +1072,8 @@ static int f_http_address(struct ctx *x, const struct ynode *v, void *base, cons
 	rc = get_str(x, v, path, &s);
 	if (rc)
 		return rc;
-	if (!strncmp(s, "dns:", 4) || !strncmp(s, "unix", 4) || !strncmp(s, "ipv", 3) ||
-	    !strncmp(s, "vsock:", 6)) {
+	if (!strncmp(s, "dns:", 4) || !strncmp(s, "unix:", 5) || !strncmp(s, "unix-abstract:", 14) ||
+	    !strncmp(s, "ipv4:", 5) || !strncmp(s, "ipv6:", 5) || !strncmp(s, "vsock:", 6)) {
 		free(s);
 		return errat(x, v, "%s must be host:port (or \"\" to turn the HTTP server off)",
 			     path);
@@ -1207,9 +1207,14 @@ static int check_header_name(struct ctx *x, const struct ynode *k, const char *p
 	if (!strncmp(name, "grpc-", 5) || name[0] == ':' || !strcmp(name, "content-type") ||
 	    !strcmp(name, "te") || !strcmp(name, "user-agent"))
 		return errat(x, k, "%s: %s is reserved by gRPC", path, show(k, b, sizeof(b)));
-	if (!strcmp(name, "authorization"))
-		return errat(x, k, "%s: put credentials in bearer_token_file, not in the config "
-			     "(the config is printed by check-config)", path);
+	/* No secrets in the config by design: check-config prints it. */
+	static const char *const secretish[] = { "auth", "token", "secret", "passw", "cookie",
+						 "api-key", "apikey", "api_key", "credential" };
+	for (size_t i = 0; i < sizeof(secretish) / sizeof(secretish[0]); i++)
+		if (strstr(name, secretish[i]))
+			return errat(x, k, "%s: %s looks like a credential; put credentials in "
+				     "bearer_token_file, not in the config (the config is printed "
+				     "by check-config)", path, show(k, b, sizeof(b)));
 	return 0;
 }
 
@@ -1364,7 +1369,7 @@ static int f_targets(struct ctx *x, const struct ynode *v, void *base, const cha
 			return errat(x, e, "%s: expected a mapping with cgroup, cgroup_regex, "
 				     "comm_regex, exe_regex or pids, got %s", sub,
 				     show(e, b, sizeof(b)));
-		int rc = walk_map(x, e, sub, target_fields, t, NULL);
+		int rc = walk_map(x, e, sub, target_fields, t);
 		if (rc)
 			return rc;
 		if (!t->cgroup && !t->cgroup_regex && !t->comm_regex && !t->exe_regex && !t->npids)
@@ -1510,7 +1515,7 @@ static int f_relabel(struct ctx *x, const struct ynode *v, void *base, const cha
 		if (e->kind != Y_MAP)
 			return errat(x, e, "%s: expected a mapping, got %s", sub,
 				     show(e, b, sizeof(b)));
-		int rc = walk_map(x, e, sub, relabel_fields, &r, NULL);
+		int rc = walk_map(x, e, sub, relabel_fields, &r);
 		if (rc)
 			return rc;
 		const char *act = relabel_actions[r.action];
@@ -1545,6 +1550,16 @@ static const struct ynode *map_get(const struct ynode *v, const char *key)
 	return v;
 }
 
+/* Value node of key in map v, NULL when v is not a map or lacks key. */
+static const struct ynode *map_val(const struct ynode *v, const char *key)
+{
+	if (v && v->kind == Y_MAP)
+		for (size_t i = 0; i + 1 < v->n; i += 2)
+			if (v->kids[i]->kind == Y_SCALAR && !strcmp(v->kids[i]->s, key))
+				return v->kids[i + 1];
+	return NULL;
+}
+
 static int remote_post(struct ctx *x, const struct ynode *v, void *base, const char *path)
 {
 	struct remote_store_config *r = base;
@@ -1575,8 +1590,28 @@ static const struct field remote_fields[] = {
 	{ NULL, 0, 0, 0, 0, 0, NULL, NULL },
 };
 
+static int f_directory(struct ctx *x, const struct ynode *v, void *base, const char *path)
+{
+	struct store_config *st = base;
+	char *s;
+	int rc;
+
+	if (is_null(v))
+		return 0;
+	rc = get_str(x, v, path, &s);
+	if (rc)
+		return rc;
+	if (*s && *s != '/') {
+		free(s);
+		return errat(x, v, "%s must be an absolute path (or \"\" to turn it off)", path);
+	}
+	free(st->directory);
+	st->directory = s;
+	return 0;
+}
+
 static const struct field store_fields[] = {
-	{ "directory", F_STR, OFF(struct store_config, directory), 0, 0, 0, NULL, NULL },
+	{ "directory", F_CUSTOM, 0, 0, 0, 0, NULL, f_directory },
 	{ "max_bytes", F_SIZE, OFF(struct store_config, max_bytes), 4 << 10, INT64_MAX, 0, NULL,
 	  NULL },
 	{ NULL, 0, 0, 0, 0, 0, NULL, NULL },
@@ -1657,6 +1692,8 @@ static uint32_t kernel_max_stack(void)
 	return (uint32_t)v;
 }
 
+static int resolve_node(struct config *c, struct pp_err *err);
+
 int config_defaults(struct config *c, struct pp_err *err)
 {
 	memset(c, 0, sizeof(*c));
@@ -1702,9 +1739,24 @@ int config_defaults(struct config *c, struct pp_err *err)
 			return pp_errf(err, -ENOMEM, "config: out of memory");
 		}
 	}
-	return 0;
+	/* Same as the default file's "node: ${NODE_NAME:-}". */
+	const char *env = getenv("NODE_NAME");
+	if (env && *env && utf8_valid(env)) {
+		char *n = strdup(env);
+		if (!n) {
+			config_free(c);
+			return pp_errf(err, -ENOMEM, "config: out of memory");
+		}
+		free(c->node);
+		c->node = n;
+	}
+	int rc = resolve_node(c, err);
+	if (rc)
+		config_free(c);
+	return rc;
 }
 
+/* An empty node means the hostname. */
 static int resolve_node(struct config *c, struct pp_err *err)
 {
 	char host[256];
@@ -1745,6 +1797,10 @@ int config_parse(const char *buf, size_t len, const char *name, struct config *c
 		rc = pp_errf(err, -ENOMEM, "config: out of memory");
 		goto fail;
 	}
+	if (!buf) {		/* libyaml asserts on a NULL input */
+		buf = "";
+		len = 0;
+	}
 	rc = load_tree(buf, len, x.name, err, &root);
 	if (rc)
 		goto fail;
@@ -1755,9 +1811,17 @@ int config_parse(const char *buf, size_t len, const char *name, struct config *c
 				   "go_heap, ...), got %s", show(root, b, sizeof(b)));
 			goto fail;
 		}
-		rc = walk_map(&x, root, "", top_fields, &tmp, NULL);
+		rc = walk_map(&x, root, "", top_fields, &tmp);
 		if (rc)
 			goto fail;
+	}
+	if (*tmp.local_store.directory && !strcmp(tmp.local_store.directory, tmp.spool.directory)) {
+		const struct ynode *at = map_val(map_val(root, "local_store"), "directory");
+		if (!at)
+			at = map_val(map_val(root, "spool"), "directory");
+		rc = errat(&x, at ? at : root, "local_store.directory and spool.directory must differ "
+			   "(both are %s)", tmp.local_store.directory);
+		goto fail;
 	}
 	rc = resolve_node(&tmp, err);
 	if (rc)
@@ -1838,26 +1902,55 @@ void config_free(struct config *c)
 /* ------------------------------------------------------------------ */
 /* Dump                                                               */
 
-/* Double-quoted YAML scalar; '$' doubled where the parser expands ${VAR}. */
+/*
+ * Double-quoted YAML scalar; '$' doubled where the parser expands ${VAR}.
+ * Code points YAML does not allow raw (C0/C1 controls, BOM, U+FFFE/F) or
+ * would fold as line breaks (U+0085, U+2028, U+2029) are escaped.
+ */
 static void put_str(FILE *out, const char *s, bool env)
 {
+	const unsigned char *p = (const unsigned char *)(s ? s : "");
+
 	fputc('"', out);
-	for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
-		switch (*p) {
-		case '"': fputs("\\\"", out); break;
-		case '\\': fputs("\\\\", out); break;
-		case '\n': fputs("\\n", out); break;
-		case '\t': fputs("\\t", out); break;
-		case '\r': fputs("\\r", out); break;
-		case '$':
-			fputs(env ? "$$" : "$", out);
-			break;
-		default:
-			if (*p < 0x20 || *p == 0x7f)
-				fprintf(out, "\\x%02x", *p);
-			else
-				fputc(*p, out);
+	while (*p) {
+		unsigned c = *p;
+		switch (c) {
+		case '"': fputs("\\\"", out); p++; continue;
+		case '\\': fputs("\\\\", out); p++; continue;
+		case '\n': fputs("\\n", out); p++; continue;
+		case '\t': fputs("\\t", out); p++; continue;
+		case '\r': fputs("\\r", out); p++; continue;
+		case '$': fputs(env ? "$$" : "$", out); p++; continue;
 		}
+		if (c < 0x20 || c == 0x7f) {
+			fprintf(out, "\\x%02x", c);
+			p++;
+			continue;
+		}
+		if (c < 0x80) {
+			fputc((int)c, out);
+			p++;
+			continue;
+		}
+		/* Strings are valid UTF-8 here (libyaml and expand_env check). */
+		unsigned len = (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : 4;
+		uint32_t cp = c & (len == 2 ? 0x1f : len == 3 ? 0x0f : 0x07);
+		unsigned i;
+		for (i = 1; i < len && (p[i] & 0xc0) == 0x80; i++)
+			cp = (cp << 6) | (p[i] & 0x3f);
+		if (i < len) {		/* not UTF-8 after all: escape the byte */
+			fprintf(out, "\\x%02x", c);
+			p++;
+			continue;
+		}
+		if (cp <= 0x9f)
+			fprintf(out, "\\x%02x", (unsigned)cp);
+		else if (cp == 0x2028 || cp == 0x2029 || cp == 0xfeff || cp == 0xfffe ||
+			 cp == 0xffff)
+			fprintf(out, "\\u%04x", (unsigned)cp);
+		else
+			fwrite(p, 1, len, out);
+		p += len;
 	}
 	fputc('"', out);
 }

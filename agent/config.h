@@ -73,7 +73,7 @@ struct target_config {
 
 struct config {
 	char *path;			/* file it came from */
-	char *node;			/* defaults to the hostname */
+	char *node;			/* default $NODE_NAME, else the hostname */
 	enum pp_log_level log_level;
 	enum pp_log_format log_format;
 	char *http_address;
@@ -92,11 +92,12 @@ struct config {
 
 /* Fill every field with its default (no file). */
 int config_defaults(struct config *c, struct pp_err *err);
+/* On failure *c is left zeroed (config_free on it is a no-op). */
 int config_load(const char *path, struct config *c, struct pp_err *err);
 /* Parse from memory; name is used in error positions. For tests and fuzzing. */
 int config_parse(const char *buf, size_t len, const char *name, struct config *c,
 		 struct pp_err *err);
-void config_free(struct config *c);
+void config_free(struct config *c);	/* frees everything and zeroes *c */
 int config_dump(const struct config *c, FILE *out);
 
 /* Parsing helpers shared with the command line ("10s", "4MiB"). */

@@ -280,12 +280,22 @@ static void load_buildinfo(struct elfsym *e, Elf *elf, size_t shstrndx, const st
 	free(b);
 }
 
-static int sym_cmp(const void *a, const void *b)
+/* A symbol while sorting: by address, then alias preference (rank), then
+ * table order (name offsets grow with it). */
+struct tsym {
+	uint64_t addr, size;
+	uint32_t name;
+	uint8_t rank;
+};
+
+static int tsym_cmp(const void *a, const void *b)
 {
-	const struct elfsym_sym *x = a, *y = b;
+	const struct tsym *x = a, *y = b;
 	if (x->addr != y->addr)
 		return x->addr < y->addr ? -1 : 1;
-	return 0;
+	if (x->rank != y->rank)
+		return x->rank < y->rank ? -1 : 1;
+	return x->name < y->name ? -1 : x->name > y->name;
 }
 
 /* Section table entry i (validated by libelf). */
@@ -336,6 +346,7 @@ static int load_syms(struct elfsym *e, Elf *elf, const struct src *s, const GElf
 		return -EINVAL;
 	size_t cap = 0, names_cap = 0;
 	struct elfsym_sym *v = NULL;
+	uint8_t *rank = NULL;
 	char *names = NULL;
 	size_t nv = 0, names_len = 0;
 	int rc = 0;
@@ -358,6 +369,9 @@ static int load_syms(struct elfsym *e, Elf *elf, const struct src *s, const GElf
 			void *nvp = realloc(v, cap * sizeof(*v));
 			if (!nvp) { rc = -ENOMEM; goto out; }
 			v = nvp;
+			void *nrp = realloc(rank, cap);
+			if (!nrp) { rc = -ENOMEM; goto out; }
+			rank = nrp;
 		}
 		size_t l = strlen(name) + 1;
 		if (names_len + l > UINT32_MAX) { rc = -E2BIG; goto out; }
@@ -369,39 +383,40 @@ static int load_syms(struct elfsym *e, Elf *elf, const struct src *s, const GElf
 			names = np;
 		}
 		memcpy(names + names_len, name, l);
-		/* Prefer a global name for an address (aliases: keep the first
-		 * global, else the first one). Encode binding in the sort:
-		 * stable order = table order. */
 		v[nv].addr = sym.st_value;
 		v[nv].size = sym.st_size;
 		v[nv].name = (uint32_t)names_len;
+		/* Which alias names an address: the fewest leading underscores
+		 * (malloc over __libc_malloc, fgets over _IO_fgets), then
+		 * global/weak over local; table order breaks ties. */
+		unsigned us = 0;
+		while (name[us] == '_' && us < 15)
+			us++;
+		rank[nv] = (uint8_t)(us * 2 + (ELF64_ST_BIND(sym.st_info) == STB_LOCAL));
 		names_len += l;
 		nv++;
-		/* Mark globals by pre-sorting: handled below. */
-		if (ELF64_ST_BIND(sym.st_info) == STB_GLOBAL)
-			v[nv - 1].size |= 1ull << 63;
 	}
 	if (nv) {
-		/* qsort is not stable: break ties by (global first, then name
-		 * offset = table order). */
-		qsort(v, nv, sizeof(*v), sym_cmp);
+		struct tsym *t = malloc(nv * sizeof(*t));
+		if (!t) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		for (size_t i = 0; i < nv; i++)
+			t[i] = (struct tsym){ v[i].addr, v[i].size, v[i].name, rank[i] };
+		qsort(t, nv, sizeof(*t), tsym_cmp);
 		size_t w = 0;
 		for (size_t i = 0; i < nv;) {
-			size_t j = i, best = i;
-			for (; j < nv && v[j].addr == v[i].addr; j++) {
-				bool gj = v[j].size >> 63, gb = v[best].size >> 63;
-				if ((gj && !gb) || (gj == gb && v[j].name < v[best].name))
-					best = j;
-			}
-			v[w] = v[best];
-			v[w].size &= ~(1ull << 63);
-			/* keep the largest size among aliases */
-			for (size_t k = i; k < j; k++)
-				if ((v[k].size & ~(1ull << 63)) > v[w].size)
-					v[w].size = v[k].size & ~(1ull << 63);
-			w++;
+			size_t j = i;
+			uint64_t size = 0;
+			for (; j < nv && t[j].addr == t[i].addr; j++)
+				if (t[j].size > size)
+					size = t[j].size;
+			/* t[i] is the best alias (tsym_cmp orders them) */
+			v[w++] = (struct elfsym_sym){ t[i].addr, size, t[i].name };
 			i = j;
 		}
+		free(t);
 		nv = w;
 		struct elfsym_sym *shr = realloc(v, nv * sizeof(*v));
 		if (shr)
@@ -416,6 +431,7 @@ static int load_syms(struct elfsym *e, Elf *elf, const struct src *s, const GElf
 	names = NULL;
 out:
 	free(v);
+	free(rank);
 	free(names);
 	free(raw);
 	free(strs);

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,10 +13,12 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "metrics.h"
 #include "spool.h"
 #include "upload.h"
 
 struct outbox {
+	pthread_mutex_t lock;		/* pending, stats, local store: submit may come from any thread */
 	const struct config *cfg;
 	struct uploader *up;		/* NULL: no remote store */
 	struct spool *spool;		/* NULL: no spool directory */
@@ -48,6 +51,7 @@ struct outbox *outbox_new(const struct config *cfg, struct pp_err *err)
 		pp_errf(err, -ENOMEM, "outbox: out of memory");
 		return NULL;
 	}
+	pthread_mutex_init(&o->lock, NULL);
 	o->cfg = cfg;
 	if (cfg->local_store.directory && cfg->local_store.directory[0]) {
 		int rc = mkdirs(cfg->local_store.directory, 0700);
@@ -80,6 +84,7 @@ void outbox_free(struct outbox *o)
 	uploader_free(o->up);
 	spool_close(o->spool);
 	spool_batch_free(&o->pending);
+	pthread_mutex_destroy(&o->lock);
 	free(o);
 }
 
@@ -176,14 +181,20 @@ int outbox_submit(struct outbox *o, const struct pp_labels *labels, const uint8_
 
 	if (!pp_labels_get(labels, "__name__"))
 		return pp_errf(err, -EINVAL, "outbox: profile without __name__ label");
+	char lbl[96];
+	snprintf(lbl, sizeof(lbl), "name=\"%.64s\"", pp_labels_get(labels, "__name__"));
+	metric_inc("pushprof_profiles_submitted_total", "Profiles built and handed over, by name.",
+		   lbl, 1);
+	pthread_mutex_lock(&o->lock);
 	o->st.submitted++;
 	if (o->cfg->local_store.directory && o->cfg->local_store.directory[0])
 		rc = write_local(o, labels, gz, len, err);
 	if (o->up) {
 		if (spool_batch_add(&o->pending, labels, gz, len))
-			return pp_errf(err, -ENOMEM, "outbox: out of memory");
+			rc = pp_errf(err, -ENOMEM, "outbox: out of memory");
 		o->st.pending = o->pending.n;
 	}
+	pthread_mutex_unlock(&o->lock);
 	return rc;
 }
 
@@ -192,15 +203,27 @@ int outbox_submit_durable(struct outbox *o, const struct pp_labels *labels, cons
 {
 	int rc = outbox_submit(o, labels, gz, len, err);
 
-	if (rc || !o->spool || !o->pending.n)
+	if (rc || !o->spool)
 		return rc;
 	/* on disk before any network call: survives the server and the agent */
-	rc = spool_write(o->spool, &o->pending, err);
-	if (rc == 0) {
-		spool_batch_free(&o->pending);
-		o->st.pending = 0;
+	pthread_mutex_lock(&o->lock);
+	if (o->pending.n) {
+		rc = spool_write(o->spool, &o->pending, err);
+		if (rc == 0) {
+			spool_batch_free(&o->pending);
+			o->st.pending = 0;
+		}
 	}
+	pthread_mutex_unlock(&o->lock);
 	return rc;
+}
+
+/* The server refused the data itself (INVALID_ARGUMENT) or it can never
+ * fit a request: resending cannot help, and keeping it would block every
+ * batch behind it. */
+static bool permanent(int rc)
+{
+	return rc == -EINVAL || rc == -E2BIG;
 }
 
 static int send_batch(struct outbox *o, const struct spool_batch *b, struct pp_err *err)
@@ -217,8 +240,11 @@ static int send_batch(struct outbox *o, const struct spool_batch *b, struct pp_e
 	}
 	rc = uploader_write(o->up, s, b->n, NULL, err);
 	free(s);
-	if (rc == 0)
+	if (rc == 0) {
 		o->st.delivered += b->n;
+		metric_inc("pushprof_profiles_delivered_total",
+			   "Profiles accepted by the remote store.", NULL, (double)b->n);
+	}
 	return rc;
 }
 
@@ -239,13 +265,49 @@ int outbox_flush(struct outbox *o, struct pp_err *err)
 		if (got <= 0)
 			break;
 		rc = send_batch(o, &b, err);
+		if (rc && permanent(rc)) {
+			pp_log(PP_ERROR, "dropping a spooled batch the server refused", "profiles=%zu error=%s",
+			       b.n, pp_q(err ? err->msg : ""));
+			o->st.dropped += b.n;
+			metric_inc("pushprof_profiles_dropped_total", "Profiles given up, by cause.",
+				   "cause=\"refused\"", (double)b.n);
+			rc = 0;
+		}
 		spool_batch_free(&b);
 		if (rc)
 			break;
 		spool_remove(o->spool, name);
 	}
-	if (o->pending.n && rc == 0)
-		rc = send_batch(o, &o->pending, err);
+	/* send without holding the lock: submitters never wait for the network */
+	struct spool_batch batch;
+	pthread_mutex_lock(&o->lock);
+	batch = o->pending;
+	memset(&o->pending, 0, sizeof(o->pending));
+	pthread_mutex_unlock(&o->lock);
+	if (batch.n && rc == 0) {
+		rc = send_batch(o, &batch, err);
+		if (rc && permanent(rc)) {
+			pp_log(PP_ERROR, "dropping profiles the server refused", "profiles=%zu error=%s",
+			       batch.n, pp_q(err ? err->msg : ""));
+			pthread_mutex_lock(&o->lock);
+			o->st.dropped += batch.n;
+			pthread_mutex_unlock(&o->lock);
+			metric_inc("pushprof_profiles_dropped_total", "Profiles given up, by cause.",
+				   "cause=\"refused\"", (double)batch.n);
+			spool_batch_free(&batch);
+		}
+	}
+	pthread_mutex_lock(&o->lock);
+	/* put back what was not delivered, before anything submitted meanwhile */
+	if (batch.n && rc != 0) {
+		for (size_t i = 0; i < o->pending.n; i++)
+			spool_batch_add(&batch, &o->pending.v[i].labels, o->pending.v[i].profile,
+					o->pending.v[i].len);
+		spool_batch_free(&o->pending);
+		o->pending = batch;
+	} else {
+		spool_batch_free(&batch);
+	}
 	if (o->pending.n && rc != 0) {
 		o->st.failed_flushes++;
 		if (o->spool) {
@@ -263,15 +325,29 @@ int outbox_flush(struct outbox *o, struct pp_err *err)
 				bytes += o->pending.v[i].len;
 			if (bytes > o->cfg->spool.max_bytes) {
 				o->st.dropped += o->pending.n;
+				metric_inc("pushprof_profiles_dropped_total", "Profiles given up, by cause.",
+					   "cause=\"memory_full\"", (double)o->pending.n);
 				pp_log(PP_ERROR, "dropping undeliverable profiles", "count=%zu bytes=%" PRIu64,
 				       o->pending.n, bytes);
 				spool_batch_free(&o->pending);
 			}
 		}
-	} else if (rc == 0) {
-		spool_batch_free(&o->pending);
 	}
 	o->st.pending = o->pending.n;
+	pthread_mutex_unlock(&o->lock);
+	if (o->spool) {
+		const struct spool_stats *ss = spool_stats(o->spool);
+		metric_set(metric_get("pushprof_spool_files", "Batches waiting in the spool.",
+				      METRIC_GAUGE, NULL), (double)ss->files);
+		metric_set(metric_get("pushprof_spool_bytes", "Bytes waiting in the spool.",
+				      METRIC_GAUGE, NULL), (double)ss->bytes);
+		metric_set(metric_get("pushprof_spool_dropped_profiles",
+				      "Profiles dropped because the spool was full (since start).",
+				      METRIC_GAUGE, NULL), (double)ss->dropped_profiles);
+		metric_set(metric_get("pushprof_spool_corrupt_files",
+				      "Spool files moved aside as corrupt (since start).",
+				      METRIC_GAUGE, NULL), (double)ss->corrupt);
+	}
 	return rc;
 }
 

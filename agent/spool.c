@@ -268,7 +268,9 @@ static int list(struct spool *s, struct entry **out, size_t *n)
 			}
 			*out = nv;
 		}
-		snprintf((*out)[*n].name, sizeof((*out)[*n].name), "%s", e->d_name);
+		size_t nl = strnlen(e->d_name, sizeof((*out)[*n].name) - 1);
+		memcpy((*out)[*n].name, e->d_name, nl);	/* is_spool_name bounded it */
+		(*out)[*n].name[nl] = '\0';
 		(*out)[*n].size = (uint64_t)st.st_size;
 		(*n)++;
 	}

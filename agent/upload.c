@@ -15,9 +15,14 @@
  * - grpc's own retry machinery is turned off (we retry ourselves) and its
  *   reconnect backoff is shortened to 100 ms..5 s so a server that comes
  *   back is reached by the next attempt.
+ * - grpc's own log lines go through agent/log.h at debug level instead of
+ *   raw to stderr; the last grpc error line seen during a failed request
+ *   (e.g. "certificate verify failed", which the status does not carry) is
+ *   appended to err.
  * - Not thread-safe: one caller at a time per uploader.
  */
 #include "upload.h"
+#include "metrics.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -36,8 +41,10 @@
 #include <grpc/grpc_security.h>
 #include <grpc/slice.h>
 #include <grpc/support/alloc.h>
+#include <grpc/support/log.h>
 #include <grpc/support/time.h>
 
+#include "log.h"
 #include "proto/profilestore.pb-c.h"
 #include "version.h"
 
@@ -69,11 +76,40 @@ struct uploader {
 static pthread_mutex_t grpc_users_lock = PTHREAD_MUTEX_INITIALIZER;
 static unsigned grpc_users;
 
+static pthread_mutex_t grpc_log_lock = PTHREAD_MUTEX_INITIALIZER;
+static char grpc_last_error[200];
+static uint64_t grpc_error_seq;
+
+static void grpc_log_hook(gpr_log_func_args *a)
+{
+	if (a->severity == GPR_LOG_SEVERITY_ERROR) {
+		pthread_mutex_lock(&grpc_log_lock);
+		snprintf(grpc_last_error, sizeof(grpc_last_error), "%s", a->message);
+		grpc_error_seq++;
+		pthread_mutex_unlock(&grpc_log_lock);
+	}
+	pp_log(PP_DEBUG, "grpc", "severity=%s src=%s:%d detail=%s",
+	       gpr_log_severity_string(a->severity), pp_q(a->file ? a->file : "?"), a->line,
+	       pp_q(a->message ? a->message : ""));
+}
+
+static uint64_t grpc_errors_seen(char *last, size_t len)
+{
+	pthread_mutex_lock(&grpc_log_lock);
+	uint64_t seq = grpc_error_seq;
+	if (last)
+		snprintf(last, len, "%s", grpc_last_error);
+	pthread_mutex_unlock(&grpc_log_lock);
+	return seq;
+}
+
 static void grpc_ref(void)
 {
 	pthread_mutex_lock(&grpc_users_lock);
-	if (grpc_users++ == 0)
+	if (grpc_users++ == 0) {
+		gpr_set_log_function(grpc_log_hook);
 		grpc_init();
+	}
 	pthread_mutex_unlock(&grpc_users_lock);
 }
 
@@ -537,13 +573,30 @@ static void call_once(struct uploader *u, const uint8_t *buf, size_t len, uint64
 		grpc_call_unref(call);
 }
 
+/* Self-metrics: every attempt by status, bytes accepted, latency. */
+static void count_call(grpc_status_code status, size_t len, uint64_t ns)
+{
+	char lbl[64];
+
+	snprintf(lbl, sizeof(lbl), "status=\"%s\"", status_name(status));
+	metric_inc("pushprof_write_requests_total", "WriteRaw attempts by gRPC status.", lbl, 1);
+	if (status == GRPC_STATUS_OK)
+		metric_inc("pushprof_bytes_sent_total", "Request bytes accepted by the remote store.",
+			   NULL, (double)len);
+	metric_inc("pushprof_write_latency_seconds_sum", "Total time spent in WriteRaw attempts.",
+		   NULL, (double)ns / 1e9);
+	metric_inc("pushprof_write_latency_seconds_count", "WriteRaw attempts timed.", NULL, 1);
+}
+
 /* Send one encoded request with retries. */
 static int send_request(struct uploader *u, const uint8_t *buf, size_t len, size_t nseries,
 			struct pp_err *err)
 {
 	uint64_t start = mono_ns(), budget_end = start + 3 * u->timeout_ns;
 	uint64_t backoff = BACKOFF_INITIAL_NS;
+	uint64_t errors_before = grpc_errors_seen(NULL, 0);
 	struct call_result res = { 0 };
+	char grpc_err[sizeof(grpc_last_error)] = "";
 	int attempt;
 
 	for (attempt = 1;; attempt++) {
@@ -551,7 +604,9 @@ static int send_request(struct uploader *u, const uint8_t *buf, size_t len, size
 		uint64_t timeout = u->timeout_ns;
 		if (budget_end - now < timeout)
 			timeout = budget_end - now;
+		uint64_t t0 = mono_ns();
 		call_once(u, buf, len, timeout, &res);
+		count_call(res.status, len, mono_ns() - t0);
 		u->stats.last_status = (uint64_t)res.status;
 		if (res.status == GRPC_STATUS_OK) {
 			u->stats.requests_ok++;
@@ -571,13 +626,16 @@ static int send_request(struct uploader *u, const uint8_t *buf, size_t len, size
 		u->stats.retries++;
 	}
 	u->stats.requests_failed++;
+	bool grpc_logged = grpc_errors_seen(grpc_err, sizeof(grpc_err)) != errors_before;
 	return pp_errf(err, res.status == GRPC_STATUS_UNAUTHENTICATED ? -EACCES
 			    : res.status == GRPC_STATUS_INVALID_ARGUMENT ? -EINVAL
 			    : -EIO,
-		       "WriteRaw to %s (%zu series, %zu bytes) failed: %s: %s (%d attempt%s in %.1fs)",
+		       "WriteRaw to %s (%zu series, %zu bytes) failed: %s: %s (%d attempt%s in "
+		       "%.1fs)%s%s",
 		       u->target, nseries, len, status_name(res.status),
 		       res.details[0] ? res.details : "no details", attempt,
-		       attempt == 1 ? "" : "s", (mono_ns() - start) / 1e9);
+		       attempt == 1 ? "" : "s", (mono_ns() - start) / 1e9,
+		       grpc_logged ? "; grpc: " : "", grpc_logged ? grpc_err : "");
 }
 
 /* ---- batching --------------------------------------------------------- */

@@ -6,6 +6,7 @@
 #
 #   sudo ./scripts/test.sh            everything
 #   PUSHPROF_TEST_ASAN=0 ...          skip the sanitizer pass
+#   PUSHPROF_FUZZ_SECONDS=N ...       fuzz each parser N s (default 60; 0 = skip)
 #   PUSHPROF_TEST_ARGS="cpu" ...      only tests whose name matches (meson test args)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -43,6 +44,14 @@ if [ "${PUSHPROF_TEST_ASAN:-1}" = 1 ]; then
   echo "== build and test under ASan + UBSan"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
     run_suite build-asan -Db_sanitize=address,undefined -Db_lundef=false || status=1
+fi
+
+if [ "${PUSHPROF_FUZZ_SECONDS:-60}" != 0 ]; then
+  echo "== fuzz each parser for ${PUSHPROF_FUZZ_SECONDS:-60}s (libFuzzer, ASan + UBSan)"
+  ./scripts/fuzz.sh "${PUSHPROF_FUZZ_SECONDS:-60}" | tee build-fuzz-run.log || status=1
+  total_ok=$((total_ok + $(grep -c '^ok   fuzz' build-fuzz-run.log)))
+  total_fail=$((total_fail + $(grep -c '^FAIL fuzz' build-fuzz-run.log)))
+  rm -f build-fuzz-run.log
 fi
 
 echo

@@ -6,7 +6,9 @@
  * very same text (the round trip check-config promises). Built only with
  * -Dfuzz=true and clang:
  *   CC=clang meson setup build-fuzz -Dfuzz=true -Db_sanitize=address,undefined -Db_lundef=false
- *   ninja -C build-fuzz tests/config/fuzz_config && build-fuzz/tests/config/fuzz_config -max_total_time=60
+ *   ninja -C build-fuzz tests/config/fuzz_config
+ *   UBSAN_OPTIONS=halt_on_error=1 build-fuzz/tests/config/fuzz_config -max_total_time=60 \
+ *       -dict=tests/config/fuzz_config.dict CORPUS_DIR tests/config/valid tests/config/invalid
  */
 #include <stdint.h>
 #include <stdio.h>

@@ -26,7 +26,13 @@ def kernel_max_stack():
 
 KMAX = kernel_max_stack()
 # A clean environment so no variable of the caller's leaks into the configs.
+# Sanitizer settings (meson sets them for -Db_sanitize builds) are kept.
 BASE_ENV = {"PATH": "/usr/bin:/bin"}
+for _k in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"):
+    if _k in os.environ:
+        BASE_ENV[_k] = os.environ[_k]
+# Under -Db_sanitize=undefined a UBSan report must fail the run, not just print.
+BASE_ENV.setdefault("UBSAN_OPTIONS", "halt_on_error=1:print_stacktrace=1")
 
 
 def check_config(path, env=None):
@@ -114,6 +120,9 @@ def test_env_expansion():
           r.stdout + r.stderr)
     r = dump_of("node: ${NODE_NAME:-x}\n", {"NODE_NAME": ""})
     check(value(r.stdout, "node") == '"x"', "${VAR:-x} with VAR empty -> default")
+    r = dump_of("cpu: {}\n", {"NODE_NAME": "from-env"})
+    check(value(r.stdout, "node") == '"from-env"',
+          "no node key: NODE_NAME is the default", r.stdout + r.stderr)
     host = os.uname().nodename
     r = dump_of("node: ${PP_UNSET_VAR}\n")
     check(value(r.stdout, "node") == f'"{host}"',
@@ -150,6 +159,12 @@ def test_cli():
           "missing file: exit 2, path and strerror", r.stderr)
     r = pushprof("check-config", d)
     check(r.returncode == 2 and d in r.stderr, "directory: exit 2 with path", r.stderr)
+    r = pushprof("check-config", "-", input="cpu:\n  frequency_hz: 5000\n")
+    check(r.returncode == 2 and "pushprof: <stdin>:2:17: cpu.frequency_hz" in r.stderr,
+          "- reads stdin; errors name <stdin>", r.stderr)
+    r = pushprof("check-config", "-", input="node: from-stdin\n")
+    check(r.returncode == 0 and value(r.stdout, "node") == '"from-stdin"', "- reads stdin",
+          r.stdout + r.stderr)
     r = pushprof("check-config", "--help")
     check(r.returncode == 0 and "usage: pushprof check-config" in r.stdout,
           "--help: usage on stdout, exit 0", r.stdout + r.stderr)
@@ -164,6 +179,12 @@ def test_cli():
         f.write("# " + "x" * (5 << 20) + "\n")
     r = pushprof("check-config", big)
     check(r.returncode == 2 and "larger than" in r.stderr, "oversized file refused", r.stderr)
+    r = dump_of("targets: [" + ",".join(["{pids: [1]}"] * 40000) + "]\n")
+    check(r.returncode == 2 and "more than 100000 YAML nodes" in r.stderr,
+          "node count bounded", r.stderr)
+    r = dump_of("cpu: " + "[" * 100 + "]" * 100 + "\n")
+    check(r.returncode == 2 and ":1:" in r.stderr and "nesting deeper than 32 levels" in r.stderr,
+          "nesting depth bounded", r.stderr)
 
 
 def test_default_config():
@@ -181,6 +202,11 @@ def test_default_config():
     check(value(gh, "enabled") == "true", "default: go_heap on")
     if r.returncode == 0:
         round_trip("config/pushprof.yaml", out)
+    r = check_config(path, {"PUSHPROF_LOCAL_STORE": "/tmp/demo/profiles",
+                            "NODE_NAME": "node-a"})
+    check('directory: "/tmp/demo/profiles"' in r.stdout and value(r.stdout, "node") == '"node-a"',
+          "default config: PUSHPROF_LOCAL_STORE and NODE_NAME from the environment",
+          r.stdout + r.stderr)
     # Empty and comment-only files are all defaults.
     e = dump_of("")
     c = dump_of("# nothing here\n")

@@ -98,3 +98,91 @@ def compare_stack(name, pcs, frames, resolve):
             errs.append(f"{name}: pc {pcs[i]:x}: got {g} want {w}")
         i += len(got)
     return errs
+
+
+class Serve:
+    """A long-lived `symtool serve`: one symbolizer across commands."""
+
+    def __init__(self, env=None):
+        e = dict(os.environ)
+        e.update(env or {})
+        self.p = subprocess.Popen([SYMTOOL, "serve"], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True, env=e)
+
+    def cmd(self, line):
+        self.p.stdin.write(line + "\n")
+        self.p.stdin.flush()
+        out = []
+        while True:
+            l = self.p.stdout.readline()
+            if not l or l == "END\n":
+                break
+            out.append(l)
+        return "".join(out)
+
+    def resolve(self, pid, addrs):
+        return parse_results(self.cmd(f"resolve {pid} " + " ".join(f"{a:x}" for a in addrs)))
+
+    def stats(self):
+        return {k: int(v) for k, v in (l.split() for l in self.cmd("stats").splitlines())}
+
+    def close(self):
+        self.p.stdin.close()
+        self.p.wait(timeout=30)
+        return self.p.returncode
+
+
+def parse_results(out):
+    """resolve/kernel output -> {addr: {"frames": [...], "source": n, "vaddr": v,
+    "map": {...} or None}}; "error" key for a call error."""
+    res, cur = {}, None
+    for line in out.splitlines():
+        if line.startswith("pc "):
+            f = line.split()
+            cur = {"frames": [], "source": int(f[3]), "vaddr": int(f[4], 16), "map": None}
+            res[int(f[1], 16)] = cur
+        elif line.startswith("  @ ") and cur is not None:
+            f = line[4:].split("|")
+            cur["map"] = {"path": f[0], "start": int(f[1], 16), "limit": int(f[2], 16),
+                          "offset": int(f[3], 16), "build_id": f[4], "kind": int(f[5]),
+                          "go_version": f[6], "error": f[7]}
+        elif line.startswith("  ") and cur is not None:
+            f = line[2:].split("\t")
+            cur["frames"].append((f[0], f[1], int(f[2]), f[3] == "1"))
+        elif line.startswith("error"):
+            res["error"] = line
+    return res
+
+
+def read_maps(pid):
+    with open(f"/proc/{pid}/maps") as f:
+        return parse_maps_lines(f.read().splitlines())
+
+
+def link_to_runtime(vaddr, path, maps, segs):
+    """Link-time vaddr of `path` -> runtime address in a live process."""
+    for soff, sva, filesz, memsz in segs:
+        if sva <= vaddr < sva + filesz:
+            foff = vaddr - sva + soff
+            for s, e, off, perms, p in maps:
+                if p == path and off <= foff < off + (e - s):
+                    return s + foff - off
+    return None
+
+
+def nm_funcs(path, dynamic=False):
+    """{name: (vaddr, size)} of defined text symbols, from binutils nm."""
+    args = ["nm", "-S", "--defined-only"] + (["-D"] if dynamic else []) + [path]
+    out = subprocess.run(args, capture_output=True, text=True).stdout
+    r = {}
+    for line in out.splitlines():
+        f = line.split()
+        if len(f) == 4 and f[2] in "tTwWiI":
+            r.setdefault(f[3].split("@")[0], (int(f[0], 16), int(f[1], 16)))
+    return r
+
+
+def gnu_build_id(path):
+    out = subprocess.run(["readelf", "-n", path], capture_output=True, text=True).stdout
+    m = re.search(r"Build ID: ([0-9a-f]+)", out)
+    return m.group(1) if m else ""

@@ -1,0 +1,960 @@
+/*
+ * symbolize.c - the process/kernel symbolizer: caches of parsed files
+ * (elfsym.c), of process maps (procinfo.c) and of kallsyms, and the batch
+ * resolution on top of them.
+ */
+#include "symbolize.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/auxv.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "elfsym.h"
+#include "gopclntab.h"
+#include "procinfo.h"
+
+#define MAX_FRAMES 64
+#define FILE_BUCKETS 1024
+#define KSYM_MAX_DIST (1u << 20)	/* no kernel function is 1 MiB long */
+
+/* ---- batch arena ------------------------------------------------------- */
+
+struct chunk {
+	struct chunk *next;
+	size_t used, cap;
+	max_align_t data[];
+};
+
+struct batch_priv {
+	struct chunk *chunks;
+	size_t rcap, mcap;
+};
+
+static void *arena_alloc(struct batch_priv *p, size_t n)
+{
+	n = (n + sizeof(max_align_t) - 1) & ~(sizeof(max_align_t) - 1);
+	struct chunk *c = p->chunks;
+	if (!c || c->cap - c->used < n) {
+		size_t cap = n > 65536 ? n : 65536;
+		c = malloc(sizeof(*c) + cap);
+		if (!c)
+			return NULL;
+		c->used = 0;
+		c->cap = cap;
+		c->next = p->chunks;
+		p->chunks = c;
+	}
+	void *r = (char *)c->data + c->used;
+	c->used += n;
+	return r;
+}
+
+static const char *arena_str(struct batch_priv *p, const char *s)
+{
+	if (!s || !*s)
+		return "";
+	size_t l = strlen(s) + 1;
+	char *d = arena_alloc(p, l);
+	if (!d)
+		return NULL;
+	memcpy(d, s, l);
+	return d;
+}
+
+void sym_batch_init(struct sym_batch *b)
+{
+	memset(b, 0, sizeof(*b));
+}
+
+void sym_batch_free(struct sym_batch *b)
+{
+	struct batch_priv *p = b->priv;
+	if (p) {
+		for (struct chunk *c = p->chunks, *n; c; c = n) {
+			n = c->next;
+			free(c);
+		}
+		free(p);
+	}
+	free(b->r);
+	free(b->mappings);
+	memset(b, 0, sizeof(*b));
+}
+
+/* Empty the batch and size it for n results. */
+static int batch_reset(struct sym_batch *b, size_t n)
+{
+	struct batch_priv *p = b->priv;
+	if (!p) {
+		p = calloc(1, sizeof(*p));
+		if (!p)
+			return -ENOMEM;
+		b->priv = p;
+	}
+	/* Keep the newest chunk, drop the rest. */
+	if (p->chunks) {
+		for (struct chunk *c = p->chunks->next, *nx; c; c = nx) {
+			nx = c->next;
+			free(c);
+		}
+		p->chunks->next = NULL;
+		p->chunks->used = 0;
+	}
+	if (n > p->rcap) {
+		struct sym_result *r = realloc(b->r, n * sizeof(*r));
+		if (!r)
+			return -ENOMEM;
+		b->r = r;
+		p->rcap = n;
+	}
+	b->n = 0;
+	b->nmappings = 0;
+	return 0;
+}
+
+static int batch_add_mapping(struct sym_batch *b, const struct sym_mapping *m)
+{
+	struct batch_priv *p = b->priv;
+	if (b->nmappings == p->mcap) {
+		size_t nc = p->mcap ? 2 * p->mcap : 16;
+		struct sym_mapping *v = realloc(b->mappings, nc * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		b->mappings = v;
+		p->mcap = nc;
+	}
+	b->mappings[b->nmappings] = *m;
+	return (int)b->nmappings++;
+}
+
+/* ---- caches ------------------------------------------------------------ */
+
+struct fentry {
+	uint64_t dev, ino;
+	struct elfsym *e;	/* NULL: load failed (err says why) */
+	char *err;
+	size_t bytes;
+	uint64_t loaded_ms, checked_ms;
+	int64_t size, mtime_ns;
+	uint64_t pin;		/* call generation that uses it: not evictable */
+	struct fentry *hnext, *prev, *next;	/* hash chain, LRU list */
+};
+
+struct pentry {
+	pid_t pid;
+	uint64_t start_time;
+	struct proc_maps maps;
+	uint64_t read_ms, used;
+};
+
+struct ksym {
+	uint64_t addr;
+	uint32_t name;
+	int32_t mod;		/* -1: vmlinux */
+};
+
+struct kmod {
+	char name[64];
+	char build_id[129];
+	bool bid_read;
+	uint64_t lo, hi;
+};
+
+struct symbolizer {
+	struct sym_opts o;
+	struct fentry *buckets[FILE_BUCKETS];
+	struct fentry *lru_head, *lru_tail;	/* head = most recent */
+	size_t nfiles, bytes;
+	uint64_t gen;
+	struct pentry *procs;
+	size_t nprocs;
+	uint64_t proc_tick;
+	/* kernel */
+	struct ksym *ksyms;
+	size_t nksyms;
+	char *knames;
+	struct kmod *kmods;
+	size_t nkmods;
+	struct kmod kernel;	/* vmlinux */
+	uint64_t kloaded_ms;
+	bool kloaded;
+	/* vdso */
+	struct elfsym *vdso;
+	bool vdso_tried;
+	struct sym_stats st;
+};
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+int sym_new(const struct sym_opts *opts, struct symbolizer **out, struct pp_err *err)
+{
+	struct symbolizer *s = calloc(1, sizeof(*s));
+	if (!s)
+		return pp_errf(err, -ENOMEM, "symbolizer: out of memory");
+	if (opts)
+		s->o = *opts;
+	if (!s->o.max_files)
+		s->o.max_files = 256;
+	if (!s->o.max_bytes)
+		s->o.max_bytes = 256u << 20;
+	if (!s->o.max_procs)
+		s->o.max_procs = 1024;
+	if (!s->o.revalidate_ms)
+		s->o.revalidate_ms = 10000;
+	if (!s->o.retry_ms)
+		s->o.retry_ms = 60000;
+	if (!s->o.maps_max_age_ms)
+		s->o.maps_max_age_ms = 1000;
+	if (!s->o.kallsyms_path)
+		s->o.kallsyms_path = "/proc/kallsyms";
+	s->procs = calloc(s->o.max_procs, sizeof(*s->procs));
+	if (!s->procs) {
+		free(s);
+		return pp_errf(err, -ENOMEM, "symbolizer: out of memory");
+	}
+	*out = s;
+	return 0;
+}
+
+static void fentry_free(struct fentry *f)
+{
+	elfsym_free(f->e);
+	free(f->err);
+	free(f);
+}
+
+void sym_free(struct symbolizer *s)
+{
+	if (!s)
+		return;
+	for (struct fentry *f = s->lru_head, *n; f; f = n) {
+		n = f->next;
+		fentry_free(f);
+	}
+	for (size_t i = 0; i < s->nprocs; i++)
+		proc_maps_free(&s->procs[i].maps);
+	free(s->procs);
+	free(s->ksyms);
+	free(s->knames);
+	free(s->kmods);
+	elfsym_free(s->vdso);
+	free(s);
+}
+
+static size_t fhash(uint64_t dev, uint64_t ino)
+{
+	uint64_t h = (dev * 0x9e3779b97f4a7c15ull) ^ (ino * 0xc2b2ae3d27d4eb4full);
+	return (size_t)(h >> 32) & (FILE_BUCKETS - 1);
+}
+
+static void lru_unlink(struct symbolizer *s, struct fentry *f)
+{
+	if (f->prev)
+		f->prev->next = f->next;
+	else
+		s->lru_head = f->next;
+	if (f->next)
+		f->next->prev = f->prev;
+	else
+		s->lru_tail = f->prev;
+	f->prev = f->next = NULL;
+}
+
+static void lru_front(struct symbolizer *s, struct fentry *f)
+{
+	f->next = s->lru_head;
+	f->prev = NULL;
+	if (s->lru_head)
+		s->lru_head->prev = f;
+	s->lru_head = f;
+	if (!s->lru_tail)
+		s->lru_tail = f;
+}
+
+static void fentry_remove(struct symbolizer *s, struct fentry *f)
+{
+	struct fentry **pp = &s->buckets[fhash(f->dev, f->ino)];
+	while (*pp && *pp != f)
+		pp = &(*pp)->hnext;
+	if (*pp)
+		*pp = f->hnext;
+	lru_unlink(s, f);
+	s->nfiles--;
+	s->bytes -= f->bytes;
+	fentry_free(f);
+}
+
+static void evict(struct symbolizer *s)
+{
+	struct fentry *f = s->lru_tail;
+	while (f && (s->nfiles > s->o.max_files || s->bytes > s->o.max_bytes)) {
+		struct fentry *prev = f->prev;
+		if (f->pin != s->gen) {
+			fentry_remove(s, f);
+			s->st.file_evictions++;
+		}
+		f = prev;
+	}
+}
+
+static void map_files_path(char *buf, size_t len, pid_t pid, const struct proc_map *m)
+{
+	snprintf(buf, len, "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, (int)pid, m->start, m->end);
+}
+
+/* Open the file behind mapping m of pid: map_files first (exact file, even
+ * deleted), then the path inside the process's root. */
+static int open_mapped(pid_t pid, const struct proc_map *m, struct stat *st, char *why, size_t wlen)
+{
+	char p[PATH_MAX + 64];
+	map_files_path(p, sizeof(p), pid, m);
+	int fd = open(p, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		if (proc_root_path(pid, m->path, p, sizeof(p)) < 0) {
+			snprintf(why, wlen, "path too long");
+			return -ENAMETOOLONG;
+		}
+		fd = open(p, O_RDONLY | O_CLOEXEC);
+	}
+	if (fd < 0) {
+		int e = errno;
+		snprintf(why, wlen, "open: %s", strerror(e));
+		return -e;
+	}
+	if (fstat(fd, st) < 0 || !S_ISREG(st->st_mode)) {
+		close(fd);
+		snprintf(why, wlen, "not a regular file");
+		return -EINVAL;
+	}
+	if (m->inode && (uint64_t)st->st_ino != m->inode) {
+		close(fd);
+		snprintf(why, wlen, "file replaced (inode %" PRIu64 " mapped, %" PRIu64 " on disk)",
+			 m->inode, (uint64_t)st->st_ino);
+		return -ESTALE;
+	}
+	return fd;
+}
+
+static int64_t mtime_ns(const struct stat *st)
+{
+	return (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+}
+
+/* (Re)load f from the file behind mapping m. */
+static void fentry_load(struct symbolizer *s, struct fentry *f, pid_t pid, const struct proc_map *m,
+			uint64_t now)
+{
+	s->bytes -= f->bytes;
+	elfsym_free(f->e);
+	free(f->err);
+	f->e = NULL;
+	f->err = NULL;
+	f->loaded_ms = f->checked_ms = now;
+	char why[256] = "";
+	struct stat st;
+	int fd = open_mapped(pid, m, &st, why, sizeof(why));
+	struct pp_err err = { 0 };
+	if (fd >= 0) {
+		f->size = st.st_size;
+		f->mtime_ns = mtime_ns(&st);
+		if (elfsym_load_fd(fd, &f->e, &err) < 0)
+			snprintf(why, sizeof(why), "%.250s", err.msg);
+		close(fd);
+	}
+	if (f->e && f->e->bytes > s->o.max_bytes) {
+		snprintf(why, sizeof(why), "symbols need %zu bytes, over the cache budget",
+			 f->e->bytes);
+		elfsym_free(f->e);
+		f->e = NULL;
+	}
+	s->st.file_loads++;
+	if (!f->e) {
+		s->st.file_load_errors++;
+		f->err = strdup(why[0] ? why : "unknown error");
+	}
+	f->bytes = sizeof(*f) + (f->e ? f->e->bytes : 0) + (f->err ? strlen(f->err) + 1 : 0);
+	s->bytes += f->bytes;
+}
+
+/* The cached file for mapping m of pid, loading or revalidating it. */
+static struct fentry *file_get(struct symbolizer *s, pid_t pid, const struct proc_map *m,
+			       uint64_t now)
+{
+	uint64_t dev = makedev(m->dev_major, m->dev_minor);
+	struct fentry *f;
+	for (f = s->buckets[fhash(dev, m->inode)]; f; f = f->hnext)
+		if (f->dev == dev && f->ino == m->inode)
+			break;
+	if (f) {
+		lru_unlink(s, f);
+		lru_front(s, f);
+		f->pin = s->gen;
+		if (!f->e && now - f->loaded_ms >= s->o.retry_ms) {
+			fentry_load(s, f, pid, m, now);
+			s->st.file_reloads++;
+		} else if (f->e && now - f->checked_ms >= s->o.revalidate_ms) {
+			char p[128];
+			struct stat st;
+			map_files_path(p, sizeof(p), pid, m);
+			if (stat(p, &st) == 0) {
+				f->checked_ms = now;
+				if (st.st_size != f->size || mtime_ns(&st) != f->mtime_ns) {
+					fentry_load(s, f, pid, m, now);
+					s->st.file_reloads++;
+				}
+			}
+		}
+		evict(s);
+		return f;
+	}
+	f = calloc(1, sizeof(*f));
+	if (!f)
+		return NULL;
+	f->dev = dev;
+	f->ino = m->inode;
+	f->pin = s->gen;
+	size_t h = fhash(dev, m->inode);
+	f->hnext = s->buckets[h];
+	s->buckets[h] = f;
+	lru_front(s, f);
+	s->nfiles++;
+	fentry_load(s, f, pid, m, now);
+	evict(s);
+	return f;
+}
+
+static struct elfsym *vdso_get(struct symbolizer *s)
+{
+	if (s->vdso_tried)
+		return s->vdso;
+	s->vdso_tried = true;
+	uint64_t base = getauxval(AT_SYSINFO_EHDR);
+	if (!base)
+		return NULL;
+	struct proc_maps mm;
+	if (proc_maps_read(getpid(), &mm, NULL) < 0)
+		return NULL;
+	const struct proc_map *m = proc_maps_find(&mm, base);
+	if (m && !strcmp(m->path, "[vdso]"))
+		elfsym_load_mem((const void *)(uintptr_t)m->start, m->end - m->start, &s->vdso, NULL);
+	proc_maps_free(&mm);
+	return s->vdso;
+}
+
+/* The process entry for pid with maps at most max_age old (or the last
+ * maps seen when the process is gone). NULL + rc when unknown. */
+static struct pentry *proc_get(struct symbolizer *s, pid_t pid, uint64_t now, uint64_t max_age,
+			       int *rc, struct pp_err *err)
+{
+	struct pentry *p = NULL;
+	for (size_t i = 0; i < s->nprocs; i++)
+		if (s->procs[i].pid == pid) {
+			p = &s->procs[i];
+			break;
+		}
+	uint64_t st;
+	bool alive = proc_start_time(pid, &st) == 0;
+	if (p && (!alive || (p->start_time == st && now - p->read_ms < max_age))) {
+		p->used = ++s->proc_tick;
+		return p;
+	}
+	if (!alive) {
+		*rc = pp_errf(err, -ESRCH, "symbolize: process %d is gone", (int)pid);
+		return NULL;
+	}
+	struct proc_maps mm;
+	int r = proc_maps_read(pid, &mm, err);
+	if (r < 0) {
+		if (p) {	/* raced with exit: keep the old maps */
+			p->used = ++s->proc_tick;
+			return p;
+		}
+		*rc = r;
+		return NULL;
+	}
+	if (!p) {
+		if (s->nprocs < s->o.max_procs) {
+			p = &s->procs[s->nprocs++];
+		} else {
+			p = &s->procs[0];
+			for (size_t i = 1; i < s->nprocs; i++)
+				if (s->procs[i].used < p->used)
+					p = &s->procs[i];
+			proc_maps_free(&p->maps);
+		}
+	} else {
+		proc_maps_free(&p->maps);
+	}
+	p->pid = pid;
+	p->start_time = st;
+	p->maps = mm;
+	p->read_ms = now;
+	p->used = ++s->proc_tick;
+	return p;
+}
+
+void sym_forget(struct symbolizer *s, pid_t pid)
+{
+	for (size_t i = 0; i < s->nprocs; i++)
+		if (s->procs[i].pid == pid) {
+			proc_maps_free(&s->procs[i].maps);
+			s->procs[i] = s->procs[--s->nprocs];
+			memset(&s->procs[s->nprocs], 0, sizeof(s->procs[0]));
+			return;
+		}
+}
+
+static bool is_file_mapping(const struct proc_map *m)
+{
+	return m->path[0] == '/' && m->inode != 0;
+}
+
+int sym_prepare(struct symbolizer *s, pid_t pid, struct pp_err *err)
+{
+	uint64_t now = now_ms();
+	int rc = 0;
+	s->gen++;
+	struct pentry *p = proc_get(s, pid, now, 0, &rc, err);
+	if (!p)
+		return rc;
+	for (size_t i = 0; i < p->maps.n; i++) {
+		const struct proc_map *m = &p->maps.v[i];
+		if (is_file_mapping(m) && m->perms[2] == 'x')
+			file_get(s, pid, m, now);
+	}
+	return 0;
+}
+
+/* Frames for vaddr in e, copied into the batch arena. */
+static int resolve_in(struct batch_priv *bp, const struct elfsym *e, uint64_t vaddr,
+		      struct sym_result *r)
+{
+	if (e->pcln) {
+		struct gopcln_frame fr[MAX_FRAMES];
+		int n = gopcln_lookup(e->pcln, vaddr, fr, MAX_FRAMES);
+		if (n > 0) {
+			struct sym_frame *out = arena_alloc(bp, (size_t)n * sizeof(*out));
+			if (!out)
+				return -ENOMEM;
+			for (int i = 0; i < n; i++) {
+				out[i].func = arena_str(bp, fr[i].func ? fr[i].func : "?");
+				out[i].file = arena_str(bp, fr[i].file);
+				out[i].line = (uint32_t)fr[i].line;
+				out[i].inlined = fr[i].inlined;
+				if (!out[i].func || !out[i].file)
+					return -ENOMEM;
+			}
+			r->frames = out;
+			r->nframes = (uint32_t)n;
+			r->source = SYM_SRC_GOPCLNTAB;
+			return 0;
+		}
+	}
+	uint64_t start;
+	const char *name = elfsym_lookup(e, vaddr, &start);
+	if (name) {
+		struct sym_frame *out = arena_alloc(bp, sizeof(*out));
+		if (!out || !(out->func = arena_str(bp, name)))
+			return -ENOMEM;
+		out->file = "";
+		out->line = 0;
+		out->inlined = false;
+		r->frames = out;
+		r->nframes = 1;
+		r->source = e->from_dynsym ? SYM_SRC_DYNSYM : SYM_SRC_SYMTAB;
+	}
+	return 0;
+}
+
+static int fill_mapping(struct batch_priv *bp, struct sym_mapping *sm, const struct proc_map *m,
+			const struct elfsym *e, const char *error)
+{
+	memset(sm, 0, sizeof(*sm));
+	sm->path = arena_str(bp, m->path);
+	sm->start = m->start;
+	sm->limit = m->end;
+	sm->offset = m->offset;
+	sm->dev = makedev(m->dev_major, m->dev_minor);
+	sm->inode = m->inode;
+	sm->build_id = sm->go_build_id = sm->go_version = "";
+	sm->error = arena_str(bp, error);
+	if (e) {
+		if (e->gnu_build_id[0]) {
+			sm->build_id = arena_str(bp, e->gnu_build_id);
+			sm->build_id_kind = SYM_BUILD_ID_GNU;
+		} else if (e->go_build_id[0]) {
+			sm->build_id = arena_str(bp, e->go_build_id);
+			sm->build_id_kind = SYM_BUILD_ID_GO;
+		}
+		sm->go_build_id = arena_str(bp, e->go_build_id);
+		sm->go_version = arena_str(bp, e->go_version);
+		sm->has_functions = e->pcln || e->nsyms;
+		sm->has_filenames = sm->has_line_numbers = e->pcln != NULL;
+		sm->has_inline_frames = e->pcln && gopcln_has_inline(e->pcln);
+	}
+	if (!sm->path || !sm->build_id || !sm->go_build_id || !sm->go_version || !sm->error)
+		return -ENOMEM;
+	return 0;
+}
+
+int sym_resolve_user(struct symbolizer *s, pid_t pid, const uint64_t *addrs, size_t n,
+		     struct sym_batch *out, struct pp_err *err)
+{
+	if (batch_reset(out, n) < 0)
+		return pp_errf(err, -ENOMEM, "symbolize: out of memory");
+	struct batch_priv *bp = out->priv;
+	uint64_t now = now_ms();
+	int rc = 0;
+	s->gen++;
+	struct pentry *p = proc_get(s, pid, now, s->o.maps_max_age_ms, &rc, err);
+	if (!p)
+		return rc;
+	/* An address outside every mapping may be in one mapped since: read
+	 * the maps again once (if they are not fresh already). */
+	if (now != p->read_ms) {
+		for (size_t i = 0; i < n; i++)
+			if (!proc_maps_find(&p->maps, addrs[i])) {
+				p = proc_get(s, pid, now, 0, &rc, err);
+				if (!p)
+					return rc;
+				break;
+			}
+	}
+	int32_t *midx = malloc((p->maps.n ? p->maps.n : 1) * sizeof(*midx));
+	struct fentry **mfile = calloc(p->maps.n ? p->maps.n : 1, sizeof(*mfile));
+	if (!midx || !mfile) {
+		free(midx);
+		free(mfile);
+		return pp_errf(err, -ENOMEM, "symbolize: out of memory");
+	}
+	for (size_t i = 0; i < p->maps.n; i++)
+		midx[i] = -1;
+	rc = 0;
+	for (size_t i = 0; i < n; i++) {
+		struct sym_result *r = &out->r[i];
+		memset(r, 0, sizeof(*r));
+		r->addr = addrs[i];
+		r->mapping = -1;
+		out->n = i + 1;
+		s->st.lookups++;
+		const struct proc_map *m = proc_maps_find(&p->maps, addrs[i]);
+		if (!m)
+			continue;
+		size_t mi = (size_t)(m - p->maps.v);
+		const struct elfsym *e = NULL;
+		if (midx[mi] < 0) {
+			const char *error = "";
+			if (is_file_mapping(m)) {
+				mfile[mi] = file_get(s, pid, m, now);
+				if (mfile[mi]) {
+					e = mfile[mi]->e;
+					if (!e)
+						error = mfile[mi]->err;
+				}
+			} else if (!strcmp(m->path, "[vdso]")) {
+				e = vdso_get(s);
+			}
+			struct sym_mapping sm;
+			if (fill_mapping(bp, &sm, m, e, error) < 0 ||
+			    (midx[mi] = batch_add_mapping(out, &sm)) < 0) {
+				rc = pp_errf(err, -ENOMEM, "symbolize: out of memory");
+				break;
+			}
+		} else if (mfile[mi]) {
+			e = mfile[mi]->e;
+		} else if (!strcmp(m->path, "[vdso]")) {
+			e = s->vdso;
+		}
+		r->mapping = midx[mi];
+		uint64_t vaddr;
+		if (!e || !elfsym_off_to_vaddr(e, addrs[i] - m->start + m->offset, &vaddr))
+			continue;
+		r->file_vaddr = vaddr;
+		if (resolve_in(bp, e, vaddr, r) < 0) {
+			rc = pp_errf(err, -ENOMEM, "symbolize: out of memory");
+			break;
+		}
+		if (r->nframes)
+			s->st.resolved++;
+	}
+	free(midx);
+	free(mfile);
+	return rc;
+}
+
+/* ---- kernel ------------------------------------------------------------ */
+
+static int ksym_cmp(const void *a, const void *b)
+{
+	const struct ksym *x = a, *y = b;
+	return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+static void read_kernel_build_id(const char *path, char *out, size_t outsz)
+{
+	out[0] = '\0';
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	uint8_t buf[4096];
+	ssize_t len = read(fd, buf, sizeof(buf));
+	close(fd);
+	size_t pos = 0;
+	while (len > 0 && (size_t)len - pos >= 12) {
+		uint32_t nsz, dsz, type;
+		memcpy(&nsz, buf + pos, 4);
+		memcpy(&dsz, buf + pos + 4, 4);
+		memcpy(&type, buf + pos + 8, 4);
+		pos += 12;
+		size_t na = ((size_t)nsz + 3) & ~(size_t)3, da = ((size_t)dsz + 3) & ~(size_t)3;
+		if (na > (size_t)len - pos || da > (size_t)len - pos - na)
+			return;
+		if (nsz == 4 && !memcmp(buf + pos, "GNU", 4) && type == 3 && dsz <= 64) {
+			for (size_t i = 0; i < dsz && 2 * i + 2 < outsz; i++)
+				snprintf(out + 2 * i, 3, "%02x", buf[pos + na + i]);
+			return;
+		}
+		pos += na + da;
+	}
+}
+
+static int kallsyms_load(struct symbolizer *s, struct pp_err *err)
+{
+	FILE *fp = fopen(s->o.kallsyms_path, "re");
+	if (!fp)
+		return pp_errf(err, -errno, "kallsyms: open %s: %s", s->o.kallsyms_path,
+			       strerror(errno));
+	struct ksym *v = NULL;
+	char *names = NULL;
+	struct kmod *mods = NULL;
+	size_t nv = 0, cap = 0, nl = 0, ncap = 0, nm = 0, mcap = 0;
+	size_t nonzero = 0;
+	char line[1024];
+	int rc = 0;
+	while (fgets(line, sizeof(line), fp)) {
+		char *end;
+		uint64_t addr = strtoull(line, &end, 16);
+		if (end == line || *end != ' ' || !end[1] || end[2] != ' ')
+			continue;
+		char type = end[1];
+		if (type != 't' && type != 'T' && type != 'w' && type != 'W')
+			continue;
+		if (addr)
+			nonzero++;
+		char *name = end + 3;
+		char *modp = strchr(name, '\t');
+		char *nlp = strchr(name, '\n');
+		if (nlp)
+			*nlp = '\0';
+		int32_t mod = -1;
+		if (modp) {
+			*modp++ = '\0';
+			if (*modp == '[') {
+				modp++;
+				char *c = strchr(modp, ']');
+				if (c)
+					*c = '\0';
+			}
+			if (nm && !strcmp(mods[nm - 1].name, modp)) {
+				mod = (int32_t)nm - 1;
+			} else {
+				for (size_t i = 0; i < nm; i++)
+					if (!strcmp(mods[i].name, modp)) {
+						mod = (int32_t)i;
+						break;
+					}
+			}
+			if (mod < 0) {
+				if (nm == mcap) {
+					mcap = mcap ? 2 * mcap : 64;
+					struct kmod *nmv = realloc(mods, mcap * sizeof(*mods));
+					if (!nmv) { rc = -ENOMEM; break; }
+					mods = nmv;
+				}
+				memset(&mods[nm], 0, sizeof(mods[nm]));
+				snprintf(mods[nm].name, sizeof(mods[nm].name), "%s", modp);
+				mods[nm].lo = UINT64_MAX;
+				mod = (int32_t)nm++;
+			}
+		}
+		size_t l = strlen(name) + 1;
+		if (nl + l > ncap) {
+			while (nl + l > ncap)
+				ncap = ncap ? 2 * ncap : 1 << 20;
+			char *nn = realloc(names, ncap);
+			if (!nn) { rc = -ENOMEM; break; }
+			names = nn;
+		}
+		if (nv == cap) {
+			cap = cap ? 2 * cap : 1 << 16;
+			struct ksym *nvv = realloc(v, cap * sizeof(*v));
+			if (!nvv) { rc = -ENOMEM; break; }
+			v = nvv;
+		}
+		if (nl + l > UINT32_MAX) { rc = -E2BIG; break; }
+		memcpy(names + nl, name, l);
+		v[nv++] = (struct ksym){ .addr = addr, .name = (uint32_t)nl, .mod = mod };
+		nl += l;
+		if (mod >= 0) {
+			if (addr < mods[mod].lo) mods[mod].lo = addr;
+			if (addr > mods[mod].hi) mods[mod].hi = addr;
+		}
+	}
+	fclose(fp);
+	if (rc == 0 && nv && !nonzero)
+		rc = pp_errf(err, -EPERM, "kallsyms: all addresses are 0 (kptr_restrict; run as root)");
+	else if (rc == 0 && !nv)
+		rc = pp_errf(err, -EINVAL, "kallsyms: no text symbols in %s", s->o.kallsyms_path);
+	else if (rc < 0)
+		pp_errf(err, rc, "kallsyms: out of memory");
+	if (rc < 0) {
+		free(v);
+		free(names);
+		free(mods);
+		return rc;
+	}
+	qsort(v, nv, sizeof(*v), ksym_cmp);
+	free(s->ksyms);
+	free(s->knames);
+	free(s->kmods);
+	s->ksyms = v;
+	s->nksyms = nv;
+	s->knames = names;
+	s->kmods = mods;
+	s->nkmods = nm;
+	memset(&s->kernel, 0, sizeof(s->kernel));
+	snprintf(s->kernel.name, sizeof(s->kernel.name), "kernel.kallsyms");
+	s->kernel.lo = UINT64_MAX;
+	for (size_t i = 0; i < nv; i++)
+		if (v[i].mod < 0) {
+			if (v[i].addr < s->kernel.lo) s->kernel.lo = v[i].addr;
+			if (v[i].addr > s->kernel.hi) s->kernel.hi = v[i].addr;
+		}
+	s->kloaded = true;
+	s->kloaded_ms = now_ms();
+	s->st.kernel_symbols = nv;
+	return 0;
+}
+
+static const struct ksym *ksym_find(const struct symbolizer *s, uint64_t addr)
+{
+	size_t lo = 0, hi = s->nksyms;
+	if (!hi || addr < s->ksyms[0].addr)
+		return NULL;
+	while (hi - lo > 1) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (s->ksyms[mid].addr <= addr)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	if (addr - s->ksyms[lo].addr >= KSYM_MAX_DIST)
+		return NULL;
+	return &s->ksyms[lo];
+}
+
+int sym_resolve_kernel(struct symbolizer *s, const uint64_t *addrs, size_t n,
+		       struct sym_batch *out, struct pp_err *err)
+{
+	if (batch_reset(out, n) < 0)
+		return pp_errf(err, -ENOMEM, "symbolize: out of memory");
+	struct batch_priv *bp = out->priv;
+	if (!s->kloaded) {
+		int rc = kallsyms_load(s, err);
+		if (rc < 0)
+			return rc;
+	}
+	bool reloaded = false;
+	int rc = 0;
+	/* mapping index per module; [0] = vmlinux */
+	int32_t *midx = malloc((s->nkmods + 1) * sizeof(*midx));
+	if (!midx)
+		return pp_errf(err, -ENOMEM, "symbolize: out of memory");
+	for (size_t i = 0; i <= s->nkmods; i++)
+		midx[i] = -1;
+	for (size_t i = 0; i < n; i++) {
+		struct sym_result *r = &out->r[i];
+		memset(r, 0, sizeof(*r));
+		r->addr = addrs[i];
+		r->mapping = -1;
+		out->n = i + 1;
+		s->st.lookups++;
+		const struct ksym *k = ksym_find(s, addrs[i]);
+		if (!k && !reloaded && now_ms() - s->kloaded_ms > 60000) {
+			/* A module may have been loaded since: reload, start over. */
+			reloaded = true;
+			if (kallsyms_load(s, NULL) == 0) {
+				free(midx);
+				return sym_resolve_kernel(s, addrs, n, out, err);
+			}
+		}
+		if (!k)
+			continue;
+		struct kmod *km = k->mod < 0 ? &s->kernel : &s->kmods[k->mod];
+		size_t mi = k->mod < 0 ? 0 : (size_t)k->mod + 1;
+		if (midx[mi] < 0) {
+			if (!km->bid_read) {
+				char p[160];
+				if (k->mod < 0)
+					snprintf(p, sizeof(p), "/sys/kernel/notes");
+				else
+					snprintf(p, sizeof(p), "/sys/module/%s/notes/.note.gnu.build-id",
+						 km->name);
+				read_kernel_build_id(p, km->build_id, sizeof(km->build_id));
+				km->bid_read = true;
+			}
+			char path[80];
+			snprintf(path, sizeof(path), "[%s]", km->name);
+			struct sym_mapping sm = {
+				.path = arena_str(bp, path), .start = km->lo, .limit = km->hi + 1,
+				.build_id = arena_str(bp, km->build_id),
+				.build_id_kind = km->build_id[0] ? SYM_BUILD_ID_GNU : SYM_BUILD_ID_NONE,
+				.go_build_id = "", .go_version = "", .error = "",
+				.has_functions = true,
+			};
+			if (!sm.path || !sm.build_id || (midx[mi] = batch_add_mapping(out, &sm)) < 0) {
+				rc = pp_errf(err, -ENOMEM, "symbolize: out of memory");
+				break;
+			}
+		}
+		r->mapping = midx[mi];
+		struct sym_frame *f = arena_alloc(bp, sizeof(*f));
+		if (!f || !(f->func = arena_str(bp, s->knames + k->name))) {
+			rc = pp_errf(err, -ENOMEM, "symbolize: out of memory");
+			break;
+		}
+		f->file = "";
+		f->line = 0;
+		f->inlined = false;
+		r->frames = f;
+		r->nframes = 1;
+		r->source = SYM_SRC_KALLSYMS;
+		s->st.resolved++;
+	}
+	free(midx);
+	return rc;
+}
+
+void sym_get_stats(const struct symbolizer *s, struct sym_stats *st)
+{
+	*st = s->st;
+	st->files = s->nfiles;
+	st->bytes = s->bytes;
+	st->procs = s->nprocs;
+	st->kernel_symbols = s->nksyms;
+}

@@ -1,0 +1,161 @@
+/*
+ * symbolize.h - addresses of a process (or of the kernel) -> the mapping
+ * they belong to and the frames (function, file, line; several when
+ * inlined) at them.
+ *
+ * Who uses it: the CPU profiler (user + kernel stacks from BPF) and the Go
+ * heap profiler (Go return PCs). Both collect addresses for a window and
+ * resolve each UNIQUE address once, so the API is batch-only: one call per
+ * (process, window) reads /proc/PID/maps once and walks the addresses.
+ *
+ * Sources, in order: Go .gopclntab (names, files, lines, inlined calls;
+ * present in stripped Go binaries too), ELF .symtab, else .dynsym (names
+ * only). Files are opened through /proc/PID/map_files/<range>, else
+ * /proc/PID/root/<path>, so processes in containers and deleted/replaced
+ * binaries resolve against the file actually mapped. Kernel addresses come
+ * from /proc/kallsyms (modules kept as separate mappings); [vdso] from the
+ * agent's own vdso (the kernel maps the same image into every process).
+ *
+ * An address that cannot be resolved is never dropped: its result has
+ * nframes == 0 and keeps its mapping (when there is one), so the profile
+ * still carries the address and build id for server-side symbolization.
+ *
+ * Caches (bounded): parsed files keyed by the identity the kernel reports
+ * for the mapping (device, inode); a cached file is re-checked (size,
+ * mtime via stat) at most every revalidate_ms and reloaded when it changed,
+ * so a file replaced under the same path (new inode) or rewritten in place
+ * never resolves against stale tables. Files that fail to load are
+ * remembered for retry_ms. Least-recently used files are evicted past
+ * max_files or max_bytes. /proc/PID/maps is kept per process so a process
+ * that exited shortly before its window is resolved still resolves (when
+ * its files are cached; sym_prepare() makes sure they are).
+ *
+ * Not thread-safe: one symbolizer per thread, or a lock around it.
+ */
+#ifndef PUSHPROF_SYMBOLIZE_H
+#define PUSHPROF_SYMBOLIZE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "err.h"
+
+struct sym_opts {
+	size_t max_files;	/* cached files; 0 -> 256 */
+	size_t max_bytes;	/* memory held by cached files; 0 -> 256 MiB */
+	size_t max_procs;	/* processes whose maps are kept; 0 -> 1024 */
+	unsigned revalidate_ms;	/* re-stat a cached file at most this often; 0 -> 10000 */
+	unsigned retry_ms;	/* retry a file that failed to load after; 0 -> 60000 */
+	unsigned maps_max_age_ms; /* re-read /proc/PID/maps when older; 0 -> 1000 */
+	const char *kallsyms_path; /* NULL -> "/proc/kallsyms" */
+};
+
+enum sym_build_id_kind {
+	SYM_BUILD_ID_NONE = 0,
+	SYM_BUILD_ID_GNU = 1,	/* hex of NT_GNU_BUILD_ID (Parca BuildIDType GNU) */
+	SYM_BUILD_ID_GO = 3,	/* Go's "Go\0\0" note string (Parca BuildIDType GO) */
+};
+
+enum sym_source {
+	SYM_SRC_NONE = 0,
+	SYM_SRC_GOPCLNTAB,
+	SYM_SRC_SYMTAB,
+	SYM_SRC_DYNSYM,
+	SYM_SRC_KALLSYMS,
+};
+
+/* One mapping (one line of /proc/PID/maps, or one kernel image/module). */
+struct sym_mapping {
+	const char *path;	/* as the process sees it: "/usr/lib/x.so", "[vdso]",
+				 * "" (anonymous), "... (deleted)"; kernel:
+				 * "[kernel.kallsyms]" or "[module_name]" */
+	uint64_t start, limit, offset;
+	uint64_t dev, inode;	/* makedev(major, minor) and inode from maps; 0 kernel */
+	const char *build_id;	/* "" when none */
+	enum sym_build_id_kind build_id_kind;
+	/* The Go build id too when a Go binary also has a GNU one. */
+	const char *go_build_id;
+	const char *go_version;	/* "go1.19.8" for Go binaries, else "" */
+	/* For pprof Mapping.has_*: what this file's tables can provide. */
+	bool has_functions, has_filenames, has_line_numbers, has_inline_frames;
+	const char *error;	/* why the file gave no symbols, "" if it did */
+};
+
+struct sym_frame {
+	const char *func;	/* never NULL */
+	const char *file;	/* "" when unknown */
+	uint32_t line;		/* 0 when unknown */
+	bool inlined;		/* false for the last (physical) frame */
+};
+
+struct sym_result {
+	uint64_t addr;		/* as passed in */
+	int32_t mapping;	/* index into sym_batch.mappings, -1 = no mapping */
+	enum sym_source source;
+	uint64_t file_vaddr;	/* link-time address in the file (0 if unknown):
+				 * what debuginfo-based symbolizers look up */
+	uint32_t nframes;	/* 0 = unresolved: keep the address */
+	const struct sym_frame *frames;	/* innermost first */
+};
+
+/*
+ * Results of one call. Strings and frames live in the batch's own memory
+ * (copied out of the caches) until the next call that fills this batch or
+ * sym_batch_free(): cache eviction never invalidates them.
+ */
+struct sym_batch {
+	struct sym_result *r;	/* r[i] is for addrs[i] */
+	size_t n;
+	struct sym_mapping *mappings;	/* only those some address hit */
+	size_t nmappings;
+	void *priv;		/* arena, capacities */
+};
+
+struct sym_stats {
+	size_t files, bytes;		/* cached now */
+	size_t procs;			/* processes with cached maps */
+	uint64_t file_loads, file_load_errors, file_evictions, file_reloads;
+	uint64_t lookups, resolved;	/* addresses asked / given >= 1 frame */
+	size_t kernel_symbols;
+};
+
+struct symbolizer;
+
+int sym_new(const struct sym_opts *opts, struct symbolizer **out, struct pp_err *err);
+void sym_free(struct symbolizer *s);
+
+void sym_batch_init(struct sym_batch *b);
+void sym_batch_free(struct sym_batch *b);
+
+/*
+ * Resolve user-space addresses of pid. Addresses are looked up exactly as
+ * given: for a return address (every frame but the sampled PC) pass
+ * addr - 1 so the call instruction, not the next line, is named.
+ * Returns 0 (per-address failures are results with nframes == 0), or a
+ * negative code when nothing could be done (-ESRCH: process gone and its
+ * maps were never seen; -ENOMEM).
+ */
+int sym_resolve_user(struct symbolizer *s, pid_t pid, const uint64_t *addrs, size_t n,
+		     struct sym_batch *out, struct pp_err *err);
+
+/* Kernel addresses via kallsyms (loaded on first use, reloaded when an
+ * address misses and the table is older than a minute). -EPERM when
+ * kallsyms shows no addresses (kptr_restrict / not root). */
+int sym_resolve_kernel(struct symbolizer *s, const uint64_t *addrs, size_t n,
+		       struct sym_batch *out, struct pp_err *err);
+
+/*
+ * Read pid's maps now and load every executable file it maps, so the
+ * process resolves later even if it has exited by then (short-lived
+ * processes seen at the start of a window). Cheap when already cached.
+ */
+int sym_prepare(struct symbolizer *s, pid_t pid, struct pp_err *err);
+
+/* Forget pid's maps (process exited and its window is done). */
+void sym_forget(struct symbolizer *s, pid_t pid);
+
+void sym_get_stats(const struct symbolizer *s, struct sym_stats *st);
+
+#endif

@@ -1,0 +1,72 @@
+/*
+ * fuzz_elf - libFuzzer target for the hostile-input parsers of symbols:
+ * the Go pclntab decoder on arbitrary bytes and the ELF loader from memory.
+ * First input byte picks the mode (even: raw pclntab, odd: ELF image).
+ * Built only with -Dfuzz=true and clang (see tests/sym/meson.build).
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "elfsym.h"
+#include "gopclntab.h"
+
+static void exercise(const struct gopcln *t)
+{
+	size_t n = gopcln_nfunc(t);
+	for (size_t i = 0; i < n && i < 64; i++) {
+		struct gopcln_func f;
+		if (gopcln_func_at(t, i, &f) < 0)
+			continue;
+		struct gopcln_frame fr[8];
+		gopcln_lookup(t, f.entry, fr, 8);
+		gopcln_lookup(t, f.entry + (f.end - f.entry) / 2, fr, 8);
+	}
+	uint64_t lo, hi;
+	gopcln_text_range(t, &lo, &hi);
+	for (uint64_t pc = lo, k = 0; hi > lo && pc < hi && k < 64; pc += (hi - lo) / 61 + 1, k++) {
+		struct gopcln_frame fr[4];
+		gopcln_lookup(t, pc, fr, 4);
+	}
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	if (size < 1)
+		return 0;
+	uint8_t mode = data[0];
+	data++;
+	size--;
+	if (!(mode & 1)) {
+		/* Exact-size heap copy so any overread is caught. gofunc = the
+		 * second half of the input (a separate buffer). */
+		size_t half = size / 2;
+		uint8_t *tab = malloc(half ? half : 1), *gf = malloc(size - half ? size - half : 1);
+		memcpy(tab, data, half);
+		memcpy(gf, data + half, size - half);
+		struct gopcln_src src = { .tab = tab, .tab_len = half, .gofunc = gf,
+					  .gofunc_len = size - half, .text_start = 0x401000,
+					  .go_minor = (mode >> 1) & 1 ? 19 : 0 };
+		struct gopcln *t;
+		if (gopcln_open(&src, &t, NULL) == 0) {
+			exercise(t);
+			gopcln_close(t);
+		}
+		free(tab);
+		free(gf);
+		return 0;
+	}
+	struct elfsym *e;
+	if (elfsym_load_mem(data, size, &e, NULL) == 0) {
+		if (e->pcln)
+			exercise(e->pcln);
+		for (size_t i = 0; i < e->nsyms && i < 256; i++)
+			elfsym_lookup(e, e->syms[i].addr + 1, NULL);
+		uint64_t va;
+		for (uint64_t off = 0; off < 65536; off += 4093)
+			if (elfsym_off_to_vaddr(e, off, &va))
+				elfsym_lookup(e, va, NULL);
+		elfsym_free(e);
+	}
+	return 0;
+}
