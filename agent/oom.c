@@ -61,6 +61,8 @@ struct target {
 	size_t npcs, pcs_cap;
 	uint64_t gen;
 	bool frozen;		/* a capture is pending: the mirror must not move */
+	bool busy;		/* the thread is reading it without the lock */
+	bool dead;		/* untracked while busy: the thread frees it */
 };
 
 struct cap_bucket {
@@ -106,6 +108,7 @@ struct oom_watch {
 	pthread_t thr;
 	bool thr_started;
 	volatile bool stop;
+	bool kick;		/* a target was added: mirror now */
 	int efd;
 
 	struct target **t;
@@ -257,107 +260,128 @@ static void mirror_trim(struct target *t, size_t max)
 	}
 }
 
-/*
- * Catch the mirror up with the list: walk from the head until the newest
- * mirrored bucket and append what is new. Returns the number of new
- * buckets, or negative (-ESRCH when the process is gone).
- */
-static int mirror_refresh(struct oom_watch *w, struct target *t, struct pp_err *err)
+/* New buckets read from the target, newest first (outside the lock). */
+struct mbatch {
+	struct mirror_ent *ne;
+	size_t nne, ne_cap;
+	uint64_t *npcs;
+	size_t nnp, np_cap;
+	bool reached;		/* the walk met the old newest bucket */
+};
+
+static void mbatch_free(struct mbatch *b)
 {
-	uint64_t head, cur, newest = t->n ? t->e[t->n - 1].addr : 0;
+	free(b->ne);
+	free(b->npcs);
+	memset(b, 0, sizeof(*b));
+}
+
+/*
+ * Walk from the head until the newest mirrored bucket (`newest`, 0 when
+ * the mirror is empty) and collect what is new. Touches no shared state:
+ * runs without w->mu. Negative on errors (-ESRCH: the process is gone).
+ */
+static int mirror_read(const struct oom_watch *w, pid_t pid, uint64_t mbuckets_addr,
+		       uint64_t newest, struct mbatch *b, struct pp_err *err)
+{
+	uint64_t head, cur;
 	uint64_t buf[GO_BUCKET_HDR / 8 + MIRROR_READ_FRAMES];
-	struct mirror_ent *ne = NULL;
-	size_t nne = 0, ne_cap = 0, got = 0;
-	uint64_t *npcs = NULL;
-	size_t nnp = 0, np_cap = 0;
+	size_t got = 0;
 	uint32_t maxb = w->o.max_buckets, maxd = w->o.max_stack_depth;
-	bool reached = false;
 	int rc;
 
-	rc = remote_read(t->pid, t->g->mbuckets_addr, &head, 8, &got);
+	memset(b, 0, sizeof(*b));
+	rc = remote_read(pid, mbuckets_addr, &head, 8, &got);
 	if (rc || got != 8)
 		return pp_errf(err, rc ? rc : -EFAULT, "pid %d: read runtime.mbuckets: %s",
-			       (int)t->pid, strerror(rc ? -rc : EFAULT));
-	if (head == newest)
-		return 0;
+			       (int)pid, strerror(rc ? -rc : EFAULT));
 	cur = head;
 	while (cur) {
 		uint64_t nstk, keep;
 
 		if (cur == newest) {
-			reached = true;
+			b->reached = true;
 			break;
 		}
-		if (nne >= maxb)
+		if (b->nne >= maxb)
 			break;
-		rc = remote_read(t->pid, cur, buf, sizeof(buf), &got);
+		rc = remote_read(pid, cur, buf, sizeof(buf), &got);
 		if (rc == -EFAULT || (rc == 0 && got < GO_BUCKET_HDR)) {
 			/* the frames may cross into an unmapped page */
-			rc = remote_read(t->pid, cur, buf, GO_BUCKET_HDR, &got);
+			rc = remote_read(pid, cur, buf, GO_BUCKET_HDR, &got);
 		}
 		if (rc || got < GO_BUCKET_HDR) {
 			rc = pp_errf(err, rc ? rc : -EFAULT, "pid %d: read bucket %#" PRIx64 ": %s",
-				     (int)t->pid, cur, strerror(rc ? -rc : EFAULT));
+				     (int)pid, cur, strerror(rc ? -rc : EFAULT));
 			goto fail;
 		}
 		nstk = buf[GO_BUCKET_NSTK / 8];
 		if (buf[GO_BUCKET_TYP / 8] != GO_BUCKET_MEMPROF || nstk > GOHEAP_NSTK_LIMIT) {
 			rc = pp_errf(err, -EINVAL, "pid %d: %#" PRIx64 " is not a memProfile bucket",
-				     (int)t->pid, cur);
+				     (int)pid, cur);
 			goto fail;
 		}
 		keep = nstk < maxd ? nstk : maxd;
-		if (grow((void **)&ne, &ne_cap, nne + 1, sizeof(*ne)) ||
-		    grow((void **)&npcs, &np_cap, nnp + keep + 1, sizeof(uint64_t))) {
-			rc = pp_errf(err, -ENOMEM, "out of memory mirroring pid %d", (int)t->pid);
+		if (grow((void **)&b->ne, &b->ne_cap, b->nne + 1, sizeof(*b->ne)) ||
+		    grow((void **)&b->npcs, &b->np_cap, b->nnp + keep + 1, sizeof(uint64_t))) {
+			rc = pp_errf(err, -ENOMEM, "out of memory mirroring pid %d", (int)pid);
 			goto fail;
 		}
 		if (keep <= MIRROR_READ_FRAMES && got >= GO_BUCKET_HDR + keep * 8) {
-			memcpy(npcs + nnp, buf + GO_BUCKET_HDR / 8, keep * 8);
+			memcpy(b->npcs + b->nnp, buf + GO_BUCKET_HDR / 8, keep * 8);
 		} else if (keep) {
-			rc = remote_read(t->pid, cur + GO_BUCKET_STK, npcs + nnp, keep * 8, &got);
+			rc = remote_read(pid, cur + GO_BUCKET_STK, b->npcs + b->nnp, keep * 8, &got);
 			if (rc || got != keep * 8) {
 				rc = pp_errf(err, rc ? rc : -EFAULT, "pid %d: read stack of %#" PRIx64,
-					     (int)t->pid, cur);
+					     (int)pid, cur);
 				goto fail;
 			}
 		}
-		ne[nne] = (struct mirror_ent){ .addr = cur, .size = buf[GO_BUCKET_SIZE / 8],
-					       .off = nnp, .nstk = keep,
-					       .truncated = nstk > keep };
-		nnp += keep;
-		nne++;
+		b->ne[b->nne++] = (struct mirror_ent){ .addr = cur, .size = buf[GO_BUCKET_SIZE / 8],
+						       .off = b->nnp, .nstk = keep,
+						       .truncated = nstk > keep };
+		b->nnp += keep;
 		cur = buf[GO_BUCKET_ALLNEXT / 8];
 	}
-	if (newest && !reached) {
+	return 0;
+fail:
+	mbatch_free(b);
+	return rc;
+}
+
+/*
+ * Append a batch read against `newest` to the mirror (caller holds w->mu).
+ * Returns the number of new buckets. A frozen target (capture pending) is
+ * only appended to, never trimmed: positions from the head the BPF walk
+ * used stay valid.
+ */
+static int mirror_apply(struct oom_watch *w, struct target *t, uint64_t newest,
+			struct mbatch *b)
+{
+	if ((t->n ? t->e[t->n - 1].addr : 0) != newest)
+		return 0;	/* the mirror moved meanwhile: next pass */
+	if (newest && !b->reached) {
+		if (t->frozen)
+			return 0;
 		/* the old mirror is unreachable within max_buckets: start over */
 		t->n = 0;
 		t->npcs = 0;
 	}
-	if (grow((void **)&t->e, &t->cap, t->n + nne, sizeof(*t->e))) {
-		rc = pp_errf(err, -ENOMEM, "out of memory mirroring pid %d", (int)t->pid);
-		goto fail;
-	}
-	/* ne is newest first; the mirror is oldest first */
-	for (size_t i = nne; i-- > 0;) {
-		struct mirror_ent m = ne[i];
+	if (grow((void **)&t->e, &t->cap, t->n + b->nne, sizeof(*t->e)))
+		return -ENOMEM;
+	/* the batch is newest first; the mirror is oldest first */
+	for (size_t i = b->nne; i-- > 0;) {
+		struct mirror_ent m = b->ne[i];
 		uint64_t off;
 
-		if (mirror_push_pcs(t, npcs + m.off, m.nstk, &off)) {
-			rc = pp_errf(err, -ENOMEM, "out of memory mirroring pid %d", (int)t->pid);
-			goto fail;
-		}
+		if (mirror_push_pcs(t, b->npcs + m.off, m.nstk, &off))
+			return -ENOMEM;
 		m.off = off;
 		t->e[t->n++] = m;
 	}
-	mirror_trim(t, maxb);
-	free(ne);
-	free(npcs);
-	return (int)(nne > INT32_MAX ? INT32_MAX : nne);
-fail:
-	free(ne);
-	free(npcs);
-	return rc;
+	if (!t->frozen)
+		mirror_trim(t, w->o.max_buckets);
+	return (int)(b->nne > INT32_MAX ? INT32_MAX : b->nne);
 }
 
 static int publish_target(struct oom_watch *w, struct target *t, struct pp_err *err)
@@ -409,7 +433,10 @@ static void drop_target_at(struct oom_watch *w, size_t i)
 	for (size_t k = 0; k < w->nc; k++)
 		if (w->c[k]->t == w->t[i])
 			w->c[k]->t = NULL;
-	target_free(w->t[i]);
+	if (w->t[i]->busy)
+		w->t[i]->dead = true;
+	else
+		target_free(w->t[i]);
 	w->t[i] = w->t[--w->nt];
 }
 
@@ -458,9 +485,8 @@ int oom_watch_track(struct oom_watch *w, pid_t pid, struct pp_err *err)
 		enabled = rc == 1;
 		t->rate = GOBIN_DEFAULT_RATE;
 	}
-	rc = mirror_refresh(w, t, err);
-	if (rc < 0)
-		goto fail;
+	/* the mirror is built by the thread: published empty, BPF copies
+	 * whole buckets until it is there */
 
 	pthread_mutex_lock(&w->mu);
 	if (find_target(w, pid, NULL)) {
@@ -481,6 +507,7 @@ int oom_watch_track(struct oom_watch *w, pid_t pid, struct pp_err *err)
 		goto fail;
 	}
 	w->t[w->nt++] = t;
+	w->kick = true;
 	pthread_mutex_unlock(&w->mu);
 	return enabled ? 1 : 0;
 fail:
@@ -1040,15 +1067,18 @@ static void reconcile(struct oom_watch *w)
 	}
 }
 
-/* Catch mirrors up; drop targets whose process is gone. Caller holds w->mu. */
-static void refresh_targets(struct oom_watch *w)
+/*
+ * Drop targets whose process is gone, and pick those whose mirror to catch
+ * up (marked busy). Caller holds w->mu.
+ */
+static size_t pick_targets(struct oom_watch *w, struct target ***out, size_t *cap)
 {
+	size_t n = 0;
+
 	for (size_t i = 0; i < w->nt;) {
 		struct target *t = w->t[i];
-		struct pp_err err = { 0 };
-		int rc;
 
-		if (t->frozen) {
+		if (t->frozen || t->busy) {
 			i++;
 			continue;
 		}
@@ -1064,10 +1094,44 @@ static void refresh_targets(struct oom_watch *w)
 			drop_target_at(w, i);
 			continue;
 		}
-		rc = mirror_refresh(w, t, &err);
-		if (rc > 0)
-			publish_target(w, t, &err);
+		if (grow((void **)out, cap, n + 1, sizeof(**out)) == 0) {
+			t->busy = true;
+			(*out)[n++] = t;
+		}
 		i++;
+	}
+	return n;
+}
+
+/* Catch the picked mirrors up: read without the lock, apply with it. */
+static void refresh_targets(struct oom_watch *w, struct target **picked, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct target *t = picked[i];
+		struct pp_err err = { 0 };
+		struct mbatch b;
+		uint64_t newest;
+		pid_t pid;
+		uint64_t addr;
+		int rc;
+
+		pthread_mutex_lock(&w->mu);
+		newest = t->n ? t->e[t->n - 1].addr : 0;
+		pid = t->pid;
+		addr = t->g->mbuckets_addr;
+		pthread_mutex_unlock(&w->mu);
+
+		rc = mirror_read(w, pid, addr, newest, &b, &err);
+
+		pthread_mutex_lock(&w->mu);
+		if (!t->dead && rc == 0 && (b.nne || (newest && !b.reached)) &&
+		    mirror_apply(w, t, newest, &b) > 0)
+			publish_target(w, t, &err);
+		t->busy = false;
+		if (t->dead)
+			target_free(t);
+		pthread_mutex_unlock(&w->mu);
+		mbatch_free(&b);
 	}
 }
 
@@ -1075,6 +1139,8 @@ static void *thread_main(void *arg)
 {
 	struct oom_watch *w = arg;
 	int64_t last_refresh = 0, last_reconcile = 0;
+	struct target **picked = NULL;
+	size_t picked_cap = 0, npicked;
 	int64_t period = (int64_t)(w->o.mirror_interval_ns / 1000000);
 
 	if (period <= 0)
@@ -1093,12 +1159,16 @@ static void *thread_main(void *arg)
 			reconcile(w);
 			last_reconcile = now;
 		}
-		if (now - last_refresh >= period) {
-			refresh_targets(w);
+		npicked = 0;
+		if (now - last_refresh >= period || w->kick) {
+			npicked = pick_targets(w, &picked, &picked_cap);
+			w->kick = false;
 			last_refresh = now;
 		}
 		pthread_mutex_unlock(&w->mu);
+		refresh_targets(w, picked, npicked);
 	}
+	free(picked);
 	return NULL;
 }
 

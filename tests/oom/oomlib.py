@@ -224,16 +224,18 @@ def comments(profile):
     return [l[len("Comment: "):] for l in out.splitlines() if l.startswith("Comment: ")]
 
 
-def oom_one(w, cg, argv, tracked=True, env=None, settle=0.0):
+def oom_one(w, cg, argv, tracked=True, env=None, settle=0.0, mirrored=0):
     """Start a victim in cg, wait until the watcher tracks it (when expected),
     let it leak; returns (victim exit status, watcher result, track event).
-    settle: seconds to wait after "ready" so the watcher's mirror catches up
-    with buckets the victim created before it."""
+    mirrored: wait until the watcher has mirrored that many buckets (the
+    ones the victim made before "ready"); settle: then sleep that long."""
     v = Victim(cg, argv, env)
     if not v.ready():
         v.p.kill()
         return None, None, None
     tr = w.tracked(v.pid) if tracked else None
+    if mirrored:
+        w.event(lambda e: e.get("event") == "status" and e.get("mirrored", 0) >= mirrored, 120)
     time.sleep(settle)
     v.go()
     rc = v.wait(60)

@@ -10,13 +10,13 @@ import oomlib
 NB = 120000
 
 
-def run_case(d, leak, name, wargs, vargs, limit, settle=1.0):
+def run_case(d, leak, name, wargs, vargs, limit, mirrored=0):
     out = os.path.join(d, name)
     os.makedirs(out)
     w = oomlib.Watcher(out, *wargs)
     try:
         with oomlib.Cgroup(name, limit) as cg:
-            rc, res, tr = oomlib.oom_one(w, cg, [leak, *vargs], settle=settle)
+            rc, res, tr = oomlib.oom_one(w, cg, [leak, *vargs], mirrored=mirrored)
             check(tr is not None, f"{name}: tracked")
             check(rc == -9, f"{name}: SIGKILLed ({rc})")
         alive = w.alive()
@@ -32,7 +32,7 @@ def main():
     leak, _, _ = oomlib.build_workloads(d)
 
     r = run_case(d, leak, "many", ["--max-buckets", "200000"],
-                 ["-buckets", str(NB), "-rate", "1"], 200)
+                 ["-buckets", str(NB), "-rate", "1"], 200, mirrored=NB)
     if check(r is not None and r["event"] == "profile", "many buckets: profile", str(r)):
         check(r["complete"], "many buckets: complete", r["reason"])
         check(r["buckets"] >= NB, f"many buckets: >= {NB} buckets walked",
@@ -45,7 +45,7 @@ def main():
         print(f"capture of {r['buckets']} buckets took {r['capture_ns']} ns")
 
     r = run_case(d, leak, "fewb", ["--max-buckets", "1000"],
-                 ["-buckets", "5000", "-rate", "1"], 120)
+                 ["-buckets", "5000", "-rate", "1"], 120, mirrored=1000)
     if check(r is not None and r["event"] == "profile", "max_buckets 1000: profile", str(r)):
         check(not r["complete"] and "bucket_limit" in r["reason"],
               "max_buckets 1000: incomplete, bucket_limit", r["reason"])
@@ -57,7 +57,7 @@ def main():
     # a one-page ring cannot hold a single 256-bucket counter chunk: records
     # are lost, and the profile says so (whatever the END record's fate)
     r = run_case(d, leak, "tinyring", ["--ring-bytes", "4096"],
-                 ["-buckets", "5000", "-rate", "1"], 120)
+                 ["-buckets", "5000", "-rate", "1"], 120, mirrored=5000)
     if check(r is not None and r["event"] == "profile", "4 KiB ring: profile", str(r)):
         check(not r["complete"] and "ring_full" in r["reason"],
               "4 KiB ring: incomplete, ring_full", r["reason"])
