@@ -872,15 +872,20 @@ out:
 	return rc;
 }
 
-/* Turn a finished capture into its one result. Caller holds w->mu. */
-static void finalize(struct oom_watch *w, struct capture *c)
+/*
+ * Turn a finished capture into its one result. Runs WITHOUT w->mu (a
+ * million-bucket profile takes seconds to build): the capture is only
+ * touched by the watcher thread, its target is frozen (no API call frees
+ * or changes it) and the mirror is only changed by this same thread.
+ */
+static struct oom_result *finalize(struct oom_watch *w, struct capture *c)
 {
 	struct oom_result *r = calloc(1, sizeof(*r));
 	const struct oom_victim *v = &c->v;
 	struct pp_err err = { 0 };
 
 	if (!r)
-		return;
+		return NULL;
 	r->pid = (pid_t)c->tgid;
 	r->tid = (pid_t)v->tid;
 	r->capture_id = c->id;
@@ -938,7 +943,7 @@ static void finalize(struct oom_watch *w, struct capture *c)
 	} else {
 		r->outcome = OOM_OUT_PROFILE;
 	}
-	push_result(w, r);
+	return r;
 }
 
 static void remove_capture(struct oom_watch *w, size_t i)
@@ -959,6 +964,28 @@ static void remove_capture(struct oom_watch *w, size_t i)
 }
 
 /* start_ticks as BPF sees them (our time namespace's offset removed); 0 = any */
+/* Hand over a finalized capture's result and forget the capture.
+ * Caller holds w->mu. */
+static void retire(struct oom_watch *w, struct capture *c, struct oom_result *r)
+{
+	__u32 k = c->tgid;
+	struct oom_victim v;
+
+	if (r)
+		push_result(w, r);
+	/* keep the map entry (it blocks re-marks of the dying victim) until
+	 * the process is gone; reconcile() frees the slot then */
+	if (bpf_map_lookup_elem(w->victims_fd, &k, &v) == 0 && v.capture_id == c->id) {
+		v.state = OOM_ST_REPORTED;
+		bpf_map_update_elem(w->victims_fd, &k, &v, BPF_EXIST);
+	}
+	for (size_t i = 0; i < w->nc; i++)
+		if (w->c[i] == c) {
+			remove_capture(w, i);
+			break;
+		}
+}
+
 static bool pid_alive(const struct oom_watch *w, pid_t pid, uint64_t start_ticks)
 {
 	uint64_t st;
@@ -1028,26 +1055,6 @@ static void reconcile(struct oom_watch *w)
 		if (bpf_map_lookup_elem(w->victims_fd, &k, &v) == 0 && v.capture_id == c->id)
 			continue;
 		c->have_end = true;
-	}
-
-	for (size_t i = 0; i < w->nc;) {
-		struct capture *c = w->c[i];
-
-		if (c->have_end) {
-			__u32 k = c->tgid;
-			struct oom_victim v;
-
-			finalize(w, c);
-			/* keep the map entry (it blocks re-marks of the dying victim)
-			 * until the process is gone; then free the slot */
-			if (bpf_map_lookup_elem(w->victims_fd, &k, &v) == 0 && v.capture_id == c->id) {
-				v.state = OOM_ST_REPORTED;
-				bpf_map_update_elem(w->victims_fd, &k, &v, BPF_EXIST);
-			}
-			remove_capture(w, i);
-			continue;
-		}
-		i++;
 	}
 
 	/* free victims slots whose process is gone and whose capture is done */
@@ -1141,6 +1148,8 @@ static void *thread_main(void *arg)
 	int64_t last_refresh = 0, last_reconcile = 0;
 	struct target **picked = NULL;
 	size_t picked_cap = 0, npicked;
+	struct capture **fin = NULL;
+	size_t fin_cap = 0, nfin;
 	int64_t period = (int64_t)(w->o.mirror_interval_ns / 1000000);
 
 	if (period <= 0)
@@ -1159,6 +1168,11 @@ static void *thread_main(void *arg)
 			reconcile(w);
 			last_reconcile = now;
 		}
+		nfin = 0;
+		for (size_t i = 0; i < w->nc; i++)
+			if (w->c[i]->have_end &&
+			    grow((void **)&fin, &fin_cap, nfin + 1, sizeof(*fin)) == 0)
+				fin[nfin++] = w->c[i];
 		npicked = 0;
 		if (now - last_refresh >= period || w->kick) {
 			npicked = pick_targets(w, &picked, &picked_cap);
@@ -1166,9 +1180,18 @@ static void *thread_main(void *arg)
 			last_refresh = now;
 		}
 		pthread_mutex_unlock(&w->mu);
+
+		for (size_t i = 0; i < nfin; i++) {
+			struct oom_result *r = finalize(w, fin[i]);
+
+			pthread_mutex_lock(&w->mu);
+			retire(w, fin[i], r);
+			pthread_mutex_unlock(&w->mu);
+		}
 		refresh_targets(w, picked, npicked);
 	}
 	free(picked);
+	free(fin);
 	return NULL;
 }
 

@@ -12,7 +12,8 @@
  * (256 x 192 B) - 32.5 MiB in all, <= 64 MiB. The ring is sized
  * max_buckets x 32 B + 1 MiB rounded up to a power of two, capped at
  * 32 MiB (8 MiB for the default 100,000). Measured here: 1,000,095
- * buckets captured complete in 130 ms, 100,074 in 20 ms, 10,051 in 2.3 ms.
+ * buckets captured complete in 130-175 ms, 100,072 in 13-20 ms, 10,053 in
+ * 1.4-2.3 ms (2 shared cores, other work running).
  * User space pays for the mirror instead: ~(32 + 8 x depth) B per bucket
  * (243 MiB RSS at 1M buckets of ~13 frames; building the 1M-bucket profile
  * through goheap then peaks at ~970 MiB).
