@@ -5,7 +5,7 @@ OOM_BENCH_SIZES overrides the bucket counts (comma-separated)."""
 import os
 import statistics
 
-from pptest import check, done, tmpdir
+from pptest import check, tmpdir
 import oomlib
 
 SIZES = [int(x) for x in os.environ.get("OOM_BENCH_SIZES", "10000,100000,1000000").split(",")]
@@ -78,7 +78,7 @@ def main():
     if caps:
         print(f"kills: {ok}/{KILLS} complete; capture_us median {statistics.median(caps)/1e3:.1f}"
               f" max {max(caps)/1e3:.1f}")
-    done()
+    oomlib.finish(d)
 
 
 if __name__ == "__main__":

@@ -197,6 +197,17 @@ class Victim:
             return self.p.wait()
 
 
+def finish(d):
+    """done(), removing the test's temp dir unless something failed (kept
+    then for a look at the profiles)."""
+    import shutil
+    if not pptest._failures:
+        shutil.rmtree(d, ignore_errors=True)
+    else:
+        print(f"kept {d}")
+    pptest.done()
+
+
 def build_workloads(d):
     leak = pptest.go_build(os.path.join(HERE, "leak.go"), os.path.join(d, "leak"))
     norate = pptest.go_build(os.path.join(HERE, "leak_norate.go"),

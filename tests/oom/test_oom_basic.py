@@ -3,9 +3,8 @@ cgroup, five times in a row: each kill yields one complete profile whose top
 inuse_space function is the leaking one, with the OOM labels and the
 victim's RSS figures in the comments."""
 import os
-import sys
 
-from pptest import check, done, tmpdir
+from pptest import check, tmpdir
 import oomlib
 
 KILLS = int(os.environ.get("OOM_KILLS", "5"))
@@ -58,7 +57,7 @@ def main():
     check(st is not None and st["profiles"] == KILLS and st["events"] == 0,
           "watcher counted every profile and no event", str(st))
     print(f"capture_ns per kill: {times}")
-    done()
+    oomlib.finish(d)
 
 
 if __name__ == "__main__":

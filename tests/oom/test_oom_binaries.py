@@ -4,7 +4,7 @@ the profile variables are found from code, names from .gopclntab)."""
 import os
 
 import pptest
-from pptest import check, done, tmpdir
+from pptest import check, tmpdir
 import oomlib
 
 
@@ -32,7 +32,7 @@ def main():
         check(w.alive(), "watcher alive")
     finally:
         w.stop()
-    done()
+    oomlib.finish(d)
 
 
 if __name__ == "__main__":

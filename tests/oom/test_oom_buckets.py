@@ -4,7 +4,7 @@ max_buckets or max_stack_depth gives a profile marked incomplete with the
 reason, in the labels and in the result."""
 import os
 
-from pptest import check, done, tmpdir
+from pptest import check, tmpdir
 import oomlib
 
 NB = 120000
@@ -71,7 +71,7 @@ def main():
               "max_depth 8: label says why", str(r["labels"]))
         check(oomlib.top_inuse(r["file"]) == "main.leakyAllocator",
               "max_depth 8: leaf frames kept")
-    done()
+    oomlib.finish(d)
 
 
 if __name__ == "__main__":

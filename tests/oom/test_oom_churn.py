@@ -8,7 +8,7 @@ import os
 import re
 
 import pptest
-from pptest import check, done, tmpdir
+from pptest import check, tmpdir
 import oomlib
 
 
@@ -65,7 +65,7 @@ def main():
                       "exit hook: top inuse_space is the leak")
     finally:
         w.stop()
-    done()
+    oomlib.finish(d)
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ watcher working; with enable_profiling the rate-0 program gives a real
 profile."""
 import os
 
-from pptest import check, done, tmpdir
+from pptest import check, tmpdir
 import oomlib
 
 
@@ -67,7 +67,7 @@ def main():
                       "enable_profiling: top inuse_space is main.leakyNoRate")
     finally:
         w.stop()
-    done()
+    oomlib.finish(d)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ import os
 import socket
 import time
 
-from pptest import check, done, tmpdir
+from pptest import check, tmpdir
 import oomlib
 from receiver import Receiver
 
@@ -90,7 +90,7 @@ go_heap:
         st = w.stop()
     check(st and st["delivered"] == 1 and st["deliver_failed"] == 0,
           "one result handed to the outbox", str(st))
-    done()
+    oomlib.finish(d)
 
 
 if __name__ == "__main__":

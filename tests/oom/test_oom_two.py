@@ -3,7 +3,7 @@ OOM-killed together: two profiles, one per victim, each complete and
 pointing at the leaking function."""
 import os
 
-from pptest import check, done, tmpdir
+from pptest import check, tmpdir
 import oomlib
 
 
@@ -46,7 +46,7 @@ def main():
         st = w.stop()
     check(st and st["marks"] >= 2 and st["profiles"] == 2, "stats: 2 marks, 2 profiles",
           str(st))
-    done()
+    oomlib.finish(d)
 
 
 if __name__ == "__main__":
