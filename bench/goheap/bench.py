@@ -25,7 +25,7 @@ sys.path.insert(0, os.path.join(SRC, "tests", "goheap"))
 import ghlib  # noqa: E402
 import pptest  # noqa: E402
 
-tmp = pptest.tmpdir("pushprof-bench-goheap-")
+tmp = ghlib.tmpdir("pushprof-bench-goheap-")
 binary = ghlib.build("many", tmp, "plain")
 for n in counts:
     with ghlib.Workload(binary, [str(n), os.path.join(tmp, "own.pb.gz")],
