@@ -680,6 +680,7 @@ struct builder {
 	struct pcinfo *pcs;
 	size_t npcs, cappcs;
 	struct u64map locmap;		/* first pc -> index into locs */
+	struct { uint64_t pc; uint32_t li; } *lcache;	/* direct-mapped front of locmap */
 	struct loccache *locs;
 	size_t nlocs, caplocs;
 	struct go_heap pool;		/* arena for location pc lists */
@@ -850,6 +851,24 @@ static uint64_t raw_location(struct builder *b, uint64_t pc)
 	return pprof_location(b->p, mapping_of(b, pc - 1), pc - 1, NULL, 0);
 }
 
+#define LCACHE 8192
+
+/* locmap lookup through a direct-mapped cache: stacks repeat the same few
+ * thousand PCs, and this is the per-frame hot path. */
+static inline bool loc_lookup(struct builder *b, uint64_t pc, uint32_t *li)
+{
+	size_t slot = (pc ^ (pc >> 13)) & (LCACHE - 1);
+	if (pc && b->lcache[slot].pc == pc) {	/* 0 marks an empty slot */
+		*li = b->lcache[slot].li;
+		return true;
+	}
+	if (!u64map_get(&b->locmap, pc, li))
+		return false;
+	b->lcache[slot].pc = pc;
+	b->lcache[slot].li = *li;
+	return true;
+}
+
 static inline bool same_pcs(const uint64_t *a, const uint64_t *b, uint32_t n)
 {
 	for (uint32_t i = 0; i < n; i++)
@@ -871,7 +890,7 @@ static int locs_for_stack(struct builder *b, const uint64_t *stk, uint32_t n, ui
 	while (i < n) {
 		uint64_t pc = stk[i];
 		uint32_t li, pidx;
-		if (u64map_get(&b->locmap, pc, &li)) {
+		if (loc_lookup(b, pc, &li)) {
 			if (b->nd) {
 				struct gobin_frame first = b->locs[li].first;
 				bool inl = b->locs[li].first_inlined;
@@ -948,7 +967,8 @@ int goheap_to_pprof(const struct go_heap *h, const struct gobin *g, enum goheap_
 	*out = NULL;
 	goheap_init(&b.pool);
 	b.p = pprof_new();
-	if (!b.p || u64map_init(&b.pcmap, 4096) || u64map_init(&b.locmap, 4096))
+	b.lcache = calloc(LCACHE, sizeof(*b.lcache));
+	if (!b.p || !b.lcache || u64map_init(&b.pcmap, 4096) || u64map_init(&b.locmap, 4096))
 		goto fail;
 	if (pprof_add_sample_type(b.p, "alloc_objects", "count") ||
 	    pprof_add_sample_type(b.p, "alloc_space", "bytes") ||
@@ -1030,6 +1050,7 @@ fail:
 	free(locs);
 	free(b.pcs);
 	free(b.locs);
+	free(b.lcache);
 	u64map_free(&b.pcmap);
 	u64map_free(&b.locmap);
 	goheap_free(&b.pool);
