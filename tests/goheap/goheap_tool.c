@@ -265,6 +265,8 @@ static int cmd_fuzz_profile(const char *path, int iters)
 				stk[k] = r % 4 == 0 ? r : g->text_vaddr + r % (g->text_memsz + 64);
 				if (k && r % 5 == 0)
 					stk[k] = stk[k - 1];	/* recursion */
+				if (r % 11 == 0)
+					stk[k] = r % 22 ? 0 : 1;	/* null PCs */
 			}
 			struct go_memrec a, f[3];
 			uint64_t *m = &a.allocs;
