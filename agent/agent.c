@@ -103,6 +103,8 @@ static void forget_pid(pid_t pid, void *arg)
 	struct agent *a = arg;
 	if (a->sym)
 		sym_forget(a->sym, pid);
+	if (a->go)
+		gotrack_remove(a->go, pid);
 }
 
 static int emit_profile(const struct pp_labels *labels, const uint8_t *gz, size_t len, pid_t pid,
@@ -381,10 +383,16 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 	r = targets_scan(a.targets, now, on_target_change, &a, err);
 	if (r < 0)
 		goto out;
+	/* the whole host reports no target changes: Go programs are found here */
+	bool go_host = a.go && targets_whole_host(a.targets);
+	if (go_host)
+		gotrack_scan_host(a.go);
 	a.window_start_mono = mono_ns();
 	a.window_start_real = real_ns();
+	/* ready = config loaded, BPF attached and the first window built (a
+	 * sampler that attaches but cannot drain is not ready) */
 	if (a.http)
-		http_set_ready(a.http, true, NULL);
+		http_set_ready(a.http, !a.cpu, a.cpu ? "waiting for the first CPU window" : NULL);
 	size_t matched = 0, procs = targets_count(a.targets, &matched);
 	pp_log(PP_INFO, "agent started",
 	       "node=%s cpu=%s frequency_hz=%u interval_ms=%llu cpus=%u targets=%s matched=%zu "
@@ -444,6 +452,8 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 			struct pp_err serr = { 0 };
 			if (targets_scan(a.targets, now, on_target_change, &a, &serr) < 0)
 				pp_log(PP_WARN, "target scan failed", "error=%s", pp_q(serr.msg));
+			if (go_host)
+				gotrack_scan_host(a.go);
 			while (next_scan <= now)
 				next_scan += SCAN_NS;
 		}
@@ -466,6 +476,8 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 		}
 		if (now >= next_window || (stop && a.cpu)) {
 			window(&a);
+			if (a.http && a.windows == 1)
+				http_set_ready(a.http, true, NULL);
 			while (next_window <= now)
 				next_window += interval;
 		}
@@ -481,7 +493,9 @@ out:
 	cpu_window_free(&a.win);
 	if (a.outbox) {
 		struct pp_err ferr = { 0 };
-		if (outbox_flush(a.outbox, &ferr) < 0)
+		/* The stop window flushed already: only what is still pending
+		 * (heap-only runs, or no spool to keep it) needs another try. */
+		if (outbox_stats(a.outbox)->pending && outbox_flush(a.outbox, &ferr) < 0)
 			pp_log(PP_WARN, "final flush failed", "error=%s", pp_q(ferr.msg));
 		outbox_free(a.outbox);
 	}

@@ -1,5 +1,7 @@
 #include "gotrack.h"
 
+#include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -14,10 +16,11 @@
 #include "metrics.h"
 #include "procinfo.h"
 
-#define NOT_GO_CACHE 4096
+#define NOT_GO_CACHE 4096	/* not Go, or a Go binary that cannot be analyzed */
 
 struct tracked {
 	pid_t pid;
+	uint64_t start;		/* proc_start_time: tells a reused pid apart */
 	struct gobin *g;
 	uint64_t last_pressure_ns;	/* 0 = never */
 };
@@ -109,8 +112,20 @@ int gotrack_add(struct gotrack *t, pid_t pid)
 	struct exe_id id;
 	struct gobin *g = NULL;
 
-	if (!t->cfg->go_heap.enabled || find(t, pid))
+	if (!t->cfg->go_heap.enabled)
 		return 0;
+	struct tracked *old = find(t, pid);
+	uint64_t start = 0;
+	if (proc_start_time(pid, &start))
+		return 0;	/* gone */
+	if (old && old->start == start)
+		return 0;
+	if (old) {
+		/* the pid now names another process: the old gobin describes
+		 * another binary's memory layout */
+		pp_log(PP_DEBUG, "pid reused, tracking the new process afresh", "pid=%d", (int)pid);
+		gotrack_remove(t, pid);
+	}
 	if (exe_id(pid, &id))
 		return 0;	/* gone, or a kernel thread */
 	if (known_not_go(t, &id))
@@ -123,6 +138,8 @@ int gotrack_add(struct gotrack *t, pid_t pid)
 	if (rc == -ESRCH)
 		return 0;
 	if (rc) {
+		/* once per executable: whole-host scans come back every second */
+		remember_not_go(t, &id);
 		pp_log(PP_WARN, "go process not tracked", "pid=%d error=%s", (int)pid,
 		       pp_q(err.msg));
 		gobin_free(g);
@@ -151,7 +168,7 @@ int gotrack_add(struct gotrack *t, pid_t pid)
 		t->v = nv;
 		t->cap = cap;
 	}
-	t->v[t->n++] = (struct tracked){ .pid = pid, .g = g };
+	t->v[t->n++] = (struct tracked){ .pid = pid, .start = start, .g = g };
 	metric_set(t->m_tracked, (double)t->n);
 	pp_log(PP_DEBUG, "tracking go process", "pid=%d go=%s vars=%s", (int)pid,
 	       g->go_version[0] ? g->go_version : "unknown",
@@ -223,14 +240,56 @@ static bool snapshot(struct gotrack *t, struct tracked *e, struct outbox *o, con
 	return true;
 }
 
+/* Still the process that was analyzed? */
+static bool same_process(const struct tracked *e)
+{
+	uint64_t st;
+	return proc_start_time(e->pid, &st) == 0 && st == e->start;
+}
+
 void gotrack_snapshot_all(struct gotrack *t, struct outbox *o)
 {
+	pid_t reused[64];
+	size_t nreused = 0;
+
 	for (size_t i = 0; i < t->n;) {
+		pid_t pid = t->v[i].pid;
+		if (!same_process(&t->v[i])) {
+			/* exited, or exited and the pid came back as another process */
+			if (nreused < sizeof(reused) / sizeof(reused[0]))
+				reused[nreused++] = pid;
+			gotrack_remove(t, pid);
+			continue;
+		}
 		if (snapshot(t, &t->v[i], o, "interval", GOHEAP_VIEW_RUNTIME))
 			i++;
 		else
-			gotrack_remove(t, t->v[i].pid);
+			gotrack_remove(t, pid);
 	}
+	/* a live process under a reused pid is still a target: analyze it */
+	for (size_t i = 0; i < nreused; i++)
+		gotrack_add(t, reused[i]);
+}
+
+int gotrack_scan_host(struct gotrack *t)
+{
+	DIR *d = opendir("/proc");
+	int added = 0;
+
+	if (!d)
+		return -errno;
+	for (struct dirent *e; (e = readdir(d));) {
+		if (!isdigit((unsigned char)e->d_name[0]))
+			continue;
+		char *end;
+		long pid = strtol(e->d_name, &end, 10);
+		if (*end || pid <= 0 || pid > INT32_MAX)
+			continue;
+		if (gotrack_add(t, (pid_t)pid) > 0)
+			added++;
+	}
+	closedir(d);
+	return added;
 }
 
 static int read_u64_file(const char *path, uint64_t *v)

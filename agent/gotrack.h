@@ -31,6 +31,11 @@ void gotrack_free(struct gotrack *t);
  * not Go (or already tracked), negative on errors worth a log line. */
 int gotrack_add(struct gotrack *t, pid_t pid);
 void gotrack_remove(struct gotrack *t, pid_t pid);
+/* Whole-host mode (no targets: the target set reports no changes): look at
+ * every process in /proc and track the Go ones not tracked yet (not-Go
+ * executables are cached, so this is a stat per process). Returns how many
+ * were added. */
+int gotrack_scan_host(struct gotrack *t);
 size_t gotrack_count(const struct gotrack *t);
 
 /* One snapshot of every tracked process (trigger "interval"). */

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +27,26 @@ struct outbox {
 	uint64_t local_bytes;		/* estimate of local_store usage */
 	uint64_t seq;
 	struct outbox_stats st;
+	/* After a failed delivery the network is left alone until retry_at
+	 * (backoff doubling from OFFLINE_MIN_NS to OFFLINE_MAX_NS): a store that
+	 * is down or hangs then costs one bounded attempt per backoff instead of
+	 * one per flush, so the run loop's windows stay on time and a shutdown
+	 * during an outage spools at once. Loop thread only. */
+	uint64_t retry_at, backoff;
+	char last_err[200];
+	/* spool counters already turned into metrics and log lines */
+	uint64_t rep_dropped_files, rep_dropped_profiles, rep_corrupt;
 };
+
+#define OFFLINE_MIN_NS 2000000000ull	/* 2 s */
+#define OFFLINE_MAX_NS 30000000000ull	/* 30 s */
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 static int mkdirs(const char *dir, mode_t mode)
 {
@@ -198,6 +218,8 @@ int outbox_submit(struct outbox *o, const struct pp_labels *labels, const uint8_
 	return rc;
 }
 
+static void spool_report(struct outbox *o);
+
 int outbox_submit_durable(struct outbox *o, const struct pp_labels *labels, const uint8_t *gz,
 			  size_t len, struct pp_err *err)
 {
@@ -214,6 +236,7 @@ int outbox_submit_durable(struct outbox *o, const struct pp_labels *labels, cons
 			o->st.pending = 0;
 		}
 	}
+	spool_report(o);
 	pthread_mutex_unlock(&o->lock);
 	return rc;
 }
@@ -248,20 +271,65 @@ static int send_batch(struct outbox *o, const struct spool_batch *b, struct pp_e
 	return rc;
 }
 
+/* Spool gauges, and every drop (spool full) or corrupt file as a counter
+ * and a log line: the spool itself never prints. */
+static void spool_report(struct outbox *o)
+{
+	if (!o->spool)
+		return;
+	const struct spool_stats *ss = spool_stats(o->spool);
+	metric_set(metric_get("pushprof_spool_files", "Batches waiting in the spool.",
+			      METRIC_GAUGE, NULL), (double)ss->files);
+	metric_set(metric_get("pushprof_spool_bytes", "Bytes waiting in the spool.",
+			      METRIC_GAUGE, NULL), (double)ss->bytes);
+	uint64_t df = ss->dropped_files - o->rep_dropped_files;
+	uint64_t dp = ss->dropped_profiles - o->rep_dropped_profiles;
+	if (df || dp) {
+		pp_log(PP_WARN, "spool full, dropped the oldest profiles",
+		       "files=%" PRIu64 " profiles=%" PRIu64 " max_bytes=%" PRIu64
+		       " dropped_total=%" PRIu64, df, dp, o->cfg->spool.max_bytes,
+		       ss->dropped_profiles);
+		metric_inc("pushprof_spool_dropped_files_total",
+			   "Spool files removed (oldest first) to stay under spool.max_bytes.", NULL,
+			   (double)df);
+		metric_inc("pushprof_profiles_dropped_total", "Profiles given up, by cause.",
+			   "cause=\"spool_full\"", (double)dp);
+		o->st.dropped += dp;
+		o->rep_dropped_files = ss->dropped_files;
+		o->rep_dropped_profiles = ss->dropped_profiles;
+	}
+	if (ss->corrupt != o->rep_corrupt) {
+		metric_inc("pushprof_spool_corrupt_files_total",
+			   "Spool files that did not decode, moved aside as <name>.corrupt.", NULL,
+			   (double)(ss->corrupt - o->rep_corrupt));
+		o->rep_corrupt = ss->corrupt;
+	}
+}
+
 int outbox_flush(struct outbox *o, struct pp_err *err)
 {
 	int rc = 0;
 
 	if (!o->up)
 		return 0;
+	uint64_t now = mono_ns();
+	bool offline = o->retry_at && now < o->retry_at;
+	if (offline)
+		rc = pp_errf(err, -EAGAIN, "remote store unavailable, next attempt in %.1fs; last "
+			     "error: %s", (double)(o->retry_at - now) / 1e9, o->last_err);
 	/* oldest first: what was spooled earlier (also by a previous run) */
-	while (o->spool) {
+	while (o->spool && !offline) {
 		struct spool_batch b;
 		char name[64];
 		struct pp_err perr = { 0 };
+		uint64_t corrupt0 = spool_stats(o->spool)->corrupt;
 		int got = spool_peek(o->spool, name, sizeof(name), &b, &perr);
-		if (perr.code)
-			pp_log(PP_WARN, "spool", "error=%s", pp_q(perr.msg));
+		uint64_t moved = spool_stats(o->spool)->corrupt - corrupt0;
+		if (moved)	/* err holds the last one */
+			pp_log(PP_WARN, "corrupt spool files moved aside", "files=%" PRIu64 " error=%s",
+			       moved, pp_q(perr.msg));
+		else if (perr.code)
+			pp_log(PP_WARN, "spool read failed", "error=%s", pp_q(perr.msg));
 		if (got <= 0)
 			break;
 		rc = send_batch(o, &b, err);
@@ -295,6 +363,18 @@ int outbox_flush(struct outbox *o, struct pp_err *err)
 			metric_inc("pushprof_profiles_dropped_total", "Profiles given up, by cause.",
 				   "cause=\"refused\"", (double)batch.n);
 			spool_batch_free(&batch);
+		}
+	}
+	if (!offline) {
+		/* a refusal (permanent) still means the store answered */
+		if (rc) {
+			o->backoff = o->backoff ? o->backoff * 2 : OFFLINE_MIN_NS;
+			if (o->backoff > OFFLINE_MAX_NS)
+				o->backoff = OFFLINE_MAX_NS;
+			o->retry_at = mono_ns() + o->backoff;
+			snprintf(o->last_err, sizeof(o->last_err), "%.190s", err ? err->msg : "");
+		} else {
+			o->backoff = o->retry_at = 0;
 		}
 	}
 	pthread_mutex_lock(&o->lock);
@@ -335,19 +415,7 @@ int outbox_flush(struct outbox *o, struct pp_err *err)
 	}
 	o->st.pending = o->pending.n;
 	pthread_mutex_unlock(&o->lock);
-	if (o->spool) {
-		const struct spool_stats *ss = spool_stats(o->spool);
-		metric_set(metric_get("pushprof_spool_files", "Batches waiting in the spool.",
-				      METRIC_GAUGE, NULL), (double)ss->files);
-		metric_set(metric_get("pushprof_spool_bytes", "Bytes waiting in the spool.",
-				      METRIC_GAUGE, NULL), (double)ss->bytes);
-		metric_set(metric_get("pushprof_spool_dropped_profiles",
-				      "Profiles dropped because the spool was full (since start).",
-				      METRIC_GAUGE, NULL), (double)ss->dropped_profiles);
-		metric_set(metric_get("pushprof_spool_corrupt_files",
-				      "Spool files moved aside as corrupt (since start).",
-				      METRIC_GAUGE, NULL), (double)ss->corrupt);
-	}
+	spool_report(o);
 	return rc;
 }
 
