@@ -212,6 +212,59 @@ static int cmd_bench(pid_t pid, int iters, uint32_t max_buckets)
 	return 0;
 }
 
+/* gobin_share: analyze pid1, share with pid2; both snapshots must equal
+ * fresh ones. Prints "bias1=.. bias2=.. same_vars=B" and writes 4 files. */
+static int write_file(const char *path, const uint8_t *buf, size_t len)
+{
+	FILE *f = fopen(path, "wb");
+	if (!f)
+		return 1;
+	size_t n = fwrite(buf, 1, len, f);
+	fclose(f);
+	return n != len;
+}
+
+static int cmd_share(pid_t p1, pid_t p2, const char *prefix)
+{
+	struct gobin *g1, *g2, *fresh;
+	struct pp_err err = {0};
+	if (gobin_open_pid(p1, &g1, &err)) {
+		printf("open: %s\n", err.msg);
+		return 1;
+	}
+	int rc = gobin_share(g1, p2, &g2, &err);
+	if (rc) {
+		printf("share rc=%d msg=%s\n", rc, err.msg);
+		gobin_free(g1);
+		return 0;
+	}
+	if (gobin_open_pid(p2, &fresh, &err)) {
+		printf("open2: %s\n", err.msg);
+		return 1;
+	}
+	printf("bias1=0x%" PRIx64 " bias2=0x%" PRIx64 " same_vars=%d\n", g1->bias, g2->bias,
+	       g2->mbuckets_addr == fresh->mbuckets_addr && g2->rate_addr == fresh->rate_addr &&
+		       g2->cycle_addr == fresh->cycle_addr && g2->bias == fresh->bias);
+	gobin_free(g1);	/* the shared analysis must outlive it */
+	const struct gobin *gs[2] = {g2, fresh};
+	for (int i = 0; i < 2; i++) {
+		struct goheap_snapshot s;
+		struct goheap_snapshot_opts o = {.view = GOHEAP_VIEW_RUNTIME, .max_buckets = 100000,
+						 .max_depth = 128, .trigger = "on_demand"};
+		char path[4096];
+		if (goheap_snapshot(p2, gs[i], &o, &s, &err)) {
+			printf("snapshot: %s\n", err.msg);
+			return 1;
+		}
+		snprintf(path, sizeof(path), "%s-%s.pb.gz", prefix, i ? "fresh" : "shared");
+		write_file(path, s.gz, s.len);
+		goheap_snapshot_free(&s);
+	}
+	gobin_free(g2);
+	gobin_free(fresh);
+	return 0;
+}
+
 static int cmd_enable(pid_t pid)
 {
 	struct gobin *g;
@@ -338,6 +391,8 @@ int main(int argc, char **argv)
 	if (argc >= 4 && !strcmp(argv[1], "bench"))
 		return cmd_bench(atoi(argv[2]), atoi(argv[3]),
 				 argc >= 5 ? (uint32_t)strtoul(argv[4], NULL, 10) : 1000000);
+	if (argc >= 5 && !strcmp(argv[1], "share"))
+		return cmd_share(atoi(argv[2]), atoi(argv[3]), argv[4]);
 	if (argc >= 3 && !strcmp(argv[1], "enable"))
 		return cmd_enable(atoi(argv[2]));
 	fprintf(stderr, "usage: goheap_tool vars FILE | kill-then-read PID | "
