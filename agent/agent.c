@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "cpu.h"
+#include "containers.h"
 #include "cpu_profile.h"
 #include "gobin.h"
 #include "goheap.h"
@@ -25,6 +26,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "outbox.h"
+#include "relabel.h"
 #include "symbolize.h"
 #include "targets.h"
 
@@ -38,6 +40,7 @@ struct agent {
 	struct symbolizer *sym;		/* NULL: profiles carry addresses only */
 	struct http_server *http;	/* NULL: no http_address */
 	struct gotrack *go;		/* NULL: go_heap disabled */
+	struct containers *meta;	/* container/pod names (CRI) and cgroup facts */
 	struct cpu_window win;
 	uint64_t window_start_mono;
 	int64_t window_start_real;
@@ -117,6 +120,50 @@ static int emit_profile(const struct pp_labels *labels, const uint8_t *gz, size_
 		pp_log(PP_WARN, "cannot hand over a CPU profile", "pid=%d error=%s", (int)pid,
 		       pp_q(err.msg));
 	return 0;
+}
+
+/* Copy a __meta_* label to the plain name users expect, unless set. */
+static void promote(struct pp_labels *l, const char *meta, const char *name)
+{
+	const char *v = pp_labels_get(l, meta);
+	if (v && *v && !pp_labels_get(l, name))
+		pp_labels_set(l, name, v);
+}
+
+/*
+ * Every series on its way out (outbox labeler): __meta_* labels from the
+ * process and its container, the container/pod labels Parca users expect
+ * (namespace, pod, container, container_id, systemd_unit), then the user's
+ * relabel_configs, which may still rename, drop or filter them. The cgroup
+ * label is parsed rather than /proc re-read, so OOM victims that are
+ * already gone keep their pod names.
+ */
+static int label_series(struct pp_labels *l, void *arg)
+{
+	struct agent *a = arg;
+	static const struct { const char *from, *to; } proc[] = {
+		{ "pid", "__meta_process_pid" }, { "comm", "__meta_process_comm" },
+		{ "executable", "__meta_process_executable" }, { "cgroup", "__meta_process_cgroup" },
+	};
+	for (size_t i = 0; i < sizeof(proc) / sizeof(proc[0]); i++) {
+		const char *v = pp_labels_get(l, proc[i].from);
+		if (v)
+			pp_labels_set(l, proc[i].to, v);
+	}
+	const char *cg = pp_labels_get(l, "cgroup");
+	if (a->meta && cg && *cg) {
+		struct cgroup_info ci;
+		char path[1024];
+		snprintf(path, sizeof(path), "%s", cg);	/* the label may change under us */
+		if (cgroup_info_from_path(path, &ci) == 0)
+			containers_meta_labels_ci(a->meta, &ci, l);
+	}
+	promote(l, "__meta_kubernetes_namespace", "namespace");
+	promote(l, "__meta_kubernetes_pod_name", "pod");
+	promote(l, "__meta_kubernetes_pod_container_name", "container");
+	promote(l, "__meta_container_id", "container_id");
+	promote(l, "__meta_systemd_unit", "systemd_unit");
+	return relabel_apply(a->cfg->relabel, l);
 }
 
 /*
@@ -329,6 +376,13 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 		r = err && err->code ? err->code : -ENOMEM;
 		goto out;
 	}
+	{
+		struct pp_err merr = { 0 };
+		a.meta = containers_new(cfg->cri_socket, 0, 0, &merr);
+		if (!a.meta)
+			pp_log(PP_WARN, "container metadata unavailable", "error=%s", pp_q(merr.msg));
+	}
+	outbox_set_labeler(a.outbox, label_series, &a);
 	a.targets = targets_new(cfg->targets, cfg->ntargets);
 	if (!a.targets) {
 		r = pp_errf(err, -ENOMEM, "out of memory");
@@ -501,6 +555,7 @@ out:
 	}
 	targets_free(a.targets);
 	gotrack_free(a.go);
+	containers_free(a.meta);
 	if (sfd >= 0) {
 		close(sfd);
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
