@@ -25,6 +25,7 @@
 #include "http.h"
 #include "log.h"
 #include "metrics.h"
+#include "oom.h"
 #include "outbox.h"
 #include "relabel.h"
 #include "symbolize.h"
@@ -41,6 +42,7 @@ struct agent {
 	struct http_server *http;	/* NULL: no http_address */
 	struct gotrack *go;		/* NULL: go_heap disabled */
 	struct containers *meta;	/* container/pod names (CRI) and cgroup facts */
+	struct oom_watch *oom;		/* NULL: go_heap.on_oom off or unavailable */
 	struct cpu_window win;
 	uint64_t window_start_mono;
 	int64_t window_start_real;
@@ -91,6 +93,10 @@ static void on_target_change(pid_t pid, bool matched, void *arg)
 		else
 			gotrack_remove(a->go, pid);
 	}
+	/* A live process that stops matching is disarmed; an exiting one is left
+	 * to the watcher, which may be building its OOM profile right now. */
+	if (a->oom && !matched && kill(pid, 0) == 0)
+		oom_watch_untrack(a->oom, pid);
 	if (!a->cpu)
 		return;
 	if (cpu_sampler_allow(a->cpu, pid, matched) < 0)
@@ -428,6 +434,22 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 			goto out;
 		}
 	}
+	if (a.go && cfg->go_heap.on_oom) {
+		struct oom_watch_opts oo = {
+			.max_buckets = cfg->go_heap.max_buckets,
+			.max_stack_depth = cfg->go_heap.max_stack_depth,
+			.enable_profiling = cfg->go_heap.enable_profiling,
+			.node = cfg->node,
+			.extra_labels = &cfg->external_labels,
+		};
+		struct pp_err oerr = { 0 };
+		if (oom_watch_new(&oo, &a.oom, &oerr) < 0) {
+			a.oom = NULL;
+			pp_log(PP_WARN, "OOM capture unavailable", "error=%s", pp_q(oerr.msg));
+		} else {
+			gotrack_set_oom(a.go, a.oom);
+		}
+	}
 	bool want_events = (a.cpu || a.go) && !targets_whole_host(a.targets);
 	int evfd = want_events ? targets_events_open(a.targets) : -1;
 	if (evfd < 0 && want_events)
@@ -480,10 +502,19 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 		if (deadline < wake)
 			wake = deadline;
 		int timeout = wake > now ? (int)((wake - now + 999999) / 1000000) : 0;
-		struct pollfd pfd[2] = { { .fd = sfd, .events = POLLIN },
+		struct pollfd pfd[3] = { { .fd = sfd, .events = POLLIN },
+					 { .fd = a.oom ? oom_watch_fd(a.oom) : -1, .events = POLLIN },
 					 { .fd = evfd, .events = POLLIN } };
-		int pr = poll(pfd, evfd >= 0 ? 2 : 1, timeout);
-		if (pr > 0 && evfd >= 0 && (pfd[1].revents & POLLIN) &&
+		int pr = poll(pfd, 3, timeout);	/* negative fds are ignored */
+		if (pr > 0 && (pfd[1].revents & POLLIN)) {
+			/* an OOM capture: on disk first (durable), then pushed at once */
+			struct pp_err oerr = { 0 };
+			if (oom_watch_deliver(a.oom, a.outbox, &oerr) > 0 &&
+			    outbox_flush(a.outbox, &oerr) < 0)
+				pp_log(PP_WARN, "push of an OOM profile failed; it stays in the spool",
+				       "error=%s", pp_q(oerr.msg));
+		}
+		if (pr > 0 && evfd >= 0 && (pfd[2].revents & POLLIN) &&
 		    targets_events_read(a.targets, mono_ns(), on_target_change, &a) == -ENOBUFS)
 			next_scan = mono_ns();	/* events lost: rescan now */
 		if (pr > 0 && (pfd[0].revents & POLLIN)) {
@@ -542,6 +573,12 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 out:
 	if (a.http)
 		http_stop(a.http);
+	if (a.oom) {
+		struct pp_err oerr = { 0 };
+		if (a.outbox)
+			oom_watch_deliver(a.oom, a.outbox, &oerr);
+		oom_watch_free(a.oom);
+	}
 	cpu_sampler_free(a.cpu);	/* detaches BPF */
 	sym_free(a.sym);
 	cpu_window_free(&a.win);

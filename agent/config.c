@@ -1520,15 +1520,21 @@ static int f_relabel(struct ctx *x, const struct ynode *v, void *base, const cha
 			return errat(x, at, "%s: action '%s' needs source_labels", sub, act);
 		struct relabel_rule_spec sp = { 0 };
 		const char *src[64];
+		const struct ynode *regex_node = e;
 		for (size_t k = 0; k + 1 < e->n; k += 2) {
 			const struct ynode *kk = e->kids[k], *vv = e->kids[k + 1];
 			const char *val = is_null(vv) ? NULL : vv->s;
 			if (!strcmp(kk->s, "source_labels")) {
-				for (size_t j = 0; vv->kind == Y_SEQ && j < vv->n && j < 64; j++)
+				if (vv->kind == Y_SEQ && vv->n > 64)
+					return errat(x, vv, "%s.source_labels: more than 64 labels", sub);
+				for (size_t j = 0; vv->kind == Y_SEQ && j < vv->n; j++)
 					src[sp.nsource_labels++] = vv->kids[j]->s;
 				sp.source_labels = src;
 			} else if (!strcmp(kk->s, "separator")) sp.separator = val;
-			else if (!strcmp(kk->s, "regex")) sp.regex = val;
+			else if (!strcmp(kk->s, "regex")) {
+				sp.regex = val;
+				regex_node = vv;
+			}
 			else if (!strcmp(kk->s, "target_label")) sp.target_label = val;
 			else if (!strcmp(kk->s, "replacement")) sp.replacement = val;
 			else if (!strcmp(kk->s, "action")) sp.action = val;
@@ -1538,8 +1544,12 @@ static int f_relabel(struct ctx *x, const struct ynode *v, void *base, const cha
 		struct pp_err rerr = { 0 };
 		if (!cfg->relabel && !(cfg->relabel = relabel_new()))
 			return errat(x, e, "%s: out of memory", sub);
-		if (relabel_add(cfg->relabel, &sp, &rerr) < 0)
+		if (relabel_add(cfg->relabel, &sp, &rerr) < 0) {
+			if (sp.regex && strstr(rerr.msg, "regex"))
+				return errat(x, regex_node, "%s.regex: invalid regular expression: %s",
+					     sub, rerr.msg);
 			return errat(x, e, "%s: %s", sub, rerr.msg);
+		}
 	}
 	return 0;
 }
