@@ -46,10 +46,11 @@ def file_hashes(paths):
 
 def write_config(path, remote=None, spool=None, store=None, interval="1s", freq=49,
                  go_heap=None, targets="", extra="", timeout="1s", http=None,
-                 level="info"):
+                 level="info", cpu=True):
     http = http if http is not None else f"127.0.0.1:{free_port()}"
     t = (f"node: rel-node\nlog: {{level: {level}}}\nhttp_address: \"{http}\"\n"
-         f"cpu: {{frequency_hz: {freq}, interval: {interval}}}\n")
+         f"cpu: {{enabled: {'true' if cpu else 'false'}, frequency_hz: {freq}, "
+         f"interval: {interval}}}\n")
     t += f"go_heap: {go_heap}\n" if go_heap else "go_heap: {enabled: false}\n"
     if remote:
         t += f"remote_store: {{address: \"{remote}\", insecure: true, timeout: {timeout}}}\n"
