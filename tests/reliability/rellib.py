@@ -235,3 +235,12 @@ def pprof_parses(path):
     except Exception as e:  # noqa: BLE001
         print(f"  pprof: {e}")
         return False
+
+
+def sanitized():
+    """True when PUSHPROF is an ASan build (slower, several times the memory)."""
+    try:
+        with open(PUSHPROF, "rb") as f:
+            return b"__asan_init" in f.read()
+    except OSError:
+        return False

@@ -85,6 +85,9 @@ try:
     check(peak <= cap, "spool never exceeds spool.max_bytes", f"peak {peak}")
     check(gone and left and max(gone) < min(left), "the oldest batches were dropped first",
           f"gone {sorted(gone)[-2:]} left {sorted(left)[:2]}")
+    # counted when the flush that dropped them ends
+    rl.wait_for(lambda: agent.metrics().get("pushprof_spool_dropped_files_total", 0)
+                >= len(gone), 10)
     m = agent.metrics()
     dropped = m.get('pushprof_profiles_dropped_total{cause="spool_full"}', 0)
     check(dropped >= len(gone), "/metrics counts the dropped profiles (cause spool_full)",

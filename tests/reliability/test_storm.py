@@ -17,6 +17,7 @@ from pptest import check, done, tmpdir
 LONG = os.environ.get("PUSHPROF_LONG_TESTS") == "1"
 STORM = float(os.environ.get("PUSHPROF_STORM_S", "60" if LONG else "15"))
 RATE = 500
+ASAN = rl.sanitized()
 
 d = tmpdir("pushprof-rel-storm-")
 storm = os.path.join(d, "storm")
@@ -58,6 +59,9 @@ try:
     took = time.time() - t
     during = status(agent.pid)
     time.sleep(4)
+    # an fd open for a moment (a /proc file being read) is not a leak: the
+    # count must come back to where it was
+    rl.wait_for(lambda: status(agent.pid)["fds"] <= before["fds"], 10, 0.5)
     after = status(agent.pid)
     w1 = len(agent.windows())
     m = agent.metrics()
@@ -74,11 +78,15 @@ try:
     started = int(out.split("started=")[1].split()[0]) if "started=" in out else 0
     check(started >= RATE * STORM * 0.6, f"the storm ran (~{RATE}/s)", out)
     check(agent.p.poll() is None, "agent alive through the storm")
-    check(w1 - w0 >= (took + 4) * 0.7, "windows kept coming during the storm",
+    # ASan makes the agent several times slower and bigger: the figures that
+    # matter are the plain build's; under ASan the point is memory errors
+    slow = 4 if ASAN else 1
+    check(w1 - w0 >= (took + 4) * 0.7 / slow, "windows kept coming during the storm",
           f"{w1 - w0} in {took + 4:.0f}s")
     check(after["fds"] <= before["fds"], "no fd leak", f"{before['fds']} -> {after['fds']}")
-    check(after["VmHWM"] < 400 * 1024 and after["VmRSS"] <= before["VmRSS"] + 64 * 1024,
-          "memory bounded (VmHWM < 400 MiB, RSS grows < 64 MiB)",
+    check(after["VmHWM"] < 400 * 1024 * slow and
+          after["VmRSS"] <= before["VmRSS"] + 64 * 1024 * slow,
+          f"memory bounded (VmHWM < {400 * slow} MiB, RSS grows < {64 * slow} MiB)",
           f"RSS {before['VmRSS']} -> {after['VmRSS']} kB, HWM {after['VmHWM']} kB")
     nprof = len(rl.local_files(store))
     check(nprof > w1, "profiles kept being written", f"{nprof} files")
