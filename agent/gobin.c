@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -471,6 +472,10 @@ static uint64_t common_target(const struct gobin *g, const struct use *uses, siz
 		for (size_t i = 0; i < n; i++)
 			if (found[i] % align == 0 && in_data(g->impl, found[i], align))
 				targets_add(&t, found[i]);
+		/* A function that no longer uses the variable this way (the Go
+		 * version moved the code elsewhere) proves nothing either way. */
+		if (t.n == 0)
+			continue;
 		(*nfuncs)++;
 		if (first) {
 			acc = t;
@@ -489,24 +494,28 @@ static uint64_t common_target(const struct gobin *g, const struct use *uses, siz
 
 static void vars_from_code(struct gobin *g)
 {
-	/* mbuckets.Load() in MemProfile and mProf_FlushLocked, &mbuckets for
-	 * the atomic store in stkbucket. MemProfile is dead code (absent) in
-	 * programs that never read memory profiles. */
+	/* mbuckets.Load() in MemProfile (memProfileInternal from 1.23) and
+	 * mProf_FlushLocked, &mbuckets for the atomic store in stkbucket.
+	 * MemProfile is dead code (absent) in programs that never read memory
+	 * profiles. */
 	static const struct use mb[] = {
-		{"runtime.MemProfile", LOAD64}, {"runtime.mProf_FlushLocked", LOAD64},
-		{"runtime.stkbucket", LEA64},
+		{"runtime.MemProfile", LOAD64}, {"runtime.memProfileInternal", LOAD64},
+		{"runtime.mProf_FlushLocked", LOAD64}, {"runtime.stkbucket", LEA64},
 	};
 	/* mProfCycle.read() in MemProfile and the mProf_* hooks. */
 	static const struct use cy[] = {
-		{"runtime.MemProfile", LOAD32}, {"runtime.mProf_Flush", LOAD32},
+		{"runtime.MemProfile", LOAD32}, {"runtime.memProfileInternal", LOAD32},
+		{"runtime.mProf_Flush", LOAD32},
 		{"runtime.mProf_PostSweep", LOAD32}, {"runtime.mProf_Malloc", LOAD32},
 		{"runtime.mProf_Free", LOAD32},
 	};
 	/* MemProfileRate: read by mallocgc and nextSample (inlined into
-	 * profilealloc), written by parsedebugvars (GODEBUG=memprofilerate). */
+	 * profilealloc), written for GODEBUG=memprofilerate by parsedebugvars
+	 * (1.19) or parsegodebug (1.23). */
 	static const struct use rt[] = {
 		{"runtime.mallocgc", LOAD64}, {"runtime.profilealloc", LOAD64},
 		{"runtime.nextSample", LOAD64}, {"runtime.parsedebugvars", STORE64},
+		{"runtime.parsegodebug", STORE64},
 	};
 	unsigned n1, n2, n3;
 	struct gobin_vars v = {0};
@@ -535,6 +544,8 @@ int gobin_open(const char *path, struct gobin **out, struct pp_err *err)
 	if (!g)
 		return -ENOMEM;
 	g->impl = calloc(1, sizeof(*g->impl));
+	if (g->impl)
+		g->impl->fd = -1;
 	g->path = strdup(path);
 	g->exe = strdup(path);
 	if (!g->impl || !g->path || !g->exe) {
@@ -558,10 +569,14 @@ int gobin_open(const char *path, struct gobin **out, struct pp_err *err)
 		gobin_free(g);
 		return pp_errf(err, -ENOEXEC, "%s: not an ELF file", path);
 	}
-	if (eh.e_machine != EM_X86_64 || gelf_getclass(g->impl->elf) != ELFCLASS64) {
+	/* The bucket layout is the same on arm64; decoding instructions for
+	 * stripped binaries is amd64 only. */
+	if ((eh.e_machine != EM_X86_64 && eh.e_machine != EM_AARCH64) ||
+	    gelf_getclass(g->impl->elf) != ELFCLASS64 ||
+	    eh.e_ident[EI_DATA] != ELFDATA2LSB) {
 		gobin_free(g);
-		return pp_errf(err, -ENOEXEC, "%s: not an x86-64 ELF (machine %u)", path,
-			       (unsigned)eh.e_machine);
+		return pp_errf(err, -ENOEXEC, "%s: not a 64-bit little-endian x86-64/arm64 ELF "
+			       "(machine %u)", path, (unsigned)eh.e_machine);
 	}
 	g->pie = eh.e_type == ET_DYN;
 	if ((rc = load_sections(g->impl, err)) || (rc = load_text(g, err))) {
@@ -586,7 +601,14 @@ int gobin_open(const char *path, struct gobin **out, struct pp_err *err)
 	}
 	vars_from_symtab(g);
 	if (g->vars.source == GOBIN_VARS_NONE)
-		vars_from_code(g);
+		if (eh.e_machine == EM_X86_64)
+			vars_from_code(g);
+	/* Everything needed later was copied out: no fd or mmap stays open
+	 * per tracked process. */
+	elf_end(g->impl->elf);
+	g->impl->elf = NULL;
+	close(g->impl->fd);
+	g->impl->fd = -1;
 	*out = g;
 	return 0;
 }
@@ -638,6 +660,23 @@ static int verify_live(struct gobin *g, struct pp_err *err)
 	return 0;
 }
 
+/* Not gone, not a zombie (an exiting process has no mappings left). */
+static bool proc_alive(pid_t pid)
+{
+	char path[64], buf[512];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = '\0';
+	char *p = strrchr(buf, ')');
+	return p && p[1] == ' ' && p[2] != 'Z' && p[2] != 'X';
+}
+
 int gobin_attach(struct gobin *g, pid_t pid, struct pp_err *err)
 {
 	struct proc_maps maps = {0};
@@ -647,7 +686,13 @@ int gobin_attach(struct gobin *g, pid_t pid, struct pp_err *err)
 	const struct proc_map *text = NULL;
 	for (size_t i = 0; i < maps.n; i++) {
 		const struct proc_map *m = &maps.v[i];
-		if (m->perms[2] != 'x' || m->inode != (uint64_t)g->impl->st_ino)
+		/* Same file: device and inode, or (overlayfs reports the lower
+		 * layer's in maps) the executable's path. */
+		bool same = (m->inode == (uint64_t)g->impl->st_ino &&
+			     m->dev_major == major(g->impl->st_dev) &&
+			     m->dev_minor == minor(g->impl->st_dev)) ||
+			    (g->exe && m->path && !strcmp(m->path, g->exe));
+		if (m->perms[2] != 'x' || !same)
 			continue;
 		if (m->offset <= g->text_offset + (g->text_memsz ? g->text_memsz - 1 : 0) &&
 		    m->offset + (m->end - m->start) > g->text_offset) {
@@ -657,6 +702,8 @@ int gobin_attach(struct gobin *g, pid_t pid, struct pp_err *err)
 	}
 	if (!text) {
 		proc_maps_free(&maps);
+		if (!proc_alive(pid))
+			return pp_errf(err, -ESRCH, "pid %d: the process exited", (int)pid);
 		return pp_errf(err, -ENOENT, "pid %d: %s is not mapped executable", (int)pid,
 			       g->exe);
 	}
@@ -760,7 +807,7 @@ void gobin_free(struct gobin *g)
 		gosym_free(g->impl->sym);
 		if (g->impl->elf)
 			elf_end(g->impl->elf);
-		if (g->impl->fd > 0)
+		if (g->impl->fd >= 0)
 			close(g->impl->fd);
 		free(g->impl->secs);
 		free(g->impl);

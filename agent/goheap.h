@@ -112,6 +112,12 @@ bool goheap_all_active_clear(const struct go_heap *h);
 struct go_memrec goheap_bucket_record(const struct go_heap *h, const struct go_bucket *b,
 				      enum goheap_view view, bool all_clear);
 
+/* runtime/pprof's scaleHeapSample, with math.Exp computed bit for bit as
+ * Go does on amd64 (goheap_go_exp), so values match Go's own profile. */
+void goheap_scale_heap_sample(int64_t count, int64_t size, int64_t rate, int64_t *count_out,
+			      int64_t *size_out);
+double goheap_go_exp(double x);
+
 /*
  * Build the profile. g symbolizes the PCs (its bias must be right for the
  * process the buckets came from). Comments carry the view and, when
