@@ -98,6 +98,32 @@ class Rcv:
     def series(self):
         return [s for r in self._read("requests.jsonl") for s in r["series"]]
 
+    def request_hashes(self):
+        """[(n, bytes, [sha256 of each profile])] of the accepted requests, in order."""
+        calls = {c["n"]: c for c in self.calls()}
+        out = []
+        for r in self._read("requests.jsonl"):
+            hs = []
+            for s in r["series"]:
+                for f in s["files"]:
+                    with open(os.path.join(self.out, f), "rb") as fh:
+                        hs.append(sha(fh.read()))
+            out.append((r["n"], calls.get(r["n"], {}).get("bytes", r["bytes"]), hs))
+        return out
+
+    def superseded(self):
+        """Accepted requests whose every profile came again in a later request:
+        the agent saw them fail (typically its deadline passed just after the
+        server accepted) and resent them; at-least-once makes these the
+        duplicates. Returns (calls, series, bytes) of those."""
+        reqs = self.request_hashes()
+        calls = series = nbytes = 0
+        for i, (n, b, hs) in enumerate(reqs):
+            later = set(h for _, _, l in reqs[i + 1:] for h in l)
+            if hs and all(h in later for h in hs):
+                calls, series, nbytes = calls + 1, series + len(hs), nbytes + b
+        return calls, series, nbytes
+
     def hashes(self):
         """sha256 of every raw_profile received -> series labels."""
         out = {}
