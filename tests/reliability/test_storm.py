@@ -45,6 +45,11 @@ def status(pid):
     return out
 
 
+if ASAN:
+    # ASan keeps freed memory in a quarantine (256 MiB by default), which
+    # would show up as RSS growth: keep it small so RSS means live memory
+    os.environ["ASAN_OPTIONS"] = (os.environ.get("ASAN_OPTIONS", "") +
+                                  ":quarantine_size_mb=16").lstrip(":")
 agent = rl.Agent(cfg, os.path.join(d, "agent.log"))
 try:
     check(agent.started is not None, "agent started (whole host)")
