@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "cpu.h"
+#include "containers.h"
 #include "cpu_profile.h"
 #include "gobin.h"
 #include "goheap.h"
@@ -24,7 +25,9 @@
 #include "http.h"
 #include "log.h"
 #include "metrics.h"
+#include "oom.h"
 #include "outbox.h"
+#include "relabel.h"
 #include "symbolize.h"
 #include "targets.h"
 
@@ -38,6 +41,8 @@ struct agent {
 	struct symbolizer *sym;		/* NULL: profiles carry addresses only */
 	struct http_server *http;	/* NULL: no http_address */
 	struct gotrack *go;		/* NULL: go_heap disabled */
+	struct containers *meta;	/* container/pod names (CRI) and cgroup facts */
+	struct oom_watch *oom;		/* NULL: go_heap.on_oom off or unavailable */
 	struct cpu_window win;
 	uint64_t window_start_mono;
 	int64_t window_start_real;
@@ -88,6 +93,10 @@ static void on_target_change(pid_t pid, bool matched, void *arg)
 		else
 			gotrack_remove(a->go, pid);
 	}
+	/* A live process that stops matching is disarmed; an exiting one is left
+	 * to the watcher, which may be building its OOM profile right now. */
+	if (a->oom && !matched && kill(pid, 0) == 0)
+		oom_watch_untrack(a->oom, pid);
 	if (!a->cpu)
 		return;
 	if (cpu_sampler_allow(a->cpu, pid, matched) < 0)
@@ -117,6 +126,50 @@ static int emit_profile(const struct pp_labels *labels, const uint8_t *gz, size_
 		pp_log(PP_WARN, "cannot hand over a CPU profile", "pid=%d error=%s", (int)pid,
 		       pp_q(err.msg));
 	return 0;
+}
+
+/* Copy a __meta_* label to the plain name users expect, unless set. */
+static void promote(struct pp_labels *l, const char *meta, const char *name)
+{
+	const char *v = pp_labels_get(l, meta);
+	if (v && *v && !pp_labels_get(l, name))
+		pp_labels_set(l, name, v);
+}
+
+/*
+ * Every series on its way out (outbox labeler): __meta_* labels from the
+ * process and its container, the container/pod labels Parca users expect
+ * (namespace, pod, container, container_id, systemd_unit), then the user's
+ * relabel_configs, which may still rename, drop or filter them. The cgroup
+ * label is parsed rather than /proc re-read, so OOM victims that are
+ * already gone keep their pod names.
+ */
+static int label_series(struct pp_labels *l, void *arg)
+{
+	struct agent *a = arg;
+	static const struct { const char *from, *to; } proc[] = {
+		{ "pid", "__meta_process_pid" }, { "comm", "__meta_process_comm" },
+		{ "executable", "__meta_process_executable" }, { "cgroup", "__meta_process_cgroup" },
+	};
+	for (size_t i = 0; i < sizeof(proc) / sizeof(proc[0]); i++) {
+		const char *v = pp_labels_get(l, proc[i].from);
+		if (v)
+			pp_labels_set(l, proc[i].to, v);
+	}
+	const char *cg = pp_labels_get(l, "cgroup");
+	if (a->meta && cg && *cg) {
+		struct cgroup_info ci;
+		char path[1024];
+		snprintf(path, sizeof(path), "%s", cg);	/* the label may change under us */
+		if (cgroup_info_from_path(path, &ci) == 0)
+			containers_meta_labels_ci(a->meta, &ci, l);
+	}
+	promote(l, "__meta_kubernetes_namespace", "namespace");
+	promote(l, "__meta_kubernetes_pod_name", "pod");
+	promote(l, "__meta_kubernetes_pod_container_name", "container");
+	promote(l, "__meta_container_id", "container_id");
+	promote(l, "__meta_systemd_unit", "systemd_unit");
+	return relabel_apply(a->cfg->relabel, l);
 }
 
 /*
@@ -329,6 +382,13 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 		r = err && err->code ? err->code : -ENOMEM;
 		goto out;
 	}
+	{
+		struct pp_err merr = { 0 };
+		a.meta = containers_new(cfg->cri_socket, 0, 0, &merr);
+		if (!a.meta)
+			pp_log(PP_WARN, "container metadata unavailable", "error=%s", pp_q(merr.msg));
+	}
+	outbox_set_labeler(a.outbox, label_series, &a);
 	a.targets = targets_new(cfg->targets, cfg->ntargets);
 	if (!a.targets) {
 		r = pp_errf(err, -ENOMEM, "out of memory");
@@ -372,6 +432,22 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 		if (!a.go) {
 			r = pp_errf(err, -ENOMEM, "out of memory");
 			goto out;
+		}
+	}
+	if (a.go && cfg->go_heap.on_oom) {
+		struct oom_watch_opts oo = {
+			.max_buckets = cfg->go_heap.max_buckets,
+			.max_stack_depth = cfg->go_heap.max_stack_depth,
+			.enable_profiling = cfg->go_heap.enable_profiling,
+			.node = cfg->node,
+			.extra_labels = &cfg->external_labels,
+		};
+		struct pp_err oerr = { 0 };
+		if (oom_watch_new(&oo, &a.oom, &oerr) < 0) {
+			a.oom = NULL;
+			pp_log(PP_WARN, "OOM capture unavailable", "error=%s", pp_q(oerr.msg));
+		} else {
+			gotrack_set_oom(a.go, a.oom);
 		}
 	}
 	bool want_events = (a.cpu || a.go) && !targets_whole_host(a.targets);
@@ -432,10 +508,19 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 		if (next_flush < wake)
 			wake = next_flush;
 		int timeout = wake > now ? (int)((wake - now + 999999) / 1000000) : 0;
-		struct pollfd pfd[2] = { { .fd = sfd, .events = POLLIN },
+		struct pollfd pfd[3] = { { .fd = sfd, .events = POLLIN },
+					 { .fd = a.oom ? oom_watch_fd(a.oom) : -1, .events = POLLIN },
 					 { .fd = evfd, .events = POLLIN } };
-		int pr = poll(pfd, evfd >= 0 ? 2 : 1, timeout);
-		if (pr > 0 && evfd >= 0 && (pfd[1].revents & POLLIN) &&
+		int pr = poll(pfd, 3, timeout);	/* negative fds are ignored */
+		if (pr > 0 && (pfd[1].revents & POLLIN)) {
+			/* an OOM capture: on disk first (durable), then pushed at once */
+			struct pp_err oerr = { 0 };
+			if (oom_watch_deliver(a.oom, a.outbox, &oerr) > 0 &&
+			    outbox_flush(a.outbox, &oerr) < 0)
+				pp_log(PP_WARN, "push of an OOM profile failed; it stays in the spool",
+				       "error=%s", pp_q(oerr.msg));
+		}
+		if (pr > 0 && evfd >= 0 && (pfd[2].revents & POLLIN) &&
 		    targets_events_read(a.targets, mono_ns(), on_target_change, &a) == -ENOBUFS)
 			next_scan = mono_ns();	/* events lost: rescan now */
 		if (pr > 0 && (pfd[0].revents & POLLIN)) {
@@ -501,6 +586,12 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 out:
 	if (a.http)
 		http_stop(a.http);
+	if (a.oom) {
+		struct pp_err oerr = { 0 };
+		if (a.outbox)
+			oom_watch_deliver(a.oom, a.outbox, &oerr);
+		oom_watch_free(a.oom);
+	}
 	cpu_sampler_free(a.cpu);	/* detaches BPF */
 	sym_free(a.sym);
 	cpu_window_free(&a.win);
@@ -514,6 +605,7 @@ out:
 	}
 	targets_free(a.targets);
 	gotrack_free(a.go);
+	containers_free(a.meta);
 	if (sfd >= 0) {
 		close(sfd);
 		pthread_sigmask(SIG_SETMASK, &old, NULL);

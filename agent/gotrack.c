@@ -13,6 +13,7 @@
 #include "gobin.h"
 #include "goheap.h"
 #include "log.h"
+#include "oom.h"
 #include "metrics.h"
 #include "procinfo.h"
 
@@ -33,6 +34,7 @@ struct exe_id {
 
 struct gotrack {
 	const struct config *cfg;
+	struct oom_watch *oom;
 	struct tracked *v;
 	size_t n, cap;
 	struct exe_id not_go[NOT_GO_CACHE];	/* ring of executables known not to be Go */
@@ -53,6 +55,11 @@ struct gotrack *gotrack_new(const struct config *cfg)
 				  "Go processes whose MemProfileRate the agent set from 0 "
 				  "(go_heap.enable_profiling).", METRIC_COUNTER, NULL);
 	return t;
+}
+
+void gotrack_set_oom(struct gotrack *t, struct oom_watch *w)
+{
+	t->oom = w;
 }
 
 void gotrack_free(struct gotrack *t)
@@ -176,6 +183,12 @@ int gotrack_add(struct gotrack *t, pid_t pid)
 	pp_log(PP_DEBUG, "tracking go process", "pid=%d go=%s vars=%s", (int)pid,
 	       g->go_version[0] ? g->go_version : "unknown",
 	       g->vars.source == GOBIN_VARS_SYMTAB ? "symtab" : "code");
+	if (t->oom) {
+		struct pp_err oerr = { 0 };
+		if (oom_watch_track(t->oom, pid, &oerr) < 0)
+			pp_log(PP_WARN, "go process not armed for OOM capture", "pid=%d error=%s",
+			       (int)pid, pp_q(oerr.msg));
+	}
 	return 1;
 }
 

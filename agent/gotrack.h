@@ -24,7 +24,11 @@
 
 struct gotrack;
 
+struct oom_watch;
+
 struct gotrack *gotrack_new(const struct config *cfg);
+/* Also hand every newly tracked Go process to the OOM watcher (go_heap.on_oom). */
+void gotrack_set_oom(struct gotrack *t, struct oom_watch *w);
 void gotrack_free(struct gotrack *t);
 
 /* A target appeared: returns 1 when it is a Go program now tracked, 0 when

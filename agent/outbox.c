@@ -36,7 +36,19 @@ struct outbox {
 	char last_err[200];
 	/* spool counters already turned into metrics and log lines */
 	uint64_t rep_dropped_files, rep_dropped_profiles, rep_corrupt;
+	outbox_labeler_fn labeler;	/* metadata + relabelling, see outbox.h */
+	void *labeler_arg;
 };
+
+void outbox_set_labeler(struct outbox *o, outbox_labeler_fn fn, void *arg)
+{
+	pthread_mutex_lock(&o->lock);
+	o->labeler = fn;
+	o->labeler_arg = arg;
+	pthread_mutex_unlock(&o->lock);
+}
+
+static void spool_report(struct outbox *o);
 
 #define OFFLINE_MIN_NS 2000000000ull	/* 2 s */
 #define OFFLINE_MAX_NS 30000000000ull	/* 30 s */
@@ -194,31 +206,43 @@ static int write_local(struct outbox *o, const struct pp_labels *labels, const u
 	return 0;
 }
 
-int outbox_submit(struct outbox *o, const struct pp_labels *labels, const uint8_t *gz, size_t len,
+int outbox_submit(struct outbox *o, const struct pp_labels *in, const uint8_t *gz, size_t len,
 		  struct pp_err *err)
 {
+	struct pp_labels labels = { 0 };
 	int rc = 0;
 
-	if (!pp_labels_get(labels, "__name__"))
+	if (!pp_labels_get(in, "__name__"))
 		return pp_errf(err, -EINVAL, "outbox: profile without __name__ label");
 	char lbl[96];
-	snprintf(lbl, sizeof(lbl), "name=\"%.64s\"", pp_labels_get(labels, "__name__"));
+	snprintf(lbl, sizeof(lbl), "name=\"%.64s\"", pp_labels_get(in, "__name__"));
+	if (pp_labels_copy(&labels, in))
+		return pp_errf(err, -ENOMEM, "outbox: out of memory");
+	pthread_mutex_lock(&o->lock);
+	if (o->labeler) {
+		int keep = o->labeler(&labels, o->labeler_arg);
+		if (keep == 0 || !pp_labels_get(&labels, "__name__")) {
+			metric_inc("pushprof_profiles_relabel_dropped_total",
+				   "Profiles dropped by relabel_configs (keep/drop), by name.", lbl, 1);
+			pthread_mutex_unlock(&o->lock);
+			pp_labels_free(&labels);
+			return 0;
+		}
+	}
 	metric_inc("pushprof_profiles_submitted_total", "Profiles built and handed over, by name.",
 		   lbl, 1);
-	pthread_mutex_lock(&o->lock);
 	o->st.submitted++;
 	if (o->cfg->local_store.directory && o->cfg->local_store.directory[0])
-		rc = write_local(o, labels, gz, len, err);
+		rc = write_local(o, &labels, gz, len, err);
 	if (o->up) {
-		if (spool_batch_add(&o->pending, labels, gz, len))
+		if (spool_batch_add(&o->pending, &labels, gz, len))
 			rc = pp_errf(err, -ENOMEM, "outbox: out of memory");
 		o->st.pending = o->pending.n;
 	}
 	pthread_mutex_unlock(&o->lock);
+	pp_labels_free(&labels);
 	return rc;
 }
-
-static void spool_report(struct outbox *o);
 
 int outbox_submit_durable(struct outbox *o, const struct pp_labels *labels, const uint8_t *gz,
 			  size_t len, struct pp_err *err)

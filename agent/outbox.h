@@ -30,6 +30,16 @@ struct outbox_stats {
 struct outbox *outbox_new(const struct config *cfg, struct pp_err *err);
 void outbox_free(struct outbox *o);
 
+/*
+ * The series labels of every submitted profile pass through this hook
+ * (on a private copy, under the outbox's lock, so it is called from one
+ * thread at a time): the agent adds metadata and applies relabel_configs
+ * there. Return 1 to keep, 0 to drop the profile (counted), negative to
+ * keep it unchanged after an error.
+ */
+typedef int (*outbox_labeler_fn)(struct pp_labels *labels, void *arg);
+void outbox_set_labeler(struct outbox *o, outbox_labeler_fn fn, void *arg);
+
 /* Copies labels and bytes. Labels must include __name__. */
 int outbox_submit(struct outbox *o, const struct pp_labels *labels, const uint8_t *gz,
 		  size_t len, struct pp_err *err);

@@ -299,7 +299,7 @@ int proc_start_time(pid_t pid, uint64_t *ticks)
 	rc = -EINVAL;
 	if (p) {
 		p++;
-		for (int field = 2; field < 22 && p; field++) {
+		for (int field = 3; field < 22 && p; field++) {
 			p = strchr(p + 1, ' ');
 		}
 		if (p) {
