@@ -488,6 +488,10 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 	uint64_t press_every = a.go && pc->enabled ? pc->poll_interval_ns : 0;
 	uint64_t next_press = press_every ? start + press_every : UINT64_MAX;
 	uint64_t deadline = o && o->duration_ns ? start + o->duration_ns : UINT64_MAX;
+	/* Without CPU windows nothing else flushes on a schedule: the spool
+	 * (e.g. OOM captures from a previous run) would wait for the next heap
+	 * snapshot, forever with go_heap.interval 0. */
+	uint64_t next_flush = a.cpu ? UINT64_MAX : start;
 	bool stop = false;
 
 	while (!stop) {
@@ -501,6 +505,8 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 			wake = next_press;
 		if (deadline < wake)
 			wake = deadline;
+		if (next_flush < wake)
+			wake = next_flush;
 		int timeout = wake > now ? (int)((wake - now + 999999) / 1000000) : 0;
 		struct pollfd pfd[3] = { { .fd = sfd, .events = POLLIN },
 					 { .fd = a.oom ? oom_watch_fd(a.oom) : -1, .events = POLLIN },
@@ -558,6 +564,13 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 				pp_log(PP_WARN, "push of heap snapshots failed", "error=%s", pp_q(ferr.msg));
 			while (next_heap <= now)
 				next_heap += heap_every;
+		}
+		if (now >= next_flush && !stop) {
+			struct pp_err ferr = { 0 };
+			if (outbox_flush(a.outbox, &ferr) < 0)
+				pp_log(PP_WARN, "push failed", "error=%s", pp_q(ferr.msg));
+			while (next_flush <= now)
+				next_flush += interval;
 		}
 		if (now >= next_window || (stop && a.cpu)) {
 			window(&a);

@@ -123,19 +123,22 @@ int gotrack_add(struct gotrack *t, pid_t pid)
 		return 0;
 	struct tracked *old = find(t, pid);
 	uint64_t start = 0;
-	if (proc_start_time(pid, &start))
-		return 0;	/* gone */
-	if (old && old->start == start)
-		return 0;
 	if (old) {
+		if (proc_start_time(pid, &start))
+			return 0;	/* gone: the caller removes it */
+		if (old->start == start)
+			return 0;
 		/* the pid now names another process: the old gobin describes
 		 * another binary's memory layout */
 		pp_log(PP_DEBUG, "pid reused, tracking the new process afresh", "pid=%d", (int)pid);
 		gotrack_remove(t, pid);
 	}
+	/* cheap checks first: whole-host scans call this for every process */
 	if (exe_id(pid, &id))
 		return 0;	/* gone, or a kernel thread */
 	if (known_not_go(t, &id))
+		return 0;
+	if (!start && proc_start_time(pid, &start))
 		return 0;
 	int rc = gobin_open_pid(pid, &g, &err);
 	if (rc == -ENOEXEC) {
