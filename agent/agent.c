@@ -128,6 +128,16 @@ static int emit_profile(const struct pp_labels *labels, const uint8_t *gz, size_
 	return 0;
 }
 
+/* SIGTERM/SIGINT are blocked (they go to the signalfd): while the loop is
+ * inside a network call they wait here as pending signals. */
+static bool stop_pending(void *arg)
+{
+	sigset_t set;
+	(void)arg;
+	return sigpending(&set) == 0 && (sigismember(&set, SIGTERM) == 1 ||
+					 sigismember(&set, SIGINT) == 1);
+}
+
 /* Copy a __meta_* label to the plain name users expect, unless set. */
 static void promote(struct pp_labels *l, const char *meta, const char *name)
 {
@@ -389,6 +399,7 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 			pp_log(PP_WARN, "container metadata unavailable", "error=%s", pp_q(merr.msg));
 	}
 	outbox_set_labeler(a.outbox, label_series, &a);
+	outbox_set_interrupt(a.outbox, stop_pending, NULL);
 	a.targets = targets_new(cfg->targets, cfg->ntargets);
 	if (!a.targets) {
 		r = pp_errf(err, -ENOMEM, "out of memory");
@@ -572,6 +583,10 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 			while (next_flush <= now)
 				next_flush += interval;
 		}
+		/* SIGTERM must end within 5 s even with a hanging server: the last
+		 * pushes get 3 s, then what is left goes to the spool */
+		if (stop)
+			outbox_set_deadline(a.outbox, mono_ns() + 3000000000ull);
 		if (now >= next_window || (stop && a.cpu)) {
 			window(&a);
 			if (a.http && a.windows == 1)
