@@ -756,8 +756,13 @@ int gobin_attach(struct gobin *g, pid_t pid, struct pp_err *err)
 		}
 	}
 	if (!text) {
+		/* An exiting process loses its mappings before it turns zombie:
+		 * no mappings at all, or gone a moment later, means it exited. */
+		bool empty = maps.n == 0;
 		proc_maps_free(&maps);
-		if (!proc_alive(pid))
+		if (!empty && proc_alive(pid))
+			usleep(20000);
+		if (empty || !proc_alive(pid))
 			return pp_errf(err, -ESRCH, "pid %d: the process exited", (int)pid);
 		return pp_errf(err, -ENOENT, "pid %d: %s is not mapped executable", (int)pid,
 			       g->exe);
