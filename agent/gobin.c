@@ -718,18 +718,8 @@ static int verify_live(struct gobin *g, struct pp_err *err)
 /* Not gone, not a zombie (an exiting process has no mappings left). */
 static bool proc_alive(pid_t pid)
 {
-	char path[64], buf[512];
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return false;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return false;
-	buf[n] = '\0';
-	char *p = strrchr(buf, ')');
-	return p && p[1] == ' ' && p[2] != 'Z' && p[2] != 'X';
+	struct proc_stat st;
+	return proc_stat(pid, &st) == 0 && st.state != 'Z' && st.state != 'X';
 }
 
 int gobin_attach(struct gobin *g, pid_t pid, struct pp_err *err)
@@ -794,22 +784,9 @@ int gobin_attach(struct gobin *g, pid_t pid, struct pp_err *err)
 /* PF_KTHREAD in the flags field (9) of /proc/PID/stat. */
 static bool is_kernel_thread(pid_t pid)
 {
-	char path[64], buf[1024];
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return false;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return false;
-	buf[n] = '\0';
-	char *p = strrchr(buf, ')');
-	unsigned long flags = 0;
-	char state;
-	if (!p || sscanf(p + 1, " %c %*d %*d %*d %*d %*d %lu", &state, &flags) != 2)
-		return false;
-	return state != 'Z' && state != 'X' && (flags & 0x00200000UL);
+	struct proc_stat st;
+	return proc_stat(pid, &st) == 0 && st.state != 'Z' && st.state != 'X' &&
+	       (st.flags & 0x00200000UL);	/* PF_KTHREAD */
 }
 
 int gobin_open_pid(pid_t pid, struct gobin **out, struct pp_err *err)
