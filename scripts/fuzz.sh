@@ -13,9 +13,9 @@ shift || true
 
 if [ ! -d build-fuzz ]; then
   CC=clang meson setup build-fuzz -Dfuzz=true -Db_sanitize=address,undefined -Db_lundef=false \
-    >/dev/null || exit 1
+    >/dev/null || { echo "FAIL fuzz setup"; exit 1; }
 fi
-ninja -C build-fuzz || exit 1
+ninja -C build-fuzz || { echo "FAIL fuzz build"; exit 1; }
 
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
