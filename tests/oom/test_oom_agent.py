@@ -206,6 +206,64 @@ def scenario_leak(a, rcv, leak):
               f"{w0} -> {a.windows()}")
 
 
+# ---------------------------------------------------------------- scenario 2
+def spool_has(spool, pid):
+    """A spool batch (zstd) holding the trigger=oom series of pid."""
+    for f in glob.glob(os.path.join(spool, "*.spool")):
+        raw = subprocess.run(["zstdcat", f], capture_output=True).stdout
+        if b"trigger" in raw and b"oom" in raw and str(pid).encode() in raw and b"memory" in raw:
+            return True
+    return False
+
+
+def scenario_store_down(d, leak):
+    port = closed_port()
+    a = Agent(d, "down", f"127.0.0.1:{port}")
+    pid = None
+    try:
+        with oomlib.Cgroup("down", 100) as cg:
+            v = victim(a, cg, [leak])
+            if not check(v is not None, "2: victim started and tracked"):
+                return
+            pid = v.pid
+            v.go()
+            check(v.wait() == -9, "2: victim SIGKILLed")
+            t0 = time.time()
+            ev = a.event("OOM profile captured", timeout=20, pid=pid)
+            check(ev is not None, "2: capture logged with the store down")
+            files = [f for f in glob.glob(os.path.join(a.local, "*.pb.gz")) if "oom" in f]
+            check(len(files) == 1 and oomlib.top_inuse(files[0]) == LEAK_FN,
+                  "2: in local_store at once, leak on top", str(files))
+            check(spool_has(a.spool, pid), "2: in the spool at once",
+                  str(os.listdir(a.spool)))
+            print(f"   on disk {time.time() - t0:.2f} s after the kill was seen")
+        check(a.alive(), "2: agent alive with the store down")
+    finally:
+        a.stop("2: first agent")
+    if pid is None:
+        return
+    check(spool_has(a.spool, pid), "2: still spooled after the agent stopped")
+    # the same agent (same spool) starts again; the store comes back after it
+    a.start()
+    rcv = Receiver(os.path.join(d, "rcv-down"), port=port).start()
+    try:
+        got = wait_series(rcv, is_oom(pid), timeout=30)
+        if check(len(got) == 1, "2: OOM profile delivered after restart + store back",
+                 str([s["labels"] for s in rcv.series()])[:800]):
+            lab = got[0]["labels"]
+            check(lab.get("oom_complete") == "true" and lab.get("__name__") == "memory"
+                  and lab.get("cluster") == "oomc", "2: delivered labels", str(lab))
+            check(oomlib.top_inuse(rfile(rcv, got[0])) == LEAK_FN,
+                  "2: delivered profile: leak on top")
+        end = time.time() + 10
+        while spool_has(a.spool, pid) and time.time() < end:
+            time.sleep(0.2)
+        check(not spool_has(a.spool, pid), "2: spool emptied of it once delivered")
+    finally:
+        a.stop("2: restarted agent")
+        rcv.stop()
+
+
 def main():
     oomlib.cleanup_stale()
     d = tmpdir()
@@ -219,6 +277,7 @@ def main():
             a.stop("main agent")
     finally:
         rcv.stop()
+    scenario_store_down(d, leak)
     oomlib.finish(d)
 
 
