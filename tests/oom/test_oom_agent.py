@@ -72,6 +72,7 @@ go_heap:
         self.start()
 
     def start(self):
+        self.failures = pptest._failures
         self.p = subprocess.Popen([pptest.PUSHPROF, "run", "--config", self.cfg],
                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         self.log = oomlib.Lines(self.p.stderr)
@@ -119,6 +120,12 @@ go_heap:
         bad = "runtime error:" in text or "Sanitizer" in text
         check(rc == 0 and not bad, f"{what}: agent exits 0 on SIGTERM",
               f"rc={rc}\n" + "\n".join(self.log.all[-40:]))
+        if pptest._failures > self.failures:
+            print(f"--- {what}: agent log (without windows and target changes)")
+            for line in self.log.all:
+                if not any(x in line for x in ('"cpu window"', '"target added"',
+                                               '"target removed"')):
+                    print("   " + line)
         return rc
 
 
@@ -264,17 +271,195 @@ def scenario_store_down(d, leak):
         rcv.stop()
 
 
+# ---------------------------------------------------------------- scenario 3
+def profile_pb(path):
+    import gzip
+    import receiver
+    raw = open(path, "rb").read()
+    if raw[:2] == b"\x1f\x8b":
+        raw = gzip.decompress(raw)
+    p = receiver.load_protos()[0].Profile()
+    p.ParseFromString(raw)
+    return p
+
+
+def label_cgroup(pid):
+    """The `cgroup` label of heap snapshots and CPU profiles (the v2 line,
+    else v1 cpu); OOM profiles carry the memory controller's path."""
+    lines = open(f"/proc/{pid}/cgroup").read().splitlines()
+    for line in lines:
+        if line.startswith("0::"):
+            return line[3:]
+    for line in lines:
+        if "cpu" in line.split(":", 2)[1].split(","):
+            return line.split(":", 2)[2]
+    return None
+
+
+def scenario_pressure(a, rcv, leak):
+    with oomlib.Cgroup("pressure", 100) as cg:
+        # ~3.3 MiB per 100 ms: 60 % of the limit after ~1.8 s, the kill ~1.2 s later
+        v = victim(a, cg, [leak, "-slow", "30ms"])
+        if not check(v is not None, "3: slow leaker started and tracked"):
+            return
+        snap_cg = label_cgroup(v.pid)
+        v.go()
+        t_go = time.time()
+        check(v.wait(90) == -9, "3: slow leaker SIGKILLed")
+        t_kill = time.time()
+        oom = wait_series(rcv, is_oom(v.pid))
+        pressure = [s for s in rcv.series() if s["labels"].get("trigger") == "pressure"
+                    and s["labels"].get("pid") == str(v.pid)]
+        if not check(len(oom) == 1, "3: the OOM profile arrives"):
+            return
+        if not check(len(pressure) == 1, "3: exactly one pressure profile (cooldown 1m)",
+                     f"{len(pressure)}"):
+            return
+        lab = pressure[0]["labels"]
+        want = {"__name__": "memory", "trigger": "pressure", "view": "latest",
+                "cgroup": snap_cg, "comm": "leak", "node": "oom-agent-node"}
+        bad = {k: (lab.get(k), w) for k, w in want.items() if lab.get(k) != w}
+        check(not bad, "3: pressure profile labels", f"{bad} in {lab}")
+        check(pressure[0]["request"] < oom[0]["request"],
+              "3: the pressure profile was received before the OOM one",
+              f"requests {pressure[0]['request']} vs {oom[0]['request']}")
+        fp, fo = rfile(rcv, pressure[0]), rfile(rcv, oom[0])
+        tp, to = profile_pb(fp).time_nanos, profile_pb(fo).time_nanos
+        check(0 < tp < to, "3: pressure time_nanos before the OOM capture's",
+              f"{tp} vs {to}")
+        print(f"   pressure snapshot {(to - tp) / 1e9:.2f} s before the capture; "
+              f"leak ran {t_kill - t_go:.1f} s")
+        check(oomlib.top_inuse(fp) == LEAK_FN, f"3: pressure profile: top is {LEAK_FN}",
+              str(oomlib.top_inuse(fp)))
+        check(oomlib.top_inuse(fo) == LEAK_FN, "3: OOM profile: leak on top")
+        logs = [e for e in a.events("memory pressure: taking a heap snapshot before the OOM killer")
+                if e.get("pid") == str(v.pid)]
+        ok = len(logs) == 1 and int(logs[0]["usage"]) * 100 >= 60 * int(logs[0]["limit"])
+        check(ok, "3: one pressure log line, usage at/above 60 % of the limit", str(logs))
+        # the cgroup stayed above the threshold for several polls before the kill
+        check((to - tp) / 1e9 > 0.3, "3: above threshold for several 100 ms polls, one snapshot",
+              f"{(to - tp) / 1e9:.2f} s")
+
+
+# ---------------------------------------------------------------- scenario 4
+def no_profile_event(a, pid, timeout=20):
+    return a.event("OOM kill without a profile", timeout=timeout, pid=pid)
+
+
+def scenario_events(a, rcv, leak, norate, cleak):
+    before = len(rcv.series())
+    with oomlib.Cgroup("cprog", 64) as cg:
+        v = victim(a, cg, [cleak], tracked=False)
+        if check(v is not None, "4: C victim started"):
+            v.go()
+            check(v.wait() == -9, "4: C victim SIGKILLed")
+            ev = no_profile_event(a, v.pid)
+            check(ev and ev["reason"].startswith("not_tracked") and ev["comm"] == "cleak",
+                  "4: C victim: explicit event, not_tracked", str(ev))
+    with oomlib.Cgroup("untracked", 80, tracked=False) as cg:
+        v = victim(a, cg, [leak], tracked=False)
+        if check(v is not None, "4: untargeted Go victim started"):
+            v.go()
+            check(v.wait() == -9, "4: untargeted Go victim SIGKILLed")
+            ev = no_profile_event(a, v.pid)
+            check(ev and ev["reason"].startswith("not_tracked"),
+                  "4: untargeted Go victim: explicit event, not_tracked", str(ev))
+    with oomlib.Cgroup("norate", 80) as cg:
+        v = victim(a, cg, [norate])
+        if check(v is not None, "4: rate-0 Go victim started and tracked"):
+            v.go()
+            check(v.wait() == -9, "4: rate-0 Go victim SIGKILLed")
+            ev = no_profile_event(a, v.pid)
+            check(ev and ev["reason"].startswith("profiling_disabled") and ev["rate"] == "0",
+                  "4: rate-0 Go victim: explicit event, profiling_disabled", str(ev))
+    time.sleep(0.5)
+    check(a.alive(), "4: agent alive after the three")
+    new = [s["labels"] for s in rcv.series()[before:] if s["labels"].get("__name__") == "memory"]
+    check(not new, "4: no memory profile made up for them", str(new))
+
+
+def scenario_enable(d, rcv, norate):
+    a = Agent(d, "enable", rcv.address, go_heap="  enable_profiling: true\n")
+    try:
+        with oomlib.Cgroup("enabled", 100) as cg:
+            v = victim(a, cg, [norate])
+            if not check(v is not None, "4: enable_profiling: rate-0 victim tracked"):
+                return
+            ev = a.event("enabled memory profiling in a Go process", timeout=5, pid=v.pid)
+            check(ev is not None, "4: enable_profiling: the agent logs the rate it wrote")
+            v.go()
+            check(v.wait() == -9, "4: enable_profiling: victim SIGKILLed")
+            got = wait_series(rcv, is_oom(v.pid))
+            if check(len(got) == 1 and got[0]["labels"].get("oom_complete") == "true",
+                     "4: enable_profiling: a complete OOM profile",
+                     str([s["labels"] for s in got])):
+                f = rfile(rcv, got[0])
+                check(oomlib.top_inuse(f) == "main.leakyNoRate",
+                      "4: enable_profiling: top inuse_space is main.leakyNoRate",
+                      str(oomlib.top_inuse(f)))
+                check(any("rate=524288" in c for c in comments(f)),
+                      "4: enable_profiling: capture comment says rate=524288")
+    finally:
+        a.stop("4: enable_profiling agent")
+
+
+# ---------------------------------------------------------------- scenario 5
+def scenario_two(a, rcv, leak):
+    with oomlib.Cgroup("twoA", 90) as ca, oomlib.Cgroup("twoB", 110) as cb:
+        va, vb = victim(a, ca, [leak]), victim(a, cb, [leak])
+        if not check(va is not None and vb is not None, "5: two victims tracked"):
+            return
+        va.go()
+        vb.go()
+        check(va.wait() == -9 and vb.wait() == -9, "5: both SIGKILLed")
+        for v, cg in ((va, ca), (vb, cb)):
+            got = wait_series(rcv, is_oom(v.pid))
+            if check(len(got) == 1, f"5: profile of {cg.rel}"):
+                lab = got[0]["labels"]
+                check(lab.get("cgroup") == cg.rel and lab.get("oom_complete") == "true",
+                      f"5: {cg.rel}: labels", str(lab))
+                check(oomlib.top_inuse(rfile(rcv, got[0])) == LEAK_FN,
+                      f"5: {cg.rel}: leak on top")
+
+
+def long_run(a, rcv, leak, n=20):
+    ok = 0
+    t0 = time.time()
+    for i in range(n):
+        with oomlib.Cgroup(f"long{i}", 80) as cg:
+            v = victim(a, cg, [leak])
+            if v is None:
+                continue
+            v.go()
+            v.wait()
+            got = wait_series(rcv, is_oom(v.pid), timeout=20)
+            if (len(got) == 1 and got[0]["labels"].get("oom_complete") == "true" and
+                    oomlib.top_inuse(rfile(rcv, got[0])) == LEAK_FN):
+                ok += 1
+    print(f"   long: {ok}/{n} kills gave a complete profile with the leak on top "
+          f"({time.time() - t0:.0f} s)")
+    check(ok == n, f"long: {n} kills in a row through the agent, {n} profiles", f"{ok}/{n}")
+
+
 def main():
     oomlib.cleanup_stale()
     d = tmpdir()
     leak, norate, cleak = oomlib.build_workloads(d)
     rcv = Receiver(os.path.join(d, "rcv")).start()
     try:
-        a = Agent(d, "main", rcv.address)
+        a = Agent(d, "main", rcv.address, go_heap=(
+            "  pressure: {enabled: true, threshold_percent: 60, poll_interval: 100ms, "
+            "cooldown: 1m}\n"))
         try:
             scenario_leak(a, rcv, leak)
+            scenario_pressure(a, rcv, leak)
+            scenario_events(a, rcv, leak, norate, cleak)
+            scenario_two(a, rcv, leak)
+            if LONG:
+                long_run(a, rcv, leak)
         finally:
             a.stop("main agent")
+        scenario_enable(d, rcv, norate)
     finally:
         rcv.stop()
     scenario_store_down(d, leak)
