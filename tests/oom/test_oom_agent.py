@@ -213,6 +213,33 @@ def scenario_leak(a, rcv, leak):
               f"{w0} -> {a.windows()}")
 
 
+def scenario_exec_later(a, rcv, leak):
+    """A process that enters the targeted cgroup and execs the Go program
+    only later (runc's init does that): the agent has seen it match as a
+    shell, and must still notice the exec and arm the Go program."""
+    with oomlib.Cgroup("execlater", 100) as cg:
+        p = subprocess.Popen(
+            ["/bin/sh", "-c", 'echo $$ > "$0/cgroup.procs" && sleep 1.5 && exec "$1"',
+             cg.path, leak], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        try:
+            added = a.event("target added", timeout=10, pid=p.pid)
+            comm = open(f"/proc/{p.pid}/comm").read().strip() if added else None
+            check(comm == "sh", "1b: the shell matched the target before its exec", str(comm))
+            check(p.stdout.readline().strip() == "ready", "1b: Go program running")
+            tr = a.event("tracking go process", timeout=10, pid=p.pid)
+            check(tr is not None, "1b: the agent tracks the Go program it exec'd")
+            p.stdin.write("go\n")
+            p.stdin.flush()
+            check(p.wait(timeout=60) == -9, "1b: SIGKILLed")
+            got = wait_series(rcv, is_oom(p.pid))
+            check(len(got) == 1 and got[0]["labels"].get("oom_complete") == "true",
+                  "1b: its OOM profile", str(a.events("OOM kill without a profile"))[:500])
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
 # ---------------------------------------------------------------- scenario 2
 def spool_has(spool, pid):
     """A spool batch (zstd) holding the trigger=oom series of pid."""
@@ -452,6 +479,7 @@ def main():
             "cooldown: 1m}\n"))
         try:
             scenario_leak(a, rcv, leak)
+            scenario_exec_later(a, rcv, leak)
             scenario_pressure(a, rcv, leak)
             scenario_events(a, rcv, leak, norate, cleak)
             scenario_two(a, rcv, leak)
