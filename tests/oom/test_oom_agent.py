@@ -48,14 +48,16 @@ def closed_port():
 class Agent:
     """`pushprof run` with a JSON log collected line by line."""
 
-    def __init__(self, d, name, address, extra="", go_heap="", spool=None, local=None):
+    def __init__(self, d, name, address, extra="", go_heap="", spool=None, local=None,
+                 http=False):
         self.local = local or os.path.join(d, name + "-local")
         self.spool = spool or os.path.join(d, name + "-spool")
         self.cfg = os.path.join(d, name + ".yaml")
+        self.http_port = closed_port() if http else None
         with open(self.cfg, "w") as f:
             f.write(f"""node: oom-agent-node
 log: {{level: debug, format: json}}
-http_address: ""
+http_address: "{f'127.0.0.1:{self.http_port}' if http else ''}"
 remote_store: {{address: "{address}", insecure: true, timeout: 2s}}
 local_store: {{directory: {self.local}}}
 spool: {{directory: {self.spool}}}
@@ -100,6 +102,17 @@ go_heap:
             if e.get("msg") == msg:
                 out.append(e)
         return out
+
+    def metrics(self):
+        import urllib.request
+        text = urllib.request.urlopen(f"http://127.0.0.1:{self.http_port}/metrics",
+                                      timeout=10).read().decode()
+        vals = {}
+        for line in text.splitlines():
+            if line and not line.startswith("#"):
+                k, _, v = line.rpartition(" ")
+                vals[k] = float(v)
+        return vals
 
     def windows(self):
         return len(self.events("cpu window"))
@@ -403,6 +416,13 @@ def scenario_events(a, rcv, leak, norate, cleak):
     check(a.alive(), "4: agent alive after the three")
     new = [s["labels"] for s in rcv.series()[before:] if s["labels"].get("__name__") == "memory"]
     check(not new, "4: no memory profile made up for them", str(new))
+    # counted too (other OOM kills on the host may add to these)
+    m = a.metrics()
+    k = 'pushprof_oom_kills_total{result="no_profile",reason="%s"}'
+    check(m.get(k % "not_tracked", 0) >= 2 and m.get(k % "profiling_disabled", 0) >= 1 and
+          m.get('pushprof_oom_kills_total{result="complete"}', 0) >= 2,
+          "4: /metrics counts OOM kills by outcome",
+          str({x: v for x, v in m.items() if "oom" in x}))
 
 
 def scenario_enable(d, rcv, norate):
@@ -474,7 +494,7 @@ def main():
     leak, norate, cleak = oomlib.build_workloads(d)
     rcv = Receiver(os.path.join(d, "rcv")).start()
     try:
-        a = Agent(d, "main", rcv.address, go_heap=(
+        a = Agent(d, "main", rcv.address, http=True, go_heap=(
             "  pressure: {enabled: true, threshold_percent: 60, poll_interval: 100ms, "
             "cooldown: 1m}\n"))
         try:
