@@ -42,6 +42,7 @@ struct tracked {
 	uint64_t last_pressure_ns;	/* 0 = never */
 	uint64_t enable_at_ns;		/* enable_profiling pending until then (mono); 0 = not */
 	uint64_t enabled_ns;		/* when we wrote the rate (mono); 0 = never */
+	unsigned enables;		/* writes so far: verified (and rewritten) once only */
 };
 
 /* A target that is not (yet) a Go program: it may exec one later. */
@@ -205,7 +206,7 @@ static void enable_profiling(struct gotrack *t, struct tracked *e, uint64_t now)
 
 	e->enable_at_ns = 0;
 	if (w == 1) {
-		bool again = e->enabled_ns != 0;
+		bool again = e->enables++ > 0;
 		e->enabled_ns = now;
 		metric_add(t->m_enabled, 1);
 		pp_log(again ? PP_WARN : PP_INFO, again ? "memory profiling was reset in a Go "
@@ -332,7 +333,7 @@ void gotrack_recheck(struct gotrack *t)
 		int64_t rate;
 		if (e->enable_at_ns && now >= e->enable_at_ns)
 			enable_profiling(t, e, now);
-		else if (e->enabled_ns && now - e->enabled_ns < ENABLE_VERIFY_NS &&
+		else if (e->enables == 1 && now - e->enabled_ns < ENABLE_VERIFY_NS &&
 			 gobin_read_rate(e->g, &rate, NULL) == 0 && rate == 0)
 			enable_profiling(t, e, now);	/* the runtime's init came after us */
 		if (e->enable_at_ns && e->enable_at_ns < t->due_ns)
