@@ -193,9 +193,17 @@ def scenario_leak(a, rcv, leak):
         w0 = a.windows()
         v.go()
         check(v.wait() == -9, "1: victim SIGKILLed by the OOM killer")
+        t_kill = time.time()
         got = wait_series(rcv, is_oom(v.pid))
         if not check(len(got) == 1, "1: one trigger=oom profile received", str(rcv.series())):
             return
+        # pushed at once, not with the next CPU window: alone in its request
+        call = [c for c in rcv.calls() if c["n"] == got[0]["request"]]
+        check(call and call[0]["series"] == 1, "1: pushed at once, in a request of its own",
+              str(call))
+        if call:
+            print(f"   received {call[0]['time'] - t_kill:+.3f} s after the victim's exit "
+                  "was seen")
         lab = got[0]["labels"]
         want = {"__name__": "memory", "trigger": "oom", "oom_complete": "true",
                 "pid": str(v.pid), "comm": "leak", "executable": os.path.realpath(leak),
