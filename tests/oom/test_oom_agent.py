@@ -262,12 +262,16 @@ def scenario_exec_later(a, rcv, leak):
 
 
 # ---------------------------------------------------------------- scenario 2
-def spool_has(spool, pid):
+def spool_has(spool, pid, why=None):
     """A spool batch (zstd) holding the trigger=oom series of pid."""
     for f in glob.glob(os.path.join(spool, "*.spool")):
-        raw = subprocess.run(["zstdcat", f], capture_output=True).stdout
+        z = subprocess.run(["zstdcat", f], capture_output=True)
+        raw = z.stdout
         if b"trigger" in raw and b"oom" in raw and str(pid).encode() in raw and b"memory" in raw:
             return True
+        if why is not None:
+            why.append(f"{os.path.basename(f)}: rc={z.returncode} {z.stderr[:200]!r} "
+                       f"{len(raw)} bytes {raw[:300]!r}")
     return False
 
 
@@ -289,8 +293,8 @@ def scenario_store_down(d, leak):
             files = [f for f in glob.glob(os.path.join(a.local, "*.pb.gz")) if "oom" in f]
             check(len(files) == 1 and oomlib.top_inuse(files[0]) == LEAK_FN,
                   "2: in local_store at once, leak on top", str(files))
-            check(spool_has(a.spool, pid), "2: in the spool at once",
-                  str(os.listdir(a.spool)))
+            why = []
+            check(spool_has(a.spool, pid, why), "2: in the spool at once", str(why))
             print(f"   on disk {time.time() - t0:.2f} s after the kill was seen")
         check(a.alive(), "2: agent alive with the store down")
     finally:
