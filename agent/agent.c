@@ -129,6 +129,16 @@ static int emit_profile(const struct pp_labels *labels, const uint8_t *gz, size_
 	return 0;
 }
 
+/* SIGTERM/SIGINT are blocked (they go to the signalfd): while the loop is
+ * inside a network call they wait here as pending signals. */
+static bool stop_pending(void *arg)
+{
+	sigset_t set;
+	(void)arg;
+	return sigpending(&set) == 0 && (sigismember(&set, SIGTERM) == 1 ||
+					 sigismember(&set, SIGINT) == 1);
+}
+
 /* Copy a __meta_* label to the plain name users expect, unless set. */
 static void promote(struct pp_labels *l, const char *meta, const char *name)
 {
@@ -390,6 +400,7 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 			pp_log(PP_WARN, "container metadata unavailable", "error=%s", pp_q(merr.msg));
 	}
 	outbox_set_labeler(a.outbox, label_series, &a);
+	outbox_set_interrupt(a.outbox, stop_pending, NULL);
 	a.targets = targets_new(cfg->targets, cfg->ntargets);
 	if (!a.targets) {
 		r = pp_errf(err, -ENOMEM, "out of memory");
@@ -493,6 +504,10 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 	/* targets that exec stay matched silently: look at their executables
 	 * after process events (at most every RECHECK_NS) and every scan */
 	uint64_t next_recheck = UINT64_MAX, last_recheck = 0;
+	/* Without CPU windows nothing else flushes on a schedule: the spool
+	 * (e.g. OOM captures from a previous run) would wait for the next heap
+	 * snapshot, forever with go_heap.interval 0. */
+	uint64_t next_flush = a.cpu ? UINT64_MAX : start;
 	bool stop = false;
 
 	while (!stop) {
@@ -510,6 +525,8 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 			next_recheck = gotrack_due(a.go);
 		if (next_recheck < wake)
 			wake = next_recheck;
+		if (next_flush < wake)
+			wake = next_flush;
 		int timeout = wake > now ? (int)((wake - now + 999999) / 1000000) : 0;
 		struct pollfd pfd[3] = { { .fd = sfd, .events = POLLIN },
 					 { .fd = a.oom ? oom_watch_fd(a.oom) : -1, .events = POLLIN },
@@ -578,6 +595,17 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 			while (next_heap <= now)
 				next_heap += heap_every;
 		}
+		if (now >= next_flush && !stop) {
+			struct pp_err ferr = { 0 };
+			if (outbox_flush(a.outbox, &ferr) < 0)
+				pp_log(PP_WARN, "push failed", "error=%s", pp_q(ferr.msg));
+			while (next_flush <= now)
+				next_flush += interval;
+		}
+		/* SIGTERM must end within 5 s even with a hanging server: the last
+		 * pushes get 3 s, then what is left goes to the spool */
+		if (stop)
+			outbox_set_deadline(a.outbox, mono_ns() + 3000000000ull);
 		if (now >= next_window || (stop && a.cpu)) {
 			window(&a);
 			if (a.http && a.windows == 1)

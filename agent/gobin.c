@@ -34,6 +34,7 @@ struct gsec {
 };
 
 struct gobin_impl {
+	int refs;		/* gobins sharing this analysis (gobin_share) */
 	int fd;
 	Elf *elf;
 	struct gsec *secs;
@@ -544,8 +545,10 @@ int gobin_open(const char *path, struct gobin **out, struct pp_err *err)
 	if (!g)
 		return -ENOMEM;
 	g->impl = calloc(1, sizeof(*g->impl));
-	if (g->impl)
+	if (g->impl) {
 		g->impl->fd = -1;
+		g->impl->refs = 1;
+	}
 	g->path = strdup(path);
 	g->exe = strdup(path);
 	if (!g->impl || !g->path || !g->exe) {
@@ -609,6 +612,9 @@ int gobin_open(const char *path, struct gobin **out, struct pp_err *err)
 	g->impl->elf = NULL;
 	close(g->impl->fd);
 	g->impl->fd = -1;
+	free(g->impl->secs);
+	g->impl->secs = NULL;
+	g->impl->nsecs = 0;
 	*out = g;
 	return 0;
 }
@@ -616,6 +622,55 @@ int gobin_open(const char *path, struct gobin **out, struct pp_err *err)
 static int gone(int e)
 {
 	return (e == ENOENT || e == ESRCH) ? -ESRCH : -e;
+}
+
+int gobin_share(const struct gobin *g, pid_t pid, struct gobin **out, struct pp_err *err)
+{
+	char exe[4096];
+	int rc;
+	*out = NULL;
+	if ((rc = proc_exe(pid, exe, sizeof(exe))))
+		return pp_errf(err, rc == -ESRCH ? -ESRCH : rc, "pid %d: %s", (int)pid,
+			       rc == -ESRCH ? "no such process" : strerror(-rc));
+	/* The very file g analyzed (stat through /proc/PID/exe gives the
+	 * identity gobin_open() recorded), not just the same path. */
+	char link[64];
+	struct stat st;
+	snprintf(link, sizeof(link), "/proc/%d/exe", (int)pid);
+	if (stat(link, &st) != 0)
+		return pp_errf(err, gone(errno), "pid %d: %s", (int)pid, strerror(errno));
+	if (st.st_dev != g->impl->st_dev || st.st_ino != g->impl->st_ino)
+		return pp_errf(err, -ENOENT, "pid %d runs another executable than %s", (int)pid,
+			       g->exe);
+	struct gobin *n = malloc(sizeof(*n));
+	if (!n)
+		return -ENOMEM;
+	*n = *g;
+	n->path = strdup(g->path);
+	n->exe = strdup(exe);
+	n->impl = NULL;
+	if (!n->path || !n->exe) {
+		gobin_free(n);
+		return -ENOMEM;
+	}
+	n->pid = 0;
+	n->bias = n->text_start = n->text_limit = 0;
+	n->mbuckets_addr = n->rate_addr = n->cycle_addr = 0;
+	__atomic_add_fetch(&g->impl->refs, 1, __ATOMIC_RELAXED);
+	n->impl = g->impl;
+	/* attach checks the mapping is this very file (device and inode) */
+	if ((rc = gobin_attach(n, pid, err))) {
+		gobin_free(n);
+		return rc;
+	}
+	*out = n;
+	return 0;
+}
+
+void gobin_file_id(const struct gobin *g, uint64_t *dev, uint64_t *ino)
+{
+	*dev = (uint64_t)g->impl->st_dev;
+	*ino = (uint64_t)g->impl->st_ino;
 }
 
 int gobin_read_mem(pid_t pid, uint64_t addr, void *buf, size_t len, struct pp_err *err)
@@ -663,18 +718,8 @@ static int verify_live(struct gobin *g, struct pp_err *err)
 /* Not gone, not a zombie (an exiting process has no mappings left). */
 static bool proc_alive(pid_t pid)
 {
-	char path[64], buf[512];
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return false;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return false;
-	buf[n] = '\0';
-	char *p = strrchr(buf, ')');
-	return p && p[1] == ' ' && p[2] != 'Z' && p[2] != 'X';
+	struct proc_stat st;
+	return proc_stat(pid, &st) == 0 && st.state != 'Z' && st.state != 'X';
 }
 
 int gobin_attach(struct gobin *g, pid_t pid, struct pp_err *err)
@@ -701,8 +746,13 @@ int gobin_attach(struct gobin *g, pid_t pid, struct pp_err *err)
 		}
 	}
 	if (!text) {
+		/* An exiting process loses its mappings before it turns zombie:
+		 * no mappings at all, or gone a moment later, means it exited. */
+		bool empty = maps.n == 0;
 		proc_maps_free(&maps);
-		if (!proc_alive(pid))
+		if (!empty && proc_alive(pid))
+			usleep(20000);
+		if (empty || !proc_alive(pid))
 			return pp_errf(err, -ESRCH, "pid %d: the process exited", (int)pid);
 		return pp_errf(err, -ENOENT, "pid %d: %s is not mapped executable", (int)pid,
 			       g->exe);
@@ -734,22 +784,9 @@ int gobin_attach(struct gobin *g, pid_t pid, struct pp_err *err)
 /* PF_KTHREAD in the flags field (9) of /proc/PID/stat. */
 static bool is_kernel_thread(pid_t pid)
 {
-	char path[64], buf[1024];
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return false;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return false;
-	buf[n] = '\0';
-	char *p = strrchr(buf, ')');
-	unsigned long flags = 0;
-	char state;
-	if (!p || sscanf(p + 1, " %c %*d %*d %*d %*d %*d %lu", &state, &flags) != 2)
-		return false;
-	return state != 'Z' && state != 'X' && (flags & 0x00200000UL);
+	struct proc_stat st;
+	return proc_stat(pid, &st) == 0 && st.state != 'Z' && st.state != 'X' &&
+	       (st.flags & 0x00200000UL);	/* PF_KTHREAD */
 }
 
 int gobin_open_pid(pid_t pid, struct gobin **out, struct pp_err *err)
@@ -803,7 +840,7 @@ void gobin_free(struct gobin *g)
 {
 	if (!g)
 		return;
-	if (g->impl) {
+	if (g->impl && __atomic_sub_fetch(&g->impl->refs, 1, __ATOMIC_ACQ_REL) == 0) {
 		gosym_free(g->impl->sym);
 		if (g->impl->elf)
 			elf_end(g->impl->elf);

@@ -360,8 +360,18 @@ static bool drop_repeats(struct go_heap *h)
 	return cut;
 }
 
-int goheap_read(pid_t pid, const struct gobin *g, uint32_t max_buckets, uint32_t max_depth,
-		struct go_heap *h, struct pp_err *err)
+/*
+ * Streaming instead of storing: each bucket goes to fn while the walk runs
+ * (its stk points into the read buffer, valid during the call), so a
+ * snapshot never holds all buckets at once. h keeps the metadata and the
+ * count; loops are caught with a set of the buckets seen.
+ */
+struct stream {
+	int (*fn)(struct stream *st, const struct go_heap *h, const struct go_bucket *b);
+};
+
+static int walk(pid_t pid, const struct gobin *g, uint32_t max_buckets, uint32_t max_depth,
+		struct go_heap *h, struct stream *st, struct pp_err *err)
 {
 	int rc;
 	uint64_t head;
@@ -389,12 +399,25 @@ int goheap_read(pid_t pid, const struct gobin *g, uint32_t max_buckets, uint32_t
 	uint64_t *buf = malloc(maxrec);
 	if (!buf)
 		return -ENOMEM;
-	/* Loops: Brent's cycle detection costs nothing per bucket; once it
-	 * fires, the repeated tail is cut exactly (drop_repeats). */
+	/* Loops: stored, Brent's cycle detection costs nothing per bucket and
+	 * once it fires the repeated tail is cut exactly (drop_repeats);
+	 * streamed, nothing can be taken back: a set of the buckets seen. */
 	uint64_t saved = 0, power = 1, lam = 0;
+	struct u64map seen = {0};
+	if (st && u64map_init(&seen, 4096)) {
+		free(buf);
+		return -ENOMEM;
+	}
 	rc = 0;
 	for (uint64_t b = head; b;) {
-		if (b == saved) {
+		if (st) {
+			if (u64map_get(&seen, b, NULL)) {
+				goheap_set_incomplete(h, "the bucket list loops (at 0x%" PRIx64 ")", b);
+				break;
+			}
+			if ((rc = u64map_put(&seen, b, 1)))
+				break;
+		} else if (b == saved) {
 			drop_repeats(h);
 			goheap_set_incomplete(h, "the bucket list loops (at 0x%" PRIx64 ")", b);
 			break;
@@ -407,7 +430,7 @@ int goheap_read(pid_t pid, const struct gobin *g, uint32_t max_buckets, uint32_t
 		if (h->n >= max_buckets) {
 			/* Brent needs up to twice the loop to see it: a loop longer
 			 * than half the limit ends here, with repeats to cut. */
-			if (drop_repeats(h))
+			if (!st && drop_repeats(h))
 				goheap_set_incomplete(h, "the bucket list loops");
 			else
 				goheap_set_incomplete(h, "more than go_heap.max_buckets (%" PRIu32
@@ -464,11 +487,24 @@ int goheap_read(pid_t pid, const struct gobin *g, uint32_t max_buckets, uint32_t
 		for (int i = 0; i < 3; i++)
 			memrec_from(&fut[i], mr + 4 * (i + 1));
 		bool trunc = nstk > max_depth;
-		if ((rc = goheap_add_bucket(h, b, buf[4], stk, trunc ? max_depth : (uint32_t)nstk,
-					    trunc, &active, fut)))
+		if (st) {
+			struct go_bucket bk = {.addr = b, .size = buf[4],
+					       .nstk = trunc ? max_depth : (uint32_t)nstk,
+					       .truncated = trunc, .stk = (uint64_t *)stk,
+					       .active = active};
+			memcpy(bk.future, fut, sizeof(fut));
+			h->n++;
+			h->truncated_stacks += trunc;
+			if ((rc = st->fn(st, h, &bk)))
+				break;
+		} else if ((rc = goheap_add_bucket(h, b, buf[4], stk,
+						   trunc ? max_depth : (uint32_t)nstk, trunc,
+						   &active, fut))) {
 			break;
+		}
 		b = buf[1];
 	}
+	u64map_free(&seen);
 	h->remote_reads = rd.calls + 3;
 	h->duration_ns = now_ns(CLOCK_MONOTONIC) - t0;
 	reader_free(&rd);
@@ -480,6 +516,12 @@ int goheap_read(pid_t pid, const struct gobin *g, uint32_t max_buckets, uint32_t
 		return rc;
 	}
 	return 0;
+}
+
+int goheap_read(pid_t pid, const struct gobin *g, uint32_t max_buckets, uint32_t max_depth,
+		struct go_heap *h, struct pp_err *err)
+{
+	return walk(pid, g, max_buckets, max_depth, h, NULL, err);
 }
 
 /* ---- views -------------------------------------------------------------- */
@@ -680,6 +722,7 @@ struct builder {
 	struct pcinfo *pcs;
 	size_t npcs, cappcs;
 	struct u64map locmap;		/* first pc -> index into locs */
+	struct { uint64_t pc; uint32_t li; } *lcache;	/* direct-mapped front of locmap */
 	struct loccache *locs;
 	size_t nlocs, caplocs;
 	struct go_heap pool;		/* arena for location pc lists */
@@ -690,6 +733,8 @@ struct builder {
 	bool dinl[MAX_INLINE];
 	uint32_t nd;
 	int64_t dlast;			/* index in pcs of the last pc in the deck, -1 */
+	int64_t rate;
+	uint64_t *stkbuf;		/* location ids of the sample being built */
 };
 
 static struct gobin_frame *frames_alloc(struct builder *b, size_t n)
@@ -850,6 +895,24 @@ static uint64_t raw_location(struct builder *b, uint64_t pc)
 	return pprof_location(b->p, mapping_of(b, pc - 1), pc - 1, NULL, 0);
 }
 
+#define LCACHE 8192
+
+/* locmap lookup through a direct-mapped cache: stacks repeat the same few
+ * thousand PCs, and this is the per-frame hot path. */
+static inline bool loc_lookup(struct builder *b, uint64_t pc, uint32_t *li)
+{
+	size_t slot = (pc ^ (pc >> 13)) & (LCACHE - 1);
+	if (pc && b->lcache[slot].pc == pc) {	/* 0 marks an empty slot */
+		*li = b->lcache[slot].li;
+		return true;
+	}
+	if (!u64map_get(&b->locmap, pc, li))
+		return false;
+	b->lcache[slot].pc = pc;
+	b->lcache[slot].li = *li;
+	return true;
+}
+
 static inline bool same_pcs(const uint64_t *a, const uint64_t *b, uint32_t n)
 {
 	for (uint32_t i = 0; i < n; i++)
@@ -871,7 +934,7 @@ static int locs_for_stack(struct builder *b, const uint64_t *stk, uint32_t n, ui
 	while (i < n) {
 		uint64_t pc = stk[i];
 		uint32_t li, pidx;
-		if (u64map_get(&b->locmap, pc, &li)) {
+		if (loc_lookup(b, pc, &li)) {
 			if (b->nd) {
 				struct gobin_frame first = b->locs[li].first;
 				bool inl = b->locs[li].first_inlined;
@@ -937,107 +1000,130 @@ static int locs_for_stack(struct builder *b, const uint64_t *stk, uint32_t n, ui
 	return rc;
 }
 
-int goheap_to_pprof(const struct go_heap *h, const struct gobin *g, enum goheap_view view,
-		    struct pprof **out, struct pp_err *err)
+static void builder_free(struct builder *b)
 {
-	int rc = -ENOMEM;
-	struct builder b = {.g = g, .dlast = -1};
-	uint64_t *locs = NULL;
-	char comment[320];
+	pprof_free(b->p);
+	b->p = NULL;
+	free(b->stkbuf);
+	free(b->pcs);
+	free(b->locs);
+	free(b->lcache);
+	u64map_free(&b->pcmap);
+	u64map_free(&b->locmap);
+	goheap_free(&b->pool);
+	while (b->frames) {
+		struct frame_chunk *c = b->frames->next;
+		free(b->frames);
+		b->frames = c;
+	}
+	memset(b, 0, sizeof(*b));	/* safe to call again */
+}
 
-	*out = NULL;
-	goheap_init(&b.pool);
-	b.p = pprof_new();
-	if (!b.p || u64map_init(&b.pcmap, 4096) || u64map_init(&b.locmap, 4096))
-		goto fail;
-	if (pprof_add_sample_type(b.p, "alloc_objects", "count") ||
-	    pprof_add_sample_type(b.p, "alloc_space", "bytes") ||
-	    pprof_add_sample_type(b.p, "inuse_objects", "count") ||
-	    pprof_add_sample_type(b.p, "inuse_space", "bytes") ||
-	    pprof_set_period(b.p, "space", "bytes", h->rate))
-		goto fail;
-	pprof_set_time(b.p, h->time_ns, 0);
+static int builder_init(struct builder *b, const struct gobin *g, int64_t rate, int64_t time_ns)
+{
+	memset(b, 0, sizeof(*b));
+	b->g = g;
+	b->dlast = -1;
+	b->rate = rate;
+	goheap_init(&b->pool);
+	b->p = pprof_new();
+	b->lcache = calloc(LCACHE, sizeof(*b->lcache));
+	b->stkbuf = malloc(2 * GOHEAP_NSTK_LIMIT * sizeof(*b->stkbuf));
+	if (!b->p || !b->lcache || !b->stkbuf || u64map_init(&b->pcmap, 4096) ||
+	    u64map_init(&b->locmap, 4096))
+		return -ENOMEM;
+	if (pprof_add_sample_type(b->p, "alloc_objects", "count") ||
+	    pprof_add_sample_type(b->p, "alloc_space", "bytes") ||
+	    pprof_add_sample_type(b->p, "inuse_objects", "count") ||
+	    pprof_add_sample_type(b->p, "inuse_space", "bytes") ||
+	    pprof_set_period(b->p, "space", "bytes", rate))
+		return -ENOMEM;
+	pprof_set_time(b->p, time_ns, 0);
+	if (g->text_limit > g->text_start) {
+		const char *bid = g->gnu_build_id[0] ? g->gnu_build_id : g->go_build_id;
+		b->mapping = pprof_mapping(b->p, g->text_start, g->text_limit,
+					   g->text_offset + (g->text_start - (g->text_vaddr + g->bias)),
+					   g->exe, bid, true, g->has_pclntab);
+		if (!b->mapping)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+/* One bucket with the record its view reports (writeHeapProto's loop). */
+static int builder_add(struct builder *b, const struct go_bucket *bk, const struct go_memrec *r)
+{
+	int rc;
+	/* WriteHeapProfile asks MemProfile with inuseZero = true: every
+	 * bucket; all-zero ones add nothing and are left out. */
+	if (!r->allocs && !r->frees && !r->alloc_bytes && !r->free_bytes)
+		return 0;
+	uint32_t nstk = bk->nstk <= GOHEAP_NSTK_LIMIT ? bk->nstk : GOHEAP_NSTK_LIMIT;
+	/* writeHeapProto: hide leading runtime.* frames unless that leaves
+	 * nothing. */
+	size_t nlocs = 0;
+	uint32_t skip = 0;
+	for (; skip < nstk; skip++) {
+		const struct pcinfo *pi = pc_info(b, bk->stk[skip]);
+		if (!pi)
+			return -ENOMEM;
+		if (!pi->runtime_at_pc)
+			break;
+	}
+	if (skip == nstk)
+		skip = 0;	/* Go keeps the whole stack then */
+	if ((rc = locs_for_stack(b, bk->stk + skip, nstk - skip, b->stkbuf, &nlocs)))
+		return rc;
+	if (nlocs == 0 && skip && (rc = locs_for_stack(b, bk->stk, nstk, b->stkbuf, &nlocs)))
+		return rc;
+	int64_t ao = (int64_t)r->allocs, ab = (int64_t)r->alloc_bytes;
+	int64_t io = (int64_t)(r->allocs - r->frees), ib = (int64_t)(r->alloc_bytes - r->free_bytes);
+	int64_t v[4];
+	goheap_scale_heap_sample(ao, ab, b->rate, &v[0], &v[1]);
+	goheap_scale_heap_sample(io, ib, b->rate, &v[2], &v[3]);
+	int64_t bsize = ao > 0 ? ab / ao : 0;
+	struct pprof_label lab = {.key = "bytes", .str = NULL, .num = bsize};
+	if (pprof_add_sample(b->p, b->stkbuf, nlocs, v, &lab, bsize != 0 ? 1 : 0))
+		return -ENOMEM;
+	return 0;
+}
+
+static int builder_comments(struct builder *b, const struct go_heap *h, enum goheap_view view)
+{
+	char comment[320];
 	snprintf(comment, sizeof(comment), "pushprof go heap: view=%s buckets=%zu rate=%" PRId64
 		 " cycle=%" PRIu32 " truncated_stacks=%" PRIu64, goheap_view_name(view), h->n, h->rate,
 		 h->cycle >> 1, h->truncated_stacks);
-	if (pprof_add_comment(b.p, comment))
-		goto fail;
+	if (pprof_add_comment(b->p, comment))
+		return -ENOMEM;
 	if (!h->complete) {
 		snprintf(comment, sizeof(comment), "incomplete: %s", h->incomplete_reason);
-		if (pprof_add_comment(b.p, comment))
-			goto fail;
+		if (pprof_add_comment(b->p, comment))
+			return -ENOMEM;
 	}
-	if (g->text_limit > g->text_start) {
-		const char *bid = g->gnu_build_id[0] ? g->gnu_build_id : g->go_build_id;
-		bool lines = g->has_pclntab;
-		b.mapping = pprof_mapping(b.p, g->text_start, g->text_limit,
-					  g->text_offset + (g->text_start - (g->text_vaddr + g->bias)),
-					  g->exe, bid, true, lines);
-		if (!b.mapping)
-			goto fail;
-	}
-	size_t maxstk = 1;
-	for (size_t i = 0; i < h->n; i++)
-		if (h->buckets[i].nstk > maxstk)
-			maxstk = h->buckets[i].nstk;
-	locs = malloc(2 * maxstk * sizeof(*locs));
-	if (!locs)
-		goto fail;
+	return 0;
+}
 
+int goheap_to_pprof(const struct go_heap *h, const struct gobin *g, enum goheap_view view,
+		    struct pprof **out, struct pp_err *err)
+{
+	struct builder b;
+	int rc = builder_init(&b, g, h->rate, h->time_ns);
+	*out = NULL;
+	if (!rc)
+		rc = builder_comments(&b, h, view);
 	bool clear = view == GOHEAP_VIEW_RUNTIME && goheap_all_active_clear(h);
-	for (size_t i = 0; i < h->n; i++) {
-		const struct go_bucket *bk = &h->buckets[i];
-		struct go_memrec r = goheap_bucket_record(h, bk, view, clear);
-		/* WriteHeapProfile asks MemProfile with inuseZero = true: every
-		 * bucket; all-zero ones add nothing and are left out. */
-		if (!r.allocs && !r.frees && !r.alloc_bytes && !r.free_bytes)
-			continue;
-		/* writeHeapProto: hide leading runtime.* frames unless that
-		 * leaves nothing. */
-		size_t nlocs = 0;
-		uint32_t skip = 0;
-		for (; skip < bk->nstk; skip++) {
-			const struct pcinfo *pi = pc_info(&b, bk->stk[skip]);
-			if (!pi)
-				goto fail;
-			if (!pi->runtime_at_pc)
-				break;
-		}
-		if (skip == bk->nstk)
-			skip = 0;	/* Go keeps the whole stack then */
-		if ((rc = locs_for_stack(&b, bk->stk + skip, bk->nstk - skip, locs, &nlocs)))
-			goto fail;
-		if (nlocs == 0 && skip && (rc = locs_for_stack(&b, bk->stk, bk->nstk, locs, &nlocs)))
-			goto fail;
-		rc = -ENOMEM;
-		int64_t ao = (int64_t)r.allocs, ab = (int64_t)r.alloc_bytes;
-		int64_t io = (int64_t)(r.allocs - r.frees), ib = (int64_t)(r.alloc_bytes - r.free_bytes);
-		int64_t v[4];
-		goheap_scale_heap_sample(ao, ab, h->rate, &v[0], &v[1]);
-		goheap_scale_heap_sample(io, ib, h->rate, &v[2], &v[3]);
-		int64_t bsize = ao > 0 ? ab / ao : 0;
-		struct pprof_label lab = {.key = "bytes", .str = NULL, .num = bsize};
-		if (pprof_add_sample(b.p, locs, nlocs, v, &lab, bsize != 0 ? 1 : 0))
-			goto fail;
+	for (size_t i = 0; !rc && i < h->n; i++) {
+		struct go_memrec r = goheap_bucket_record(h, &h->buckets[i], view, clear);
+		rc = builder_add(&b, &h->buckets[i], &r);
 	}
-	rc = 0;
-	*out = b.p;
-	b.p = NULL;
-fail:
-	if (rc)
+	if (rc) {
 		pp_errf(err, rc, "building the heap profile: %s", strerror(-rc));
-	pprof_free(b.p);
-	free(locs);
-	free(b.pcs);
-	free(b.locs);
-	u64map_free(&b.pcmap);
-	u64map_free(&b.locmap);
-	goheap_free(&b.pool);
-	while (b.frames) {
-		struct frame_chunk *c = b.frames->next;
-		free(b.frames);
-		b.frames = c;
+	} else {
+		*out = b.p;
+		b.p = NULL;
 	}
+	builder_free(&b);
 	return rc;
 }
 
@@ -1127,27 +1213,71 @@ out:
 	return rc;
 }
 
+/* A snapshot streams the buckets straight into the profile builder. */
+struct snap_stream {
+	struct stream st;
+	struct builder *b;
+	enum goheap_view view;
+	bool all_cycles;	/* runtime view, second pass: no GC published yet */
+	bool any_active;	/* some bucket has published (or C%3) data */
+};
+
+static int snap_fn(struct stream *st, const struct go_heap *h, const struct go_bucket *bk)
+{
+	struct snap_stream *ss = (struct snap_stream *)st;
+	if (ss->view == GOHEAP_VIEW_RUNTIME && !ss->all_cycles) {
+		struct go_memrec a = goheap_bucket_record(h, bk, GOHEAP_VIEW_RUNTIME, false);
+		if (a.allocs || a.frees)
+			ss->any_active = true;
+	}
+	struct go_memrec r = goheap_bucket_record(h, bk, ss->view, ss->all_cycles);
+	ss->b->rate = h->rate;
+	return builder_add(ss->b, bk, &r);
+}
+
 int goheap_snapshot(pid_t pid, const struct gobin *g, const struct goheap_snapshot_opts *o,
 		    struct goheap_snapshot *out, struct pp_err *err)
 {
 	struct go_heap h;
+	struct builder b = {.p = NULL};
 	struct pprof *p = NULL;
 	int64_t t0 = now_ns(CLOCK_MONOTONIC);
 	int rc;
 
 	memset(out, 0, sizeof(*out));
-	goheap_init(&h);
-	if ((rc = goheap_read(pid, g, o->max_buckets, o->max_depth, &h, err)))
-		return rc;
-	if ((rc = goheap_to_pprof(&h, g, o->view, &p, err)))
-		goto out;
+	for (int pass = 0; pass < 2; pass++) {
+		struct snap_stream ss = {.st.fn = snap_fn, .b = &b, .view = o->view,
+					 .all_cycles = pass == 1};
+		goheap_init(&h);
+		builder_free(&b);
+		/* The rate and time are known once the walk has begun: snap_fn
+		 * passes the rate on, period and time are set at the end. */
+		if ((rc = builder_init(&b, g, 0, 0)))
+			goto nomem;
+		if ((rc = walk(pid, g, o->max_buckets, o->max_depth, &h, &ss.st, err)))
+			goto out;
+		/* runtime.MemProfile's "clear" case: nothing published by any GC
+		 * yet, so it reports every cycle - walk again, adding them all. */
+		if (o->view == GOHEAP_VIEW_RUNTIME && !ss.any_active && h.n && pass == 0)
+			continue;
+		break;
+	}
+	if ((rc = builder_comments(&b, &h, o->view)))
+		goto nomem;
+	if (pprof_set_period(b.p, "space", "bytes", h.rate)) {
+		rc = -ENOMEM;
+		goto nomem;
+	}
+	pprof_set_time(b.p, h.time_ns, 0);
+	p = b.p;
+	b.p = NULL;
+	builder_free(&b);	/* before encoding: the symbol caches are not needed */
 	out->buckets = h.n;
 	out->complete = h.complete;
 	memcpy(out->incomplete_reason, h.incomplete_reason, sizeof(out->incomplete_reason));
 	out->truncated_stacks = h.truncated_stacks;
 	out->rate = h.rate;
 	out->read_ns = h.duration_ns;
-	goheap_free(&h);	/* before encoding: the two are the peak */
 	if ((rc = encode_fast(p, &out->gz, &out->len, err)))
 		goto out;
 	if ((rc = goheap_series_labels(pid, g, o->node, o->trigger, o->view, o->external,
@@ -1155,9 +1285,13 @@ int goheap_snapshot(pid_t pid, const struct gobin *g, const struct goheap_snapsh
 		goto out;
 	out->samples = pprof_sample_count(p);
 	out->total_ns = now_ns(CLOCK_MONOTONIC) - t0;
+	goto out;
+nomem:
+	pp_errf(err, rc, "building the heap profile: %s", strerror(-rc));
 out:
 	if (rc)
 		goheap_snapshot_free(out);
+	builder_free(&b);
 	pprof_free(p);
 	goheap_free(&h);
 	return rc;

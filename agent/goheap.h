@@ -153,10 +153,13 @@ struct goheap_snapshot {
 	char incomplete_reason[192];
 	uint64_t truncated_stacks;
 	int64_t rate;
-	int64_t read_ns, total_ns;
+	int64_t read_ns;	/* the walk, which streams into the profile builder */
+	int64_t total_ns;	/* + encoding, gzip and labels */
 };
 
-/* Read + profile + labels for one attached gobin. Errors as goheap_read(). */
+/* Read + profile + labels for one attached gobin. The buckets stream into
+ * the profile builder as they are read (no go_heap is held). Errors as
+ * goheap_read(). */
 int goheap_snapshot(pid_t pid, const struct gobin *g, const struct goheap_snapshot_opts *o,
 		    struct goheap_snapshot *out, struct pp_err *err);
 void goheap_snapshot_free(struct goheap_snapshot *s);

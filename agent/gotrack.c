@@ -236,13 +236,13 @@ static int add(struct gotrack *t, pid_t pid, bool remember)
 		return 0;
 	struct tracked *old = find(t, pid);
 	uint64_t start = 0;
-	if (proc_start_time(pid, &start))
-		return 0;	/* gone */
 	if (exe_id(pid, &id))
 		return 0;	/* gone, or a kernel thread */
-	if (old && old->start == start && same_exe(&old->id, &id))
-		return 0;
 	if (old) {
+		if (proc_start_time(pid, &start))
+			return 0;	/* gone: the caller removes it */
+		if (old->start == start && same_exe(&old->id, &id))
+			return 0;
 		/* the pid now names another process (or the process exec'd):
 		 * the old gobin describes another binary's memory layout */
 		pp_log(PP_DEBUG, old->start == start ? "go process exec'd, analyzing the new executable"
@@ -251,11 +251,14 @@ static int add(struct gotrack *t, pid_t pid, bool remember)
 			oom_watch_untrack(t->oom, pid);
 		gotrack_remove(t, pid);
 	}
+	/* cheap checks first: whole-host scans call this for every process */
 	if (known_not_go(t, &id)) {
-		if (remember)
+		if (remember && (start || proc_start_time(pid, &start) == 0))
 			cand_set(t, pid, start, &id);
 		return 0;
 	}
+	if (!start && proc_start_time(pid, &start))
+		return 0;
 	int rc = gobin_open_pid(pid, &g, &err);
 	if (rc == -ENOEXEC) {
 		remember_not_go(t, &id);

@@ -1361,11 +1361,11 @@ size_t oom_watch_take(struct oom_watch *w, struct oom_result **out, size_t max)
 
 	pthread_mutex_lock(&w->mu);
 	n = w->nres < max ? w->nres : max;
-	if (n) {	/* w->res is NULL until the first result (agent stop drains it) */
+	if (n)
 		memcpy(out, w->res, n * sizeof(*out));
+	if (n && w->nres > n)
 		memmove(w->res, w->res + n, (w->nres - n) * sizeof(*w->res));
-		w->nres -= n;
-	}
+	w->nres -= n;
 	if (w->nres == 0 && read(w->efd, &v, sizeof(v)) < 0) {
 		/* nothing to clear */
 	}

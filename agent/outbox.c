@@ -443,6 +443,18 @@ int outbox_flush(struct outbox *o, struct pp_err *err)
 	return rc;
 }
 
+void outbox_set_interrupt(struct outbox *o, bool (*fn)(void *arg), void *arg)
+{
+	if (o->up)
+		uploader_set_interrupt(o->up, fn, arg);
+}
+
+void outbox_set_deadline(struct outbox *o, uint64_t mono_ns_deadline)
+{
+	if (o->up)
+		uploader_set_deadline(o->up, mono_ns_deadline);
+}
+
 const struct outbox_stats *outbox_stats(const struct outbox *o)
 {
 	return &o->st;

@@ -12,6 +12,7 @@
 #ifndef PUSHPROF_OUTBOX_H
 #define PUSHPROF_OUTBOX_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -51,6 +52,10 @@ int outbox_submit_durable(struct outbox *o, const struct pp_labels *labels, cons
 /* Push what is pending, spooled batches first (oldest first); what cannot be
  * delivered goes to the spool. 0 when everything was delivered. */
 int outbox_flush(struct outbox *o, struct pp_err *err);
+/* Bound every later network attempt by this CLOCK_MONOTONIC time (shutdown). */
+void outbox_set_deadline(struct outbox *o, uint64_t mono_ns_deadline);
+/* See uploader_set_interrupt(). */
+void outbox_set_interrupt(struct outbox *o, bool (*fn)(void *arg), void *arg);
 const struct outbox_stats *outbox_stats(const struct outbox *o);
 
 #endif

@@ -68,6 +68,9 @@ struct uploader {
 	char *auth;			/* "Bearer <token>", NULL when none */
 	struct pp_labels headers;	/* lower-cased keys, checked legal */
 	struct upload_stats stats;
+	uint64_t hard_deadline;		/* CLOCK_MONOTONIC ns; 0 = none (shutdown bound) */
+	bool (*interrupt)(void *arg);	/* true: the agent is stopping */
+	void *interrupt_arg;
 	uint64_t rng;
 };
 
@@ -462,9 +465,33 @@ void uploader_free(struct uploader *u)
 	free(u);
 }
 
+void uploader_set_deadline(struct uploader *u, uint64_t mono_ns_deadline)
+{
+	u->hard_deadline = mono_ns_deadline;
+}
+
+void uploader_set_interrupt(struct uploader *u, bool (*fn)(void *arg), void *arg)
+{
+	u->interrupt = fn;
+	u->interrupt_arg = arg;
+}
+
 const struct upload_stats *uploader_stats(const struct uploader *u)
 {
 	return &u->stats;
+}
+
+#define SHUTDOWN_GRACE_NS 2000000000ull
+
+/* Asked to stop: bound this call and every retry by SHUTDOWN_GRACE_NS from now. */
+static bool interrupted(struct uploader *u)
+{
+	if (!u->interrupt || !u->interrupt(u->interrupt_arg))
+		return false;
+	uint64_t cut = mono_ns() + SHUTDOWN_GRACE_NS;
+	if (!u->hard_deadline || cut < u->hard_deadline)
+		u->hard_deadline = cut;
+	return true;
 }
 
 /* ---- one call --------------------------------------------------------- */
@@ -535,7 +562,25 @@ static void call_once(struct uploader *u, const uint8_t *buf, size_t len, uint64
 		/* The call's own deadline ends it; the extra second is a guard
 		 * against a stuck queue, after which the call is cancelled. */
 		gpr_timespec guard = gpr_time_add(deadline, gpr_time_from_seconds(1, GPR_TIMESPAN));
-		grpc_event ev = grpc_completion_queue_next(u->cq, guard, NULL);
+		grpc_event ev;
+		/* Wait in slices so a shutdown request can cut a hanging call
+		 * short: once interrupted, the call gets SHUTDOWN_GRACE_NS more. */
+		for (;;) {
+			gpr_timespec slice = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
+							  gpr_time_from_millis(100, GPR_TIMESPAN));
+			if (gpr_time_cmp(slice, guard) > 0)
+				slice = guard;
+			ev = grpc_completion_queue_next(u->cq, slice, NULL);
+			if (ev.type != GRPC_QUEUE_TIMEOUT || gpr_time_cmp(slice, guard) >= 0)
+				break;
+			if (interrupted(u)) {
+				gpr_timespec cut = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
+							gpr_time_from_nanos(SHUTDOWN_GRACE_NS,
+									    GPR_TIMESPAN));
+				if (gpr_time_cmp(cut, guard) < 0)
+					guard = cut;
+			}
+		}
 		if (ev.type == GRPC_QUEUE_TIMEOUT) {
 			grpc_call_cancel(call, NULL);
 			ev = grpc_completion_queue_next(u->cq, gpr_inf_future(GPR_CLOCK_REALTIME),
@@ -593,6 +638,8 @@ static int send_request(struct uploader *u, const uint8_t *buf, size_t len, size
 			struct pp_err *err)
 {
 	uint64_t start = mono_ns(), budget_end = start + 3 * u->timeout_ns;
+	if (u->hard_deadline && u->hard_deadline < budget_end)
+		budget_end = u->hard_deadline > start ? u->hard_deadline : start + 1000000;
 	uint64_t backoff = BACKOFF_INITIAL_NS;
 	uint64_t errors_before = grpc_errors_seen(NULL, 0);
 	struct call_result res = { 0 };

@@ -11,7 +11,14 @@ PKGS=(
   # tests: Go workloads and `go tool pprof`, the gRPC test receiver, TLS certs
   golang-go python3 python3-grpcio python3-protobuf protobuf-compiler openssl
   libclang-rt-14-dev procps util-linux
+  # deploy tests: a real containerd for the CRI client, the chart rendered with
+  # Helm's template libraries, systemd-analyze for the unit, dpkg-dev for the .deb
+  containerd runc golang-github-masterminds-sprig-dev golang-gopkg-yaml.v3-dev
+  python3-yaml dpkg-dev systemd
 )
+# Node.js runs the Kubernetes schema validation (npm kubernetes-models); keep
+# an existing installation rather than replacing it with Debian's.
+command -v npm >/dev/null 2>&1 || PKGS+=(nodejs npm)
 
 if [ "$(id -u)" -ne 0 ]; then
   echo "setup.sh: run as root (sudo ./scripts/setup.sh)" >&2

@@ -144,6 +144,32 @@ static int cmd_bench(pid_t pid, int iters, uint32_t max_buckets)
 	}
 	struct rusage ru_read;
 	getrusage(RUSAGE_SELF, &ru_read);
+	/* The parts of a snapshot: build (symbolize + pprof) and encode. */
+	double build_min = 1e9, enc_min = 1e9;
+	for (int i = 0; i < iters; i++) {
+		struct go_heap h;
+		struct pprof *p = NULL;
+		uint8_t *buf = NULL;
+		size_t blen = 0;
+		goheap_init(&h);
+		if (goheap_read(pid, g, max_buckets, 128, &h, &err))
+			return 1;
+		clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
+		if (goheap_to_pprof(&h, g, GOHEAP_VIEW_RUNTIME, &p, &err))
+			return 1;
+		clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
+		if (ms(&c0, &c1) < build_min)
+			build_min = ms(&c0, &c1);
+		clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
+		if (pprof_encode(p, false, &buf, &blen, &err))
+			return 1;
+		clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
+		if (ms(&c0, &c1) < enc_min)
+			enc_min = ms(&c0, &c1);
+		free(buf);
+		pprof_free(p);
+		goheap_free(&h);
+	}
 	for (int i = 0; i < iters; i++) {
 		struct goheap_snapshot s;
 		struct goheap_snapshot_opts o = {.view = GOHEAP_VIEW_RUNTIME,
@@ -174,14 +200,68 @@ static int cmd_bench(pid_t pid, int iters, uint32_t max_buckets)
 	printf("buckets=%zu complete=%d remote_reads=%" PRIu64 " samples=%zu pprof_gz_bytes=%zu "
 	       "attach_ms=%.2f read_ms_min=%.2f read_ms_median=%.2f snapshot_ms_min=%.2f "
 	       "snapshot_ms_median=%.2f read_cpu_ms_min=%.2f snapshot_cpu_ms_min=%.2f "
+	       "build_cpu_ms_min=%.2f encode_nogzip_cpu_ms_min=%.2f "
 	       "peak_rss_kb_after_reads=%ld peak_rss_kb=%ld\n",
 	       buckets, complete, reads, samples, len, attach, rd[0], rd[iters / 2], sn[0],
-	       sn[iters / 2], rdc[0], snc[0], ru_read.ru_maxrss, ru.ru_maxrss);
+	       sn[iters / 2], rdc[0], snc[0], build_min, enc_min, ru_read.ru_maxrss, ru.ru_maxrss);
 	free(rd);
 	free(sn);
 	free(rdc);
 	free(snc);
 	gobin_free(g);
+	return 0;
+}
+
+/* gobin_share: analyze pid1, share with pid2; both snapshots must equal
+ * fresh ones. Prints "bias1=.. bias2=.. same_vars=B" and writes 4 files. */
+static int write_file(const char *path, const uint8_t *buf, size_t len)
+{
+	FILE *f = fopen(path, "wb");
+	if (!f)
+		return 1;
+	size_t n = fwrite(buf, 1, len, f);
+	fclose(f);
+	return n != len;
+}
+
+static int cmd_share(pid_t p1, pid_t p2, const char *prefix)
+{
+	struct gobin *g1, *g2, *fresh;
+	struct pp_err err = {0};
+	if (gobin_open_pid(p1, &g1, &err)) {
+		printf("open: %s\n", err.msg);
+		return 1;
+	}
+	int rc = gobin_share(g1, p2, &g2, &err);
+	if (rc) {
+		printf("share rc=%d msg=%s\n", rc, err.msg);
+		gobin_free(g1);
+		return 0;
+	}
+	if (gobin_open_pid(p2, &fresh, &err)) {
+		printf("open2: %s\n", err.msg);
+		return 1;
+	}
+	printf("bias1=0x%" PRIx64 " bias2=0x%" PRIx64 " same_vars=%d\n", g1->bias, g2->bias,
+	       g2->mbuckets_addr == fresh->mbuckets_addr && g2->rate_addr == fresh->rate_addr &&
+		       g2->cycle_addr == fresh->cycle_addr && g2->bias == fresh->bias);
+	gobin_free(g1);	/* the shared analysis must outlive it */
+	const struct gobin *gs[2] = {g2, fresh};
+	for (int i = 0; i < 2; i++) {
+		struct goheap_snapshot s;
+		struct goheap_snapshot_opts o = {.view = GOHEAP_VIEW_RUNTIME, .max_buckets = 100000,
+						 .max_depth = 128, .trigger = "on_demand"};
+		char path[4096];
+		if (goheap_snapshot(p2, gs[i], &o, &s, &err)) {
+			printf("snapshot: %s\n", err.msg);
+			return 1;
+		}
+		snprintf(path, sizeof(path), "%s-%s.pb.gz", prefix, i ? "fresh" : "shared");
+		write_file(path, s.gz, s.len);
+		goheap_snapshot_free(&s);
+	}
+	gobin_free(g2);
+	gobin_free(fresh);
 	return 0;
 }
 
@@ -238,6 +318,8 @@ static int cmd_fuzz_profile(const char *path, int iters)
 				stk[k] = r % 4 == 0 ? r : g->text_vaddr + r % (g->text_memsz + 64);
 				if (k && r % 5 == 0)
 					stk[k] = stk[k - 1];	/* recursion */
+				if (r % 11 == 0)
+					stk[k] = r % 22 ? 0 : 1;	/* null PCs */
 			}
 			struct go_memrec a, f[3];
 			uint64_t *m = &a.allocs;
@@ -309,6 +391,8 @@ int main(int argc, char **argv)
 	if (argc >= 4 && !strcmp(argv[1], "bench"))
 		return cmd_bench(atoi(argv[2]), atoi(argv[3]),
 				 argc >= 5 ? (uint32_t)strtoul(argv[4], NULL, 10) : 1000000);
+	if (argc >= 5 && !strcmp(argv[1], "share"))
+		return cmd_share(atoi(argv[2]), atoi(argv[3]), argv[4]);
 	if (argc >= 3 && !strcmp(argv[1], "enable"))
 		return cmd_enable(atoi(argv[2]));
 	fprintf(stderr, "usage: goheap_tool vars FILE | kill-then-read PID | "

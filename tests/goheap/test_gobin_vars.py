@@ -82,6 +82,29 @@ check(m and v.get("gnu_build_id") == m.group(1) == gnu, "GNU build id = readelf'
 check(vars_of(os.path.join(tmp, "truth-plain")).get("gnu_build_id") == "-",
       "no GNU build id note: none reported")
 
+# gobin_share: two processes of one PIE executable (different load biases)
+# share one analysis; the second one's snapshot equals a fresh analysis'.
+pie = os.path.join(tmp, "truth-pie")
+other = os.path.join(tmp, "truth-plain")
+with ghlib.Workload(pie, [os.path.join(tmp, "o1.pb.gz")], os.path.join(tmp, "r1")) as w1, \
+        ghlib.Workload(pie, [os.path.join(tmp, "o2.pb.gz")], os.path.join(tmp, "r2")) as w2, \
+        ghlib.Workload(other, [os.path.join(tmp, "o3.pb.gz")], os.path.join(tmp, "r3")) as w3:
+    prefix = os.path.join(tmp, "share")
+    r = pptest.run([ghlib.TOOL, "share", str(w1.pid), str(w2.pid), prefix])
+    kv = dict(x.split("=", 1) for x in r.stdout.split() if "=" in x)
+    check(r.returncode == 0 and kv.get("same_vars") == "1",
+          "shared analysis attached to a second process: same addresses as a fresh one",
+          r.stdout + r.stderr)
+    check(kv.get("bias1") != kv.get("bias2"), "the two PIE processes have different biases",
+          r.stdout)
+    if r.returncode == 0:
+        diffs = ghlib.compare(prefix + "-fresh.pb.gz", prefix + "-shared.pb.gz")
+        check(not diffs, "snapshot through the shared analysis = through a fresh one",
+              "; ".join(diffs[:5]))
+    r = pptest.run([ghlib.TOOL, "share", str(w1.pid), str(w3.pid), prefix + "x"])
+    check("share rc=-2 " in r.stdout and "another executable" in r.stdout,
+          "sharing with a process of another executable is refused", r.stdout)
+
 # Not Go: a C binary.
 r = pptest.run([ghlib.TOOL, "vars", "/usr/bin/true"])
 check(r.returncode != 0 and "rc=-8 " in r.stdout and "not a Go program" in r.stdout,

@@ -46,10 +46,11 @@ def file_hashes(paths):
 
 def write_config(path, remote=None, spool=None, store=None, interval="1s", freq=49,
                  go_heap=None, targets="", extra="", timeout="1s", http=None,
-                 level="info"):
+                 level="info", cpu=True):
     http = http if http is not None else f"127.0.0.1:{free_port()}"
     t = (f"node: rel-node\nlog: {{level: {level}}}\nhttp_address: \"{http}\"\n"
-         f"cpu: {{frequency_hz: {freq}, interval: {interval}}}\n")
+         f"cpu: {{enabled: {'true' if cpu else 'false'}, frequency_hz: {freq}, "
+         f"interval: {interval}}}\n")
     t += f"go_heap: {go_heap}\n" if go_heap else "go_heap: {enabled: false}\n"
     if remote:
         t += f"remote_store: {{address: \"{remote}\", insecure: true, timeout: {timeout}}}\n"
@@ -96,6 +97,32 @@ class Rcv:
 
     def series(self):
         return [s for r in self._read("requests.jsonl") for s in r["series"]]
+
+    def request_hashes(self):
+        """[(n, bytes, [sha256 of each profile])] of the accepted requests, in order."""
+        calls = {c["n"]: c for c in self.calls()}
+        out = []
+        for r in self._read("requests.jsonl"):
+            hs = []
+            for s in r["series"]:
+                for f in s["files"]:
+                    with open(os.path.join(self.out, f), "rb") as fh:
+                        hs.append(sha(fh.read()))
+            out.append((r["n"], calls.get(r["n"], {}).get("bytes", r["bytes"]), hs))
+        return out
+
+    def superseded(self):
+        """Accepted requests whose every profile came again in a later request:
+        the agent saw them fail (typically its deadline passed just after the
+        server accepted) and resent them; at-least-once makes these the
+        duplicates. Returns (calls, series, bytes) of those."""
+        reqs = self.request_hashes()
+        calls = series = nbytes = 0
+        for i, (n, b, hs) in enumerate(reqs):
+            later = set(h for _, _, l in reqs[i + 1:] for h in l)
+            if hs and all(h in later for h in hs):
+                calls, series, nbytes = calls + 1, series + len(hs), nbytes + b
+        return calls, series, nbytes
 
     def hashes(self):
         """sha256 of every raw_profile received -> series labels."""
@@ -233,4 +260,13 @@ def pprof_parses(path):
         return True
     except Exception as e:  # noqa: BLE001
         print(f"  pprof: {e}")
+        return False
+
+
+def sanitized():
+    """True when PUSHPROF is an ASan build (slower, several times the memory)."""
+    try:
+        with open(PUSHPROF, "rb") as f:
+            return b"__asan_init" in f.read()
+    except OSError:
         return False

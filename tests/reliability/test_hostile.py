@@ -112,7 +112,7 @@ try:
     for _ in range(20):
         with open("/proc/sys/kernel/ns_last_pid", "w") as f:
             f.write(str(pid_a - 1))
-        c = subprocess.Popen([other, "6"])
+        c = subprocess.Popen([other, "60"])
         if c.pid == pid_a:
             b = c
             break
@@ -121,7 +121,17 @@ try:
     check(b is not None, f"pid {pid_a} reused by a different Go program")
     if b:
         procs.append(b)
-        time.sleep(4)
+        # until a snapshot of the new program exists (the loop may lag
+        # under ASan): at most 30 s
+        def new_seen():
+            for f in rl.local_files(store):
+                if f"-memory-interval-{pid_a}-" in f:
+                    p = rl.decode(f)
+                    if any(p.string_table[fn.name] == "main.otherAlloc" for fn in p.function):
+                        return True
+            return False
+        rl.wait_for(new_seen, 30, 0.5)
+        time.sleep(1.5)
     with open(f"/proc/{agent.pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     agent_cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

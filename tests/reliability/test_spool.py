@@ -85,6 +85,9 @@ try:
     check(peak <= cap, "spool never exceeds spool.max_bytes", f"peak {peak}")
     check(gone and left and max(gone) < min(left), "the oldest batches were dropped first",
           f"gone {sorted(gone)[-2:]} left {sorted(left)[:2]}")
+    # counted when the flush that dropped them ends
+    rl.wait_for(lambda: agent.metrics().get("pushprof_spool_dropped_files_total", 0)
+                >= len(gone), 10)
     m = agent.metrics()
     dropped = m.get('pushprof_profiles_dropped_total{cause="spool_full"}', 0)
     check(dropped >= len(gone), "/metrics counts the dropped profiles (cause spool_full)",
@@ -108,6 +111,30 @@ try:
           f"{dl}+{dr} vs {sub}, received {len(rcv.series())}")
     rc, _ = agent.stop()
     check(rc == 0, "agent exits 0")
+    rcv.stop()
+
+    # -- 3: heap-only agent (no CPU windows, no periodic snapshots) ----------
+    # still drains a spool left by an earlier run
+    spool3 = os.path.join(d, "spool3")
+    work = subprocess.Popen([busy, "0"])
+    cfg3 = rl.write_config(os.path.join(d, "c.yaml"), remote=f"127.0.0.1:{port}",
+                           spool=spool3, targets=f"targets:\n  - pids: [{work.pid}]\n")
+    agent = rl.Agent(cfg3, os.path.join(d, "c1.log"))
+    rl.wait_for(lambda: len(rl.spool_files(spool3)) >= 2, 20)
+    agent.stop()
+    n3 = len(rl.spool_files(spool3))
+    cfg4 = rl.write_config(os.path.join(d, "d.yaml"), remote=f"127.0.0.1:{port}",
+                           spool=spool3, interval="2s",
+                           go_heap="{enabled: true, interval: 0s}", cpu=False)
+    rcv = rl.Rcv(os.path.join(d, "rcv3"), port)
+    agent = rl.Agent(cfg4, os.path.join(d, "c2.log"))
+    check(agent.started is not None, "heap-only agent started", agent.log()[-300:])
+    drained = rl.wait_for(lambda: not rl.spool_files(spool3), 15)
+    check(n3 >= 2 and drained and len(rcv.series()) >= n3,
+          "a heap-only agent delivers the spool an earlier run left",
+          f"{n3} files, {len(rl.spool_files(spool3))} left, {len(rcv.series())} received")
+    rc, _ = agent.stop()
+    check(rc == 0, "heap-only agent exits 0")
 finally:
     if agent and agent.p.poll() is None:
         agent.p.kill()
