@@ -32,6 +32,7 @@
 #include "targets.h"
 
 #define SCAN_NS 1000000000ull
+#define RECHECK_NS 50000000ull	/* exec'd targets: gotrack_recheck() spacing */
 
 struct agent {
 	const struct config *cfg;
@@ -449,7 +450,8 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 		struct oom_watch_opts oo = {
 			.max_buckets = cfg->go_heap.max_buckets,
 			.max_stack_depth = cfg->go_heap.max_stack_depth,
-			.enable_profiling = cfg->go_heap.enable_profiling,
+			/* gotrack enables profiling (once the runtime is up) */
+			.enable_profiling = false,
 			.node = cfg->node,
 			.extra_labels = &cfg->external_labels,
 		};
@@ -499,6 +501,9 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 	uint64_t press_every = a.go && pc->enabled ? pc->poll_interval_ns : 0;
 	uint64_t next_press = press_every ? start + press_every : UINT64_MAX;
 	uint64_t deadline = o && o->duration_ns ? start + o->duration_ns : UINT64_MAX;
+	/* targets that exec stay matched silently: look at their executables
+	 * after process events (at most every RECHECK_NS) and every scan */
+	uint64_t next_recheck = UINT64_MAX, last_recheck = 0;
 	/* Without CPU windows nothing else flushes on a schedule: the spool
 	 * (e.g. OOM captures from a previous run) would wait for the next heap
 	 * snapshot, forever with go_heap.interval 0. */
@@ -516,6 +521,10 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 			wake = next_press;
 		if (deadline < wake)
 			wake = deadline;
+		if (a.go && gotrack_due(a.go) < next_recheck)
+			next_recheck = gotrack_due(a.go);
+		if (next_recheck < wake)
+			wake = next_recheck;
 		if (next_flush < wake)
 			wake = next_flush;
 		int timeout = wake > now ? (int)((wake - now + 999999) / 1000000) : 0;
@@ -531,9 +540,12 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 				pp_log(PP_WARN, "push of an OOM profile failed; it stays in the spool",
 				       "error=%s", pp_q(oerr.msg));
 		}
-		if (pr > 0 && evfd >= 0 && (pfd[2].revents & POLLIN) &&
-		    targets_events_read(a.targets, mono_ns(), on_target_change, &a) == -ENOBUFS)
-			next_scan = mono_ns();	/* events lost: rescan now */
+		if (pr > 0 && evfd >= 0 && (pfd[2].revents & POLLIN)) {
+			if (targets_events_read(a.targets, mono_ns(), on_target_change, &a) == -ENOBUFS)
+				next_scan = mono_ns();	/* events lost: rescan now */
+			if (a.go && !go_host && next_recheck == UINT64_MAX)
+				next_recheck = last_recheck + RECHECK_NS;
+		}
 		if (pr > 0 && (pfd[0].revents & POLLIN)) {
 			struct signalfd_siginfo si;
 			while (read(sfd, &si, sizeof(si)) == sizeof(si)) {
@@ -556,8 +568,15 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 				pp_log(PP_WARN, "target scan failed", "error=%s", pp_q(serr.msg));
 			if (go_host)
 				gotrack_scan_host(a.go);
+			if (a.go)
+				next_recheck = now;
 			while (next_scan <= now)
 				next_scan += SCAN_NS;
+		}
+		if (now >= next_recheck && !stop) {
+			gotrack_recheck(a.go);
+			last_recheck = now;
+			next_recheck = UINT64_MAX;
 		}
 		if (now >= next_press && !stop) {
 			struct pp_err ferr = { 0 };

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "gobin.h"
 #include "goheap.h"
@@ -18,13 +19,14 @@
 #include "procinfo.h"
 
 #define NOT_GO_CACHE 4096	/* not Go, or a Go binary that cannot be analyzed */
-
-struct tracked {
-	pid_t pid;
-	uint64_t start;		/* proc_start_time: tells a reused pid apart */
-	struct gobin *g;
-	uint64_t last_pressure_ns;	/* 0 = never */
-};
+/*
+ * go_heap.enable_profiling: runtime.MemProfileRate is a variable the Go
+ * runtime assigns in its own init (0 when the linker dropped profiling), so
+ * a rate written into a process that has just exec'd is overwritten. Wait
+ * until the process is this old, then write; and read it back for a while.
+ */
+#define ENABLE_MIN_AGE_NS 300000000ull
+#define ENABLE_VERIFY_NS 3000000000ull
 
 struct exe_id {
 	dev_t dev;
@@ -32,11 +34,32 @@ struct exe_id {
 	struct timespec mtime;
 };
 
+struct tracked {
+	pid_t pid;
+	uint64_t start;		/* proc_start_time: tells a reused pid apart */
+	struct exe_id id;	/* tells an exec apart (same pid, same start) */
+	struct gobin *g;
+	uint64_t last_pressure_ns;	/* 0 = never */
+	uint64_t enable_at_ns;		/* enable_profiling pending until then (mono); 0 = not */
+	uint64_t enabled_ns;		/* when we wrote the rate (mono); 0 = never */
+	unsigned enables;		/* writes so far: verified (and rewritten) once only */
+};
+
+/* A target that is not (yet) a Go program: it may exec one later. */
+struct candidate {
+	pid_t pid;
+	uint64_t start;
+	struct exe_id id;
+};
+
 struct gotrack {
 	const struct config *cfg;
 	struct oom_watch *oom;
 	struct tracked *v;
 	size_t n, cap;
+	struct candidate *cand;
+	size_t ncand, cand_cap;
+	uint64_t due_ns;		/* earliest enable_at_ns; UINT64_MAX = none */
 	struct exe_id not_go[NOT_GO_CACHE];	/* ring of executables known not to be Go */
 	size_t not_go_n, not_go_next;
 	struct metric *m_tracked, *m_enabled;
@@ -49,6 +72,7 @@ struct gotrack *gotrack_new(const struct config *cfg)
 	if (!t)
 		return NULL;
 	t->cfg = cfg;
+	t->due_ns = UINT64_MAX;
 	t->m_tracked = metric_get("pushprof_go_processes_tracked",
 				  "Go processes tracked for heap profiles.", METRIC_GAUGE, NULL);
 	t->m_enabled = metric_get("pushprof_go_profiling_enabled_total",
@@ -69,6 +93,7 @@ void gotrack_free(struct gotrack *t)
 	for (size_t i = 0; i < t->n; i++)
 		gobin_free(t->v[i].g);
 	free(t->v);
+	free(t->cand);
 	free(t);
 }
 
@@ -94,15 +119,53 @@ static int exe_id(pid_t pid, struct exe_id *id)
 	return 0;
 }
 
+static bool same_exe(const struct exe_id *a, const struct exe_id *b)
+{
+	return a->dev == b->dev && a->ino == b->ino && a->mtime.tv_sec == b->mtime.tv_sec &&
+	       a->mtime.tv_nsec == b->mtime.tv_nsec;
+}
+
 static bool known_not_go(const struct gotrack *t, const struct exe_id *id)
 {
-	for (size_t i = 0; i < t->not_go_n; i++) {
-		const struct exe_id *e = &t->not_go[i];
-		if (e->dev == id->dev && e->ino == id->ino && e->mtime.tv_sec == id->mtime.tv_sec &&
-		    e->mtime.tv_nsec == id->mtime.tv_nsec)
+	for (size_t i = 0; i < t->not_go_n; i++)
+		if (same_exe(&t->not_go[i], id))
 			return true;
-	}
 	return false;
+}
+
+static struct candidate *find_cand(struct gotrack *t, pid_t pid)
+{
+	for (size_t i = 0; i < t->ncand; i++)
+		if (t->cand[i].pid == pid)
+			return &t->cand[i];
+	return NULL;
+}
+
+static void cand_del(struct gotrack *t, pid_t pid)
+{
+	struct candidate *c = find_cand(t, pid);
+
+	if (c)
+		*c = t->cand[--t->ncand];
+}
+
+/* Remember a target that is not Go now, to notice when it execs one. */
+static void cand_set(struct gotrack *t, pid_t pid, uint64_t start, const struct exe_id *id)
+{
+	struct candidate *c = find_cand(t, pid);
+
+	if (!c) {
+		if (t->ncand == t->cand_cap) {
+			size_t cap = t->cand_cap ? t->cand_cap * 2 : 64;
+			struct candidate *nv = realloc(t->cand, cap * sizeof(*nv));
+			if (!nv)
+				return;	/* an exec into Go then waits for a pid change */
+			t->cand = nv;
+			t->cand_cap = cap;
+		}
+		c = &t->cand[t->ncand++];
+	}
+	*c = (struct candidate){ .pid = pid, .start = start, .id = *id };
 }
 
 static void remember_not_go(struct gotrack *t, const struct exe_id *id)
@@ -113,7 +176,57 @@ static void remember_not_go(struct gotrack *t, const struct exe_id *id)
 		t->not_go_n++;
 }
 
-int gotrack_add(struct gotrack *t, pid_t pid)
+static uint64_t mono_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Age of a process from its start time (clock ticks since boot, in our
+ * time namespace's view, as CLOCK_BOOTTIME). */
+static uint64_t proc_age_ns(uint64_t start_ticks)
+{
+	struct timespec ts;
+	long hz = sysconf(_SC_CLK_TCK);
+	if (hz <= 0 || clock_gettime(CLOCK_BOOTTIME, &ts))
+		return UINT64_MAX;
+	uint64_t now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	uint64_t st = start_ticks / (uint64_t)hz * 1000000000ull +
+		      start_ticks % (uint64_t)hz * (1000000000ull / (uint64_t)hz);
+	return now > st ? now - st : 0;
+}
+
+/* go_heap.enable_profiling for one process whose runtime has started. */
+static void enable_profiling(struct gotrack *t, struct tracked *e, uint64_t now)
+{
+	struct pp_err err = { 0 };
+	int64_t old = 0;
+	int w = gobin_enable_profiling(e->g, GOBIN_DEFAULT_RATE, &old, &err);
+
+	e->enable_at_ns = 0;
+	if (w == 1) {
+		bool again = e->enables++ > 0;
+		e->enabled_ns = now;
+		metric_add(t->m_enabled, 1);
+		pp_log(again ? PP_WARN : PP_INFO, again ? "memory profiling was reset in a Go "
+		       "process, enabled again" : "enabled memory profiling in a Go process",
+		       "pid=%d exe=%s wrote=runtime.MemProfileRate value=%d", (int)e->pid,
+		       pp_q(e->g->exe ? e->g->exe : ""), GOBIN_DEFAULT_RATE);
+	} else if (w < 0) {
+		pp_log(PP_WARN, "cannot enable memory profiling", "pid=%d error=%s", (int)e->pid,
+		       pp_q(err.msg));
+	}
+}
+
+/*
+ * remember: keep a target that is not Go as a candidate, so that
+ * gotrack_recheck() notices when it execs a Go program (the target set
+ * reports matched-state changes only, and a process moved into a targeted
+ * cgroup before its exec - runc's init does exactly that - stays matched).
+ * The whole-host scan looks at every process anyway and remembers none.
+ */
+static int add(struct gotrack *t, pid_t pid, bool remember)
 {
 	struct pp_err err = { 0 };
 	struct exe_id id;
@@ -123,26 +236,34 @@ int gotrack_add(struct gotrack *t, pid_t pid)
 		return 0;
 	struct tracked *old = find(t, pid);
 	uint64_t start = 0;
+	if (exe_id(pid, &id))
+		return 0;	/* gone, or a kernel thread */
 	if (old) {
 		if (proc_start_time(pid, &start))
 			return 0;	/* gone: the caller removes it */
-		if (old->start == start)
+		if (old->start == start && same_exe(&old->id, &id))
 			return 0;
-		/* the pid now names another process: the old gobin describes
-		 * another binary's memory layout */
-		pp_log(PP_DEBUG, "pid reused, tracking the new process afresh", "pid=%d", (int)pid);
+		/* the pid now names another process (or the process exec'd):
+		 * the old gobin describes another binary's memory layout */
+		pp_log(PP_DEBUG, old->start == start ? "go process exec'd, analyzing the new executable"
+			: "pid reused, tracking the new process afresh", "pid=%d", (int)pid);
+		if (t->oom && old->start == start)
+			oom_watch_untrack(t->oom, pid);
 		gotrack_remove(t, pid);
 	}
 	/* cheap checks first: whole-host scans call this for every process */
-	if (exe_id(pid, &id))
-		return 0;	/* gone, or a kernel thread */
-	if (known_not_go(t, &id))
+	if (known_not_go(t, &id)) {
+		if (remember && (start || proc_start_time(pid, &start) == 0))
+			cand_set(t, pid, start, &id);
 		return 0;
+	}
 	if (!start && proc_start_time(pid, &start))
 		return 0;
 	int rc = gobin_open_pid(pid, &g, &err);
 	if (rc == -ENOEXEC) {
 		remember_not_go(t, &id);
+		if (remember)
+			cand_set(t, pid, start, &id);
 		return 0;
 	}
 	if (rc == -ESRCH)
@@ -150,23 +271,12 @@ int gotrack_add(struct gotrack *t, pid_t pid)
 	if (rc) {
 		/* once per executable: whole-host scans come back every second */
 		remember_not_go(t, &id);
+		if (remember)
+			cand_set(t, pid, start, &id);
 		pp_log(PP_WARN, "go process not tracked", "pid=%d error=%s", (int)pid,
 		       pp_q(err.msg));
 		gobin_free(g);
 		return rc;
-	}
-	if (t->cfg->go_heap.enable_profiling) {
-		int64_t old = 0;
-		int w = gobin_enable_profiling(g, GOBIN_DEFAULT_RATE, &old, &err);
-		if (w == 1) {
-			metric_add(t->m_enabled, 1);
-			pp_log(PP_INFO, "enabled memory profiling in a Go process",
-			       "pid=%d exe=%s wrote=runtime.MemProfileRate value=%d", (int)pid,
-			       pp_q(g->exe ? g->exe : ""), GOBIN_DEFAULT_RATE);
-		} else if (w < 0) {
-			pp_log(PP_WARN, "cannot enable memory profiling", "pid=%d error=%s",
-			       (int)pid, pp_q(err.msg));
-		}
 	}
 	if (t->n == t->cap) {
 		size_t cap = t->cap ? t->cap * 2 : 16;
@@ -178,7 +288,19 @@ int gotrack_add(struct gotrack *t, pid_t pid)
 		t->v = nv;
 		t->cap = cap;
 	}
-	t->v[t->n++] = (struct tracked){ .pid = pid, .start = start, .g = g };
+	cand_del(t, pid);
+	t->v[t->n++] = (struct tracked){ .pid = pid, .start = start, .id = id, .g = g };
+	if (t->cfg->go_heap.enable_profiling) {
+		uint64_t age = proc_age_ns(start), now = mono_now();
+		struct tracked *e = &t->v[t->n - 1];
+		if (age >= ENABLE_MIN_AGE_NS) {
+			enable_profiling(t, e, now);
+		} else {
+			e->enable_at_ns = now + (ENABLE_MIN_AGE_NS - age);
+			if (e->enable_at_ns < t->due_ns)
+				t->due_ns = e->enable_at_ns;
+		}
+	}
 	metric_set(t->m_tracked, (double)t->n);
 	pp_log(PP_DEBUG, "tracking go process", "pid=%d go=%s vars=%s", (int)pid,
 	       g->go_version[0] ? g->go_version : "unknown",
@@ -192,10 +314,63 @@ int gotrack_add(struct gotrack *t, pid_t pid)
 	return 1;
 }
 
+int gotrack_add(struct gotrack *t, pid_t pid)
+{
+	return add(t, pid, true);
+}
+
+uint64_t gotrack_due(const struct gotrack *t)
+{
+	return t->due_ns;
+}
+
+void gotrack_recheck(struct gotrack *t)
+{
+	pid_t again[64];
+	size_t nagain = 0;
+	uint64_t now = mono_now();
+
+	t->due_ns = UINT64_MAX;
+	for (size_t i = 0; i < t->n; i++) {
+		struct tracked *e = &t->v[i];
+		int64_t rate;
+		if (e->enable_at_ns && now >= e->enable_at_ns)
+			enable_profiling(t, e, now);
+		else if (e->enables == 1 && now - e->enabled_ns < ENABLE_VERIFY_NS &&
+			 gobin_read_rate(e->g, &rate, NULL) == 0 && rate == 0)
+			enable_profiling(t, e, now);	/* the runtime's init came after us */
+		if (e->enable_at_ns && e->enable_at_ns < t->due_ns)
+			t->due_ns = e->enable_at_ns;
+	}
+
+	for (size_t i = 0; i < t->ncand;) {
+		struct candidate *c = &t->cand[i];
+		struct exe_id id;
+		uint64_t st;
+		if (proc_start_time(c->pid, &st) || st != c->start || exe_id(c->pid, &id)) {
+			/* gone or reused: the target set reports that by itself */
+			*c = t->cand[--t->ncand];
+			continue;
+		}
+		if (!same_exe(&c->id, &id) && nagain < sizeof(again) / sizeof(again[0]))
+			again[nagain++] = c->pid;
+		i++;
+	}
+	for (size_t i = 0; i < t->n; i++) {
+		struct exe_id id;
+		if (exe_id(t->v[i].pid, &id) == 0 && !same_exe(&t->v[i].id, &id) &&
+		    nagain < sizeof(again) / sizeof(again[0]))
+			again[nagain++] = t->v[i].pid;
+	}
+	for (size_t i = 0; i < nagain; i++)
+		add(t, again[i], true);
+}
+
 void gotrack_remove(struct gotrack *t, pid_t pid)
 {
 	struct tracked *e = find(t, pid);
 
+	cand_del(t, pid);
 	if (!e)
 		return;
 	gobin_free(e->g);
@@ -301,7 +476,7 @@ int gotrack_scan_host(struct gotrack *t)
 		long pid = strtol(e->d_name, &end, 10);
 		if (*end || pid <= 0 || pid > INT32_MAX)
 			continue;
-		if (gotrack_add(t, (pid_t)pid) > 0)
+		if (add(t, (pid_t)pid, false) > 0)
 			added++;
 	}
 	closedir(d);

@@ -35,6 +35,16 @@ void gotrack_free(struct gotrack *t);
  * not Go (or already tracked), negative on errors worth a log line. */
 int gotrack_add(struct gotrack *t, pid_t pid);
 void gotrack_remove(struct gotrack *t, pid_t pid);
+/* Targets only report changes of their matched state, so a target that
+ * execs stays silent: look again at the targets that were not Go and at
+ * the tracked ones, and analyze those whose executable changed. A stat per
+ * process; the run loop calls it after process events and every scan. */
+void gotrack_recheck(struct gotrack *t);
+/* go_heap.enable_profiling waits until a new process's Go runtime has
+ * initialized (it assigns MemProfileRate itself) and then verifies the
+ * write: the mono time gotrack_recheck() has such work due, UINT64_MAX if
+ * none. */
+uint64_t gotrack_due(const struct gotrack *t);
 /* Whole-host mode (no targets: the target set reports no changes): look at
  * every process in /proc and track the Go ones not tracked yet (not-Go
  * executables are cached, so this is a stat per process). Returns how many

@@ -33,6 +33,7 @@
 #include "gobin.h"
 #include "goheap.h"
 #include "log.h"
+#include "metrics.h"
 #include "outbox.h"
 #include "pprof.h"
 #include "procinfo.h"
@@ -1391,6 +1392,24 @@ static void log_result(const struct oom_result *r, const char *what)
 	       r->anon_rss_kb, r->rate);
 }
 
+/* pushprof_oom_kills_total: every result, by what came of it (the reason
+ * up to its ':' - a fixed set, see oom_result.reason). */
+static void count_result(const struct oom_result *r, bool stored)
+{
+	char lbl[96];
+	size_t n = strcspn(r->reason, " :,");
+
+	if (r->outcome == OOM_OUT_PROFILE)
+		snprintf(lbl, sizeof(lbl), "result=\"%s\"",
+			 !stored ? "store_failed" : r->complete ? "complete" : "incomplete");
+	else
+		snprintf(lbl, sizeof(lbl), "result=\"no_profile\",reason=\"%.*s\"",
+			 (int)(n < 40 ? n : 40), r->reason);
+	metric_inc("pushprof_oom_kills_total",
+		   "OOM kills seen, by outcome: a profile (complete, incomplete, store_failed) "
+		   "or none (no_profile, with the reason).", lbl, 1);
+}
+
 int oom_watch_deliver(struct oom_watch *w, struct outbox *o, struct pp_err *err)
 {
 	struct oom_result *res[16];
@@ -1415,6 +1434,7 @@ int oom_watch_deliver(struct oom_watch *w, struct outbox *o, struct pp_err *err)
 			} else {
 				log_result(r, "OOM kill without a profile");
 			}
+			count_result(r, ok);
 			pthread_mutex_lock(&w->mu);
 			if (ok)
 				w->delivered++;
