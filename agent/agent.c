@@ -1,0 +1,345 @@
+/*
+ * agent.c - the run loop (see agent.h).
+ */
+#include "agent.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cpu.h"
+#include "cpu_profile.h"
+#include "http.h"
+#include "log.h"
+#include "metrics.h"
+#include "outbox.h"
+#include "symbolize.h"
+#include "targets.h"
+
+#define SCAN_NS 1000000000ull
+
+struct agent {
+	const struct config *cfg;
+	struct outbox *outbox;
+	struct targets *targets;
+	struct cpu_sampler *cpu;
+	struct symbolizer *sym;		/* NULL: profiles carry addresses only */
+	struct http_server *http;	/* NULL: no http_address */
+	struct cpu_window win;
+	uint64_t window_start_mono;
+	int64_t window_start_real;
+	uint64_t windows;
+	int allow_errors;
+};
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int64_t real_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
+}
+
+static uint64_t cpu_time_ns(void)
+{
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	return (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000ull +
+	       (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000ull;
+}
+
+static void set_oom_score_adj(int v)
+{
+	char buf[16];
+	int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+	int n = snprintf(buf, sizeof(buf), "%d", v);
+	if (fd < 0 || write(fd, buf, (size_t)n) != n)
+		pp_log(PP_WARN, "cannot set oom_score_adj", "value=%d error=%s", v,
+		       pp_q(strerror(errno)));
+	if (fd >= 0)
+		close(fd);
+}
+
+static void on_target_change(pid_t pid, bool matched, void *arg)
+{
+	struct agent *a = arg;
+	if (!a->cpu)
+		return;
+	if (cpu_sampler_allow(a->cpu, pid, matched) < 0)
+		a->allow_errors++;
+	/* Load a new target's files now: it may exit before its window ends. */
+	if (matched && a->sym)
+		sym_prepare(a->sym, pid, NULL);
+	pp_log(PP_DEBUG, matched ? "target added" : "target removed", "pid=%d", (int)pid);
+}
+
+static void forget_pid(pid_t pid, void *arg)
+{
+	struct agent *a = arg;
+	if (a->sym)
+		sym_forget(a->sym, pid);
+}
+
+static int emit_profile(const struct pp_labels *labels, const uint8_t *gz, size_t len, pid_t pid,
+			uint64_t samples, void *arg)
+{
+	struct agent *a = arg;
+	struct pp_err err = { 0 };
+	(void)samples;
+	if (outbox_submit(a->outbox, labels, gz, len, &err) < 0)
+		pp_log(PP_WARN, "cannot hand over a CPU profile", "pid=%d error=%s", (int)pid,
+		       pp_q(err.msg));
+	return 0;
+}
+
+static void window(struct agent *a)
+{
+	struct pp_err err = { 0 };
+	uint64_t cpu0 = cpu_time_ns();
+	uint64_t end_mono = mono_ns();
+	int64_t start_real = a->window_start_real;
+	int64_t dur = (int64_t)(end_mono - a->window_start_mono);
+	a->window_start_mono = end_mono;
+	a->window_start_real = real_ns();
+	a->windows++;
+
+	if (cpu_sampler_drain(a->cpu, &a->win, &err) < 0) {
+		pp_log(PP_ERROR, "cpu window drain failed", "error=%s", pp_q(err.msg));
+		return;
+	}
+	bool changed = false;
+	pp_err_clear(&err);
+	if (cpu_sampler_sync_cpus(a->cpu, &changed, &err) < 0)
+		pp_log(PP_WARN, "cpu hotplug rescan failed", "error=%s", pp_q(err.msg));
+	else if (changed)
+		pp_log(PP_INFO, "online CPUs changed", "cpus=%u", cpu_sampler_ncpus(a->cpu));
+
+	struct cpu_profile_opts po = {
+		.node = a->cfg->node,
+		.external_labels = &a->cfg->external_labels,
+		.frequency_hz = a->cfg->cpu.frequency_hz,
+		.time_nanos = start_real,
+		.duration_nanos = dur,
+		.sym = a->sym,
+	};
+	struct cpu_profile_stats ps;
+	pp_err_clear(&err);
+	if (cpu_profiles_build(&a->win, a->targets, &po, emit_profile, a, &ps, &err) < 0)
+		pp_log(PP_ERROR, "building CPU profiles failed", "error=%s", pp_q(err.msg));
+	pp_err_clear(&err);
+	int fr = outbox_flush(a->outbox, &err);
+	targets_forget_gone(a->targets, forget_pid, a);
+
+	const uint64_t *s = a->win.stats;
+	size_t matched = 0, procs = targets_count(a->targets, &matched);
+	static const struct { int stat; const char *cause; } lost[] = {
+		{ CPU_STAT_LOST_COUNTS_FULL, "cause=\"counts_map_full\"" },
+		{ CPU_STAT_STACK_ERR, "cause=\"stack_error\"" },
+		{ CPU_STAT_STACKS_FULL, "cause=\"stacks_map_full\"" },
+		{ CPU_STAT_COLLISION, "cause=\"hash_collision\"" },
+		{ CPU_STAT_TRUNCATED, "cause=\"truncated\"" },
+	};
+	metric_inc("pushprof_cpu_windows_total", "CPU windows built.", NULL, 1);
+	metric_inc("pushprof_cpu_samples_total", "On-CPU samples drained from BPF.", NULL,
+		   (double)a->win.samples);
+	metric_inc("pushprof_cpu_samples_filtered_total",
+		   "Samples of untargeted processes, dropped in the kernel.", NULL,
+		   (double)s[CPU_STAT_FILTERED]);
+	for (size_t i = 0; i < sizeof(lost) / sizeof(lost[0]); i++)
+		metric_inc("pushprof_cpu_lost_total",
+			   "Samples (counts_map_full) or stacks (others) lost or cut, by cause.",
+			   lost[i].cause, (double)s[lost[i].stat]);
+	metric_inc("pushprof_cpu_profiles_total", "Per-process CPU profiles handed over.", NULL,
+		   (double)ps.profiles);
+	metric_inc("pushprof_cpu_profile_bytes_total", "Bytes of CPU profiles handed over.", NULL,
+		   (double)ps.bytes);
+	metric_set(metric_get("pushprof_cpu_targets", "Processes currently targeted.",
+			      METRIC_GAUGE, NULL), (double)matched);
+	metric_set(metric_get("pushprof_cpu_sampled_cpus", "CPUs with a perf event attached.",
+			      METRIC_GAUGE, NULL), (double)cpu_sampler_ncpus(a->cpu));
+	pp_log(PP_INFO, "cpu window",
+	       "window=%llu samples=%llu processes=%zu bytes=%llu lost_map_full=%llu "
+	       "lost_stack_err=%llu lost_stacks_full=%llu lost_collision=%llu truncated=%llu "
+	       "filtered=%llu targets=%zu/%zu locations=%llu named=%llu cpus=%u duration_ms=%lld "
+	       "agent_cpu_ms=%.1f%s%s",
+	       (unsigned long long)a->windows, (unsigned long long)a->win.samples, ps.profiles,
+	       (unsigned long long)ps.bytes,
+	       (unsigned long long)s[CPU_STAT_LOST_COUNTS_FULL],
+	       (unsigned long long)s[CPU_STAT_STACK_ERR],
+	       (unsigned long long)s[CPU_STAT_STACKS_FULL],
+	       (unsigned long long)s[CPU_STAT_COLLISION],
+	       (unsigned long long)s[CPU_STAT_TRUNCATED],
+	       (unsigned long long)s[CPU_STAT_FILTERED], matched, procs,
+	       (unsigned long long)ps.frames, (unsigned long long)ps.frames_named,
+	       cpu_sampler_ncpus(a->cpu), (long long)(dur / 1000000),
+	       (double)(cpu_time_ns() - cpu0) / 1e6, fr < 0 ? " flush_error=" : "",
+	       fr < 0 ? pp_q(err.msg) : "");
+}
+
+int agent_run(const struct config *cfg, const struct agent_opts *o, struct pp_err *err)
+{
+	struct agent a;
+	int r = 0, sfd = -1;
+	sigset_t mask, old;
+
+	memset(&a, 0, sizeof(a));
+	a.cfg = cfg;
+	/* Block before any thread exists (gRPC starts some), so that every
+	 * thread inherits the mask and the signals reach only the signalfd. */
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGTERM);
+	pthread_sigmask(SIG_BLOCK, &mask, &old);
+	sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (sfd < 0) {
+		r = pp_errf(err, -errno, "signalfd: %s", strerror(errno));
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		return r;
+	}
+	set_oom_score_adj(cfg->oom_score_adj);
+
+	a.outbox = outbox_new(cfg, err);
+	if (!a.outbox) {
+		r = err && err->code ? err->code : -ENOMEM;
+		goto out;
+	}
+	a.targets = targets_new(cfg->targets, cfg->ntargets);
+	if (!a.targets) {
+		r = pp_errf(err, -ENOMEM, "out of memory");
+		goto out;
+	}
+
+
+	if (cfg->cpu.enabled) {
+		struct cpu_sampler_opts so = {
+			.frequency_hz = cfg->cpu.frequency_hz,
+			.max_depth = cfg->cpu.max_stack_depth,
+			.kernel_stacks = cfg->cpu.kernel_stacks,
+			.filter = !targets_whole_host(a.targets),
+			.interval_ns = cfg->cpu.interval_ns,
+		};
+		r = cpu_sampler_new(&so, &a.cpu, err);
+		if (r < 0)
+			goto out;
+		struct sym_opts syo = { 0 };
+		struct pp_err serr = { 0 };
+		if (sym_new(&syo, &a.sym, &serr) < 0) {
+			a.sym = NULL;
+			pp_log(PP_WARN, "symbolizer unavailable, profiles carry addresses only",
+			       "error=%s", pp_q(serr.msg));
+		}
+	}
+	if (cfg->http_address && cfg->http_address[0]) {
+		struct pp_err herr = { 0 };
+		a.http = http_start(cfg->http_address, NULL, NULL, &herr);
+		if (!a.http)
+			pp_log(PP_WARN, "http endpoint not started", "address=%s error=%s",
+			       pp_q(cfg->http_address), pp_q(herr.msg));
+	}
+
+	/*
+	 * With a kernel filter, process events make new targets count at once
+	 * (subscribed before the first scan so nothing slips between). The
+	 * whole host needs no filter updates: labels are read per window.
+	 */
+	bool want_events = a.cpu && !targets_whole_host(a.targets);
+	int evfd = want_events ? targets_events_open(a.targets) : -1;
+	if (evfd < 0 && want_events)
+		pp_log(PP_INFO, "process events unavailable, relying on /proc scans",
+		       "error=%s", pp_q(strerror(-evfd)));
+	uint64_t now = mono_ns();
+	r = targets_scan(a.targets, now, on_target_change, &a, err);
+	if (r < 0)
+		goto out;
+	a.window_start_mono = mono_ns();
+	a.window_start_real = real_ns();
+	if (a.http)
+		http_set_ready(a.http, true, NULL);
+	size_t matched = 0, procs = targets_count(a.targets, &matched);
+	pp_log(PP_INFO, "agent started",
+	       "node=%s cpu=%s frequency_hz=%u interval_ms=%llu cpus=%u targets=%s matched=%zu "
+	       "processes=%zu bpf_prog_id=%d http_port=%d", pp_q(cfg->node ? cfg->node : ""),
+	       cfg->cpu.enabled ? "on" : "off",
+	       cfg->cpu.frequency_hz, (unsigned long long)(cfg->cpu.interval_ns / 1000000),
+	       a.cpu ? cpu_sampler_ncpus(a.cpu) : 0,
+	       targets_whole_host(a.targets) ? "whole-host" : "filtered", matched, procs,
+	       a.cpu ? cpu_sampler_prog_id(a.cpu) : 0, a.http ? http_port(a.http) : 0);
+
+	uint64_t start = a.window_start_mono, next_scan = start + SCAN_NS;
+	uint64_t interval = cfg->cpu.interval_ns ? cfg->cpu.interval_ns : 10000000000ull;
+	uint64_t next_window = start + interval;
+	uint64_t deadline = o && o->duration_ns ? start + o->duration_ns : UINT64_MAX;
+	bool stop = false;
+
+	while (!stop) {
+		now = mono_ns();
+		uint64_t wake = next_scan < next_window ? next_scan : next_window;
+		if (deadline < wake)
+			wake = deadline;
+		int timeout = wake > now ? (int)((wake - now + 999999) / 1000000) : 0;
+		struct pollfd pfd[2] = { { .fd = sfd, .events = POLLIN },
+					 { .fd = evfd, .events = POLLIN } };
+		int pr = poll(pfd, evfd >= 0 ? 2 : 1, timeout);
+		if (pr > 0 && evfd >= 0 && (pfd[1].revents & POLLIN) &&
+		    targets_events_read(a.targets, mono_ns(), on_target_change, &a) == -ENOBUFS)
+			next_scan = mono_ns();	/* events lost: rescan now */
+		if (pr > 0 && (pfd[0].revents & POLLIN)) {
+			struct signalfd_siginfo si;
+			while (read(sfd, &si, sizeof(si)) == sizeof(si))
+				pp_log(PP_INFO, "signal received, finishing the window", "signal=%u",
+				       si.ssi_signo);
+			stop = true;
+		}
+		now = mono_ns();
+		if (now >= deadline)
+			stop = true;
+		if (now >= next_scan && !stop) {
+			struct pp_err serr = { 0 };
+			if (targets_scan(a.targets, now, on_target_change, &a, &serr) < 0)
+				pp_log(PP_WARN, "target scan failed", "error=%s", pp_q(serr.msg));
+			while (next_scan <= now)
+				next_scan += SCAN_NS;
+		}
+		if (now >= next_window || stop) {
+			if (a.cpu)
+				window(&a);
+			while (next_window <= now)
+				next_window += interval;
+		}
+	}
+	pp_log(PP_INFO, "agent stopped", "windows=%llu", (unsigned long long)a.windows);
+	r = 0;
+out:
+	if (a.http)
+		http_stop(a.http);
+	cpu_sampler_free(a.cpu);	/* detaches BPF */
+	sym_free(a.sym);
+	cpu_window_free(&a.win);
+	if (a.outbox) {
+		struct pp_err ferr = { 0 };
+		if (outbox_flush(a.outbox, &ferr) < 0)
+			pp_log(PP_WARN, "final flush failed", "error=%s", pp_q(ferr.msg));
+		outbox_free(a.outbox);
+	}
+	targets_free(a.targets);
+	if (sfd >= 0) {
+		close(sfd);
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+	}
+	return r;
+}

@@ -1,0 +1,503 @@
+/*
+ * cpu.c - load, attach, filter and drain the on-CPU sampler (see cpu.h).
+ */
+#include "cpu.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/perf_event.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "bpf/cpu.skel.h"
+
+#define MAX_CPUS 4096
+
+struct cpu_sampler {
+	struct cpu_bpf *skel;
+	struct bpf_link **links;	/* by cpu number; NULL = not attached */
+	int ncpu_slots;
+	unsigned nattached;
+	uint32_t frequency_hz;
+	int possible;			/* for per-CPU map values */
+	uint64_t last_stats[CPU_STAT_MAX];
+	int counts_fd[2], stacks_fd[2];
+};
+
+static int read_small(const char *path, char *buf, size_t len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	ssize_t n = read(fd, buf, len - 1);
+	int e = errno;
+	close(fd);
+	if (n < 0)
+		return -e;
+	buf[n] = '\0';
+	return (int)n;
+}
+
+int cpu_check_depth(uint32_t depth, struct pp_err *err)
+{
+	char buf[32];
+	if (depth < 1 || depth > CPU_MAX_DEPTH)
+		return pp_errf(err, -EINVAL, "cpu.max_stack_depth %u out of range 1..%d", depth,
+			       CPU_MAX_DEPTH);
+	if (read_small("/proc/sys/kernel/perf_event_max_stack", buf, sizeof(buf)) > 0) {
+		long k = strtol(buf, NULL, 10);
+		if (k > 0 && depth > (unsigned long)k)
+			return pp_errf(err, -EINVAL,
+				       "cpu.max_stack_depth %u exceeds the kernel's limit "
+				       "(/proc/sys/kernel/perf_event_max_stack = %ld)", depth, k);
+	}
+	return 0;
+}
+
+/* Parse a cpulist ("0-3,5,7-8") into a bitmap of n bits. */
+static int parse_cpulist(const char *s, unsigned char *bits, int n)
+{
+	memset(bits, 0, (size_t)(n + 7) / 8);
+	while (*s && *s != '\n') {
+		char *end;
+		long a = strtol(s, &end, 10), b;
+		if (end == s || a < 0)
+			return -EINVAL;
+		b = a;
+		s = end;
+		if (*s == '-') {
+			s++;
+			b = strtol(s, &end, 10);
+			if (end == s || b < a)
+				return -EINVAL;
+			s = end;
+		}
+		for (long c = a; c <= b && c < n; c++)
+			bits[c / 8] |= (unsigned char)(1u << (c % 8));
+		if (*s == ',')
+			s++;
+		else if (*s && *s != '\n')
+			return -EINVAL;
+	}
+	return 0;
+}
+
+static int open_perf_event(int cpu, uint32_t hz)
+{
+	struct perf_event_attr attr;
+	memset(&attr, 0, sizeof(attr));
+	attr.size = sizeof(attr);
+	attr.type = PERF_TYPE_SOFTWARE;
+	attr.config = PERF_COUNT_SW_CPU_CLOCK;
+	attr.freq = 1;
+	attr.sample_freq = hz;
+	long fd = syscall(SYS_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+	return fd < 0 ? -errno : (int)fd;
+}
+
+int cpu_sampler_sync_cpus(struct cpu_sampler *s, bool *changed, struct pp_err *err)
+{
+	char buf[4096];
+	int r = read_small("/sys/devices/system/cpu/online", buf, sizeof(buf));
+	if (changed)
+		*changed = false;
+	if (r < 0)
+		return pp_errf(err, r, "reading /sys/devices/system/cpu/online: %s", strerror(-r));
+	return cpu_sampler_set_cpus(s, buf, changed, err);
+}
+
+int cpu_sampler_set_cpus(struct cpu_sampler *s, const char *cpulist, bool *changed,
+			 struct pp_err *err)
+{
+	unsigned char online[MAX_CPUS / 8];
+	if (changed)
+		*changed = false;
+	if (parse_cpulist(cpulist, online, s->ncpu_slots) < 0)
+		return pp_errf(err, -EINVAL, "unparsable online CPU list: %.64s", cpulist);
+
+	for (int c = 0; c < s->ncpu_slots; c++) {
+		bool on = online[c / 8] & (1u << (c % 8));
+		if (on && !s->links[c]) {
+			int fd = open_perf_event(c, s->frequency_hz);
+			if (fd == -ENODEV || fd == -ENOENT)
+				continue;	/* went offline meanwhile */
+			if (fd < 0)
+				return pp_errf(err, fd, "perf_event_open(cpu-clock, cpu %d): %s", c,
+					       strerror(-fd));
+			struct bpf_link *l = bpf_program__attach_perf_event(s->skel->progs.pp_cpu_sample, fd);
+			if (!l) {
+				int e = -errno;
+				close(fd);
+				return pp_errf(err, e, "attaching BPF to cpu %d: %s", c, strerror(-e));
+			}
+			s->links[c] = l;
+			s->nattached++;
+			if (changed)
+				*changed = true;
+		} else if (!on && s->links[c]) {
+			bpf_link__destroy(s->links[c]);	/* closes the perf event too */
+			s->links[c] = NULL;
+			s->nattached--;
+			if (changed)
+				*changed = true;
+		}
+	}
+	if (s->nattached == 0)
+		return pp_errf(err, -ENODEV, "no online CPU could be sampled");
+	return 0;
+}
+
+unsigned cpu_sampler_ncpus(const struct cpu_sampler *s)
+{
+	return s->nattached;
+}
+
+static uint32_t clamp_entries(uint64_t want, uint32_t lo, uint32_t hi)
+{
+	return want < lo ? lo : want > hi ? hi : (uint32_t)want;
+}
+
+int cpu_sampler_new(const struct cpu_sampler_opts *o, struct cpu_sampler **out,
+		    struct pp_err *err)
+{
+	int r;
+	*out = NULL;
+	if (o->frequency_hz < 1 || o->frequency_hz > 1000)
+		return pp_errf(err, -EINVAL, "cpu.frequency_hz %u out of range 1..1000",
+			       o->frequency_hz);
+	r = cpu_check_depth(o->max_depth, err);
+	if (r < 0)
+		return r;
+
+	struct cpu_sampler *s = calloc(1, sizeof(*s));
+	if (!s)
+		return pp_errf(err, -ENOMEM, "out of memory");
+	s->frequency_hz = o->frequency_hz;
+	s->possible = libbpf_num_possible_cpus();
+	if (s->possible <= 0 || s->possible > MAX_CPUS) {
+		r = pp_errf(err, -EINVAL, "cannot tell the number of possible CPUs");
+		goto fail;
+	}
+	s->ncpu_slots = s->possible;
+	s->links = calloc((size_t)s->ncpu_slots, sizeof(*s->links));
+	if (!s->links) {
+		r = pp_errf(err, -ENOMEM, "out of memory");
+		goto fail;
+	}
+
+	s->skel = cpu_bpf__open();
+	if (!s->skel) {
+		r = -errno;
+		r = pp_errf(err, r ? r : -EINVAL, "opening the BPF object: %s", strerror(-r));
+		goto fail;
+	}
+	s->skel->rodata->max_depth = o->max_depth;
+	s->skel->rodata->kernel_stacks = o->kernel_stacks;
+	s->skel->rodata->filter_tgids = o->filter;
+
+	/*
+	 * Maps are preallocated: allocating in the perf event's interrupt
+	 * context can fail when the allocator's per-CPU cache runs dry. Room
+	 * for two windows of samples on every CPU; stacks (1 KiB each) are
+	 * fewer than samples in practice and capped at 64k per set. What does
+	 * not fit is counted (CPU_STAT_*), never dropped silently.
+	 */
+	uint64_t secs = (o->interval_ns + 999999999ull) / 1000000000ull;
+	if (secs == 0)
+		secs = 1;
+	uint64_t per_window = (uint64_t)o->frequency_hz * (uint64_t)s->possible * secs;
+	uint32_t ncounts = clamp_entries(2 * per_window, 2048, 1u << 18);
+	uint32_t nstacks = clamp_entries(2 * per_window, 2048, 1u << 16);
+	struct bpf_map *m[] = { s->skel->maps.counts0, s->skel->maps.counts1 };
+	struct bpf_map *st[] = { s->skel->maps.stacks0, s->skel->maps.stacks1 };
+	for (int i = 0; i < 2; i++) {
+		bpf_map__set_max_entries(m[i], ncounts);
+		bpf_map__set_max_entries(st[i], nstacks);
+	}
+
+	r = cpu_bpf__load(s->skel);
+	if (r) {
+		r = r < 0 ? r : -EINVAL;
+		r = pp_errf(err, r, "loading the BPF sampler: %s (needs root/CAP_BPF+CAP_PERFMON "
+			    "and a kernel with BTF)", strerror(-r));
+		goto fail;
+	}
+	for (int i = 0; i < 2; i++) {
+		s->counts_fd[i] = bpf_map__fd(m[i]);
+		s->stacks_fd[i] = bpf_map__fd(st[i]);
+	}
+	r = cpu_sampler_sync_cpus(s, NULL, err);
+	if (r < 0)
+		goto fail;
+	*out = s;
+	return 0;
+fail:
+	cpu_sampler_free(s);
+	return r;
+}
+
+void cpu_sampler_free(struct cpu_sampler *s)
+{
+	if (!s)
+		return;
+	if (s->links) {
+		for (int c = 0; c < s->ncpu_slots; c++)
+			if (s->links[c])
+				bpf_link__destroy(s->links[c]);
+		free(s->links);
+	}
+	cpu_bpf__destroy(s->skel);
+	free(s);
+}
+
+int cpu_sampler_allow(struct cpu_sampler *s, pid_t tgid, bool allow)
+{
+	__u32 k = (__u32)tgid;
+	__u8 v = 1;
+	int fd = bpf_map__fd(s->skel->maps.allowed_tgids);
+	if (allow)
+		return bpf_map_update_elem(fd, &k, &v, BPF_ANY) ? -errno : 0;
+	if (bpf_map_delete_elem(fd, &k) && errno != ENOENT)
+		return -errno;
+	return 0;
+}
+
+int cpu_sampler_prog_id(const struct cpu_sampler *s)
+{
+	struct bpf_prog_info info;
+	__u32 len = sizeof(info);
+	memset(&info, 0, sizeof(info));
+	if (bpf_obj_get_info_by_fd(bpf_program__fd(s->skel->progs.pp_cpu_sample), &info, &len))
+		return -errno;
+	return (int)info.id;
+}
+
+/* ---- window ---- */
+
+static uint64_t id_slot(uint64_t id, size_t cap)
+{
+	id ^= id >> 29;
+	id *= 0xbf58476d1ce4e5b9ull;
+	id ^= id >> 32;
+	return id & (cap - 1);
+}
+
+static int stacks_grow(struct cpu_window *w)
+{
+	size_t ncap = w->stacks_cap ? w->stacks_cap * 2 : 1024;
+	struct cpu_stack_entry *n = calloc(ncap, sizeof(*n));
+	if (!n)
+		return -ENOMEM;
+	for (size_t i = 0; i < w->stacks_cap; i++) {
+		if (!w->stacks[i].id)
+			continue;
+		size_t j = id_slot(w->stacks[i].id, ncap);
+		while (n[j].id)
+			j = (j + 1) & (ncap - 1);
+		n[j] = w->stacks[i];
+	}
+	free(w->stacks);
+	w->stacks = n;
+	w->stacks_cap = ncap;
+	return 0;
+}
+
+static int stacks_put(struct cpu_window *w, uint64_t id, const struct cpu_stack *st)
+{
+	if (id < CPU_STACK_RESERVED)
+		return 0;
+	if ((w->nstacks + 1) * 2 > w->stacks_cap && stacks_grow(w) < 0)
+		return -ENOMEM;
+	size_t j = id_slot(id, w->stacks_cap);
+	while (w->stacks[j].id && w->stacks[j].id != id)
+		j = (j + 1) & (w->stacks_cap - 1);
+	if (w->stacks[j].id)
+		return 0;	/* cannot happen: ids are unique per map */
+	uint32_t len = st->len > CPU_MAX_DEPTH ? CPU_MAX_DEPTH : st->len;
+	uint64_t *ips = malloc((len ? len : 1) * sizeof(*ips));
+	if (!ips)
+		return -ENOMEM;
+	memcpy(ips, st->ips, len * sizeof(*ips));
+	w->stacks[j].id = id;
+	w->stacks[j].len = len;
+	w->stacks[j].ips = ips;
+	w->nstacks++;
+	return 0;
+}
+
+const uint64_t *cpu_window_stack(const struct cpu_window *w, uint64_t id, uint32_t *len)
+{
+	*len = 0;
+	if (id < CPU_STACK_RESERVED || !w->stacks_cap)
+		return NULL;
+	size_t j = id_slot(id, w->stacks_cap);
+	while (w->stacks[j].id) {
+		if (w->stacks[j].id == id) {
+			*len = w->stacks[j].len;
+			return w->stacks[j].ips;
+		}
+		j = (j + 1) & (w->stacks_cap - 1);
+	}
+	return NULL;
+}
+
+static void window_reset(struct cpu_window *w)
+{
+	for (size_t i = 0; i < w->stacks_cap; i++)
+		free(w->stacks[i].ips);
+	free(w->stacks);
+	free(w->recs);
+	memset(w, 0, sizeof(*w));
+}
+
+void cpu_window_free(struct cpu_window *w)
+{
+	if (w)
+		window_reset(w);
+}
+
+/*
+ * Drain a hash map with lookup_and_delete_batch; cb gets each chunk.
+ * Only called on the idle set, so nothing writes it meanwhile.
+ */
+static int drain_map(int fd, size_t ksz, size_t vsz,
+		     int (*cb)(void *keys, void *vals, __u32 n, void *arg), void *arg,
+		     struct pp_err *err)
+{
+	__u32 chunk = 256;
+	void *keys = NULL, *vals = NULL;
+	__u64 in = 0, outb = 0;
+	bool first = true;
+	int r = 0;
+
+	for (;;) {
+		if (!keys) {
+			keys = malloc(chunk * ksz);
+			vals = malloc(chunk * vsz);
+			if (!keys || !vals) {
+				r = pp_errf(err, -ENOMEM, "out of memory draining a map");
+				break;
+			}
+		}
+		__u32 n = chunk;
+		DECLARE_LIBBPF_OPTS(bpf_map_batch_opts, opts);
+		int e = bpf_map_lookup_and_delete_batch(fd, first ? NULL : &in, &outb, keys, vals,
+							&n, &opts);
+		e = e ? -errno : 0;
+		if (e == -ENOSPC && n == 0) {
+			/* A bucket holds more than chunk entries: grow and retry. */
+			free(keys);
+			free(vals);
+			keys = vals = NULL;
+			chunk *= 4;
+			if (chunk > (1u << 20)) {
+				r = pp_errf(err, -ENOSPC, "draining a map: bucket too large");
+				break;
+			}
+			continue;
+		}
+		if (e < 0 && e != -ENOENT) {
+			r = pp_errf(err, e, "draining a BPF map: %s", strerror(-e));
+			break;
+		}
+		if (n) {
+			r = cb(keys, vals, n, arg);
+			if (r < 0) {
+				pp_errf(err, r, "out of memory draining a map");
+				break;
+			}
+		}
+		if (e == -ENOENT)
+			break;
+		in = outb;
+		first = false;
+	}
+	free(keys);
+	free(vals);
+	return r;
+}
+
+static int take_counts(void *keys, void *vals, __u32 n, void *arg)
+{
+	struct cpu_window *w = arg;
+	const struct cpu_sample_key *k = keys;
+	const __u64 *v = vals;
+	struct cpu_record *nr = realloc(w->recs, (w->nrecs + n) * sizeof(*nr));
+	if (!nr)
+		return -ENOMEM;
+	w->recs = nr;
+	for (__u32 i = 0; i < n; i++) {
+		w->recs[w->nrecs].key = k[i];
+		w->recs[w->nrecs].key.comm[sizeof(k[i].comm) - 1] = '\0';
+		w->recs[w->nrecs].count = v[i];
+		w->samples += v[i];
+		w->nrecs++;
+	}
+	return 0;
+}
+
+static int take_stacks(void *keys, void *vals, __u32 n, void *arg)
+{
+	struct cpu_window *w = arg;
+	const __u64 *k = keys;
+	const struct cpu_stack *v = vals;
+	for (__u32 i = 0; i < n; i++) {
+		int r = stacks_put(w, k[i], &v[i]);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+static int read_stats(struct cpu_sampler *s, uint64_t *tot)
+{
+	int fd = bpf_map__fd(s->skel->maps.stats);
+	__u64 *vals = calloc((size_t)s->possible, sizeof(__u64));
+	if (!vals)
+		return -ENOMEM;
+	for (__u32 i = 0; i < CPU_STAT_MAX; i++) {
+		tot[i] = 0;
+		if (bpf_map_lookup_elem(fd, &i, vals) == 0)
+			for (int c = 0; c < s->possible; c++)
+				tot[i] += vals[c];
+	}
+	free(vals);
+	return 0;
+}
+
+int cpu_sampler_drain(struct cpu_sampler *s, struct cpu_window *w, struct pp_err *err)
+{
+	window_reset(w);
+	__u32 old = __atomic_load_n(&s->skel->bss->active, __ATOMIC_RELAXED) & 1;
+	__atomic_store_n(&s->skel->bss->active, old ^ 1, __ATOMIC_SEQ_CST);
+	/*
+	 * Re-install the same inner map: the kernel then waits for an RCU grace
+	 * period, after which no program run that read the old `active` is
+	 * still going.
+	 */
+	int cfd = bpf_map__fd(s->skel->maps.counts_sets);
+	int inner = s->counts_fd[old];
+	if (bpf_map_update_elem(cfd, &old, &inner, BPF_ANY))
+		return pp_errf(err, -errno, "syncing with the BPF program: %s", strerror(errno));
+
+	uint64_t now[CPU_STAT_MAX];
+	if (read_stats(s, now) < 0)
+		return pp_errf(err, -ENOMEM, "out of memory");
+	for (int i = 0; i < CPU_STAT_MAX; i++) {
+		w->stats[i] = now[i] - s->last_stats[i];
+		s->last_stats[i] = now[i];
+	}
+
+	int r = drain_map(s->counts_fd[old], sizeof(struct cpu_sample_key), sizeof(__u64),
+			  take_counts, w, err);
+	if (r < 0)
+		return r;
+	return drain_map(s->stacks_fd[old], sizeof(__u64), sizeof(struct cpu_stack), take_stacks,
+			 w, err);
+}

@@ -1,0 +1,84 @@
+/*
+ * cpu.h - the on-CPU sampler's life in user space: load bpf/cpu.bpf.c, open
+ * one software cpu-clock perf event per online CPU with the program
+ * attached, keep that set in step with CPU hotplug, maintain the kernel's
+ * tgid filter, and drain one window of samples at a time.
+ *
+ * A drain flips the BPF side to the other map set and waits (synchronize_rcu
+ * via a map-in-map update) until no program run can still write the old one,
+ * so samples taken during the drain land in the next window, never nowhere.
+ */
+#ifndef PUSHPROF_CPU_H
+#define PUSHPROF_CPU_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "bpf/cpu.h"
+#include "err.h"
+
+struct cpu_sampler;
+
+struct cpu_sampler_opts {
+	uint32_t frequency_hz;		/* 1..1000 */
+	uint32_t max_depth;		/* 1..CPU_MAX_DEPTH and <= perf_event_max_stack */
+	bool kernel_stacks;
+	bool filter;			/* only tgids passed to cpu_sampler_allow() */
+	uint64_t interval_ns;		/* sizes the maps for one window */
+};
+
+struct cpu_record {
+	struct cpu_sample_key key;
+	uint64_t count;
+};
+
+struct cpu_stack_entry {
+	uint64_t id;			/* 0 = empty slot */
+	uint32_t len;
+	uint64_t *ips;			/* leaf first */
+};
+
+/* One drained window. */
+struct cpu_window {
+	struct cpu_record *recs;
+	size_t nrecs;
+	struct cpu_stack_entry *stacks;	/* open addressing by id */
+	size_t nstacks, stacks_cap;
+	uint64_t stats[CPU_STAT_MAX];	/* counter deltas since the last drain */
+	uint64_t samples;		/* sum of recs[].count */
+};
+
+/* Check max_depth against CPU_MAX_DEPTH and /proc/sys/kernel/perf_event_max_stack. */
+int cpu_check_depth(uint32_t depth, struct pp_err *err);
+
+/* Loads and attaches; needs CAP_BPF+CAP_PERFMON (root). */
+int cpu_sampler_new(const struct cpu_sampler_opts *o, struct cpu_sampler **out,
+		    struct pp_err *err);
+void cpu_sampler_free(struct cpu_sampler *s);
+
+/* Re-read /sys/devices/system/cpu/online: attach to new CPUs, detach from
+ * gone ones. *changed (optional) tells whether anything changed. */
+int cpu_sampler_sync_cpus(struct cpu_sampler *s, bool *changed, struct pp_err *err);
+unsigned cpu_sampler_ncpus(const struct cpu_sampler *s);
+/* What sync does with the file's contents, given as a cpulist ("0-3,5");
+ * lets tests exercise attach/detach without taking CPUs offline. */
+int cpu_sampler_set_cpus(struct cpu_sampler *s, const char *cpulist, bool *changed,
+			 struct pp_err *err);
+
+/* Kernel filter (opts.filter): add or remove a tgid. */
+int cpu_sampler_allow(struct cpu_sampler *s, pid_t tgid, bool allow);
+
+/* Flip, wait, drain the idle set into w (w is reset first). */
+int cpu_sampler_drain(struct cpu_sampler *s, struct cpu_window *w, struct pp_err *err);
+
+/* Frames of a stack id seen in w; NULL with *len = 0 for reserved ids and
+ * ids not found. */
+const uint64_t *cpu_window_stack(const struct cpu_window *w, uint64_t id, uint32_t *len);
+void cpu_window_free(struct cpu_window *w);
+
+/* The BPF program's id, for `bpftool prog show id N` (bpf_stats). */
+int cpu_sampler_prog_id(const struct cpu_sampler *s);
+
+#endif

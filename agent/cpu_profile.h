@@ -1,0 +1,52 @@
+/*
+ * cpu_profile.h - turn one drained CPU window into one pprof profile per
+ * process, shaped the way the Parca UI reads on-CPU data:
+ * __name__=parca_agent, samples/count, period cpu/nanoseconds of
+ * 1e9/frequency_hz, time = window start, duration = window length; series
+ * labels node, pid, comm, executable, cgroup + external_labels; per-sample
+ * string labels thread_id and thread_name; stacks leaf first, kernel frames
+ * (mapping "[kernel.kallsyms]") below the user frames.
+ *
+ * Samples whose stack could not be stored still count, under a pseudo frame
+ * naming the cause ("[lost stack: ...]"), so CPU time adds up.
+ */
+#ifndef PUSHPROF_CPU_PROFILE_H
+#define PUSHPROF_CPU_PROFILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "cpu.h"
+#include "err.h"
+#include "labels.h"
+#include "targets.h"
+
+struct symbolizer;
+
+struct cpu_profile_opts {
+	const char *node;
+	const struct pp_labels *external_labels;	/* may be NULL */
+	uint32_t frequency_hz;
+	int64_t time_nanos;		/* window start, CLOCK_REALTIME */
+	int64_t duration_nanos;
+	struct symbolizer *sym;		/* NULL: addresses + mappings only */
+};
+
+struct cpu_profile_stats {
+	size_t profiles;
+	uint64_t samples;
+	uint64_t bytes;			/* gzip bytes handed to emit */
+	uint64_t frames, frames_named;
+};
+
+/* Called once per process profile; labels and bytes are only valid during
+ * the call. A negative return stops the build and is returned. */
+typedef int (*cpu_profile_emit_fn)(const struct pp_labels *labels, const uint8_t *gz,
+				   size_t len, pid_t pid, uint64_t samples, void *arg);
+
+int cpu_profiles_build(const struct cpu_window *w, struct targets *t,
+		       const struct cpu_profile_opts *o, cpu_profile_emit_fn emit, void *arg,
+		       struct cpu_profile_stats *st, struct pp_err *err);
+
+#endif

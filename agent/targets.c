@@ -1,0 +1,519 @@
+/*
+ * targets.c - process discovery and target matching (see targets.h).
+ */
+#include "targets.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <linux/cn_proc.h>
+#include <linux/connector.h>
+#include <linux/netlink.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "procinfo.h"
+
+#define YOUNG_NS (5ull * 1000000000ull)
+#define RECHECK_NS (10ull * 1000000000ull)
+#define MAX_CGROUP_LINES 32
+
+struct targets {
+	const struct target_config *entries;
+	size_t nentries;
+	struct target_proc *v;		/* sorted by pid */
+	size_t n, cap;
+	bool need_cgroups;
+	int ev_fd;			/* proc connector, -1 = none */
+};
+
+struct targets *targets_new(const struct target_config *entries, size_t n)
+{
+	struct targets *t = calloc(1, sizeof(*t));
+	if (!t)
+		return NULL;
+	t->entries = entries;
+	t->nentries = n;
+	t->ev_fd = -1;
+	for (size_t i = 0; i < n; i++)
+		if (entries[i].cgroup || entries[i].cgroup_regex)
+			t->need_cgroups = true;
+	return t;
+}
+
+static void proc_clear(struct target_proc *p)
+{
+	free(p->exe);
+	free(p->cgroup);
+	p->exe = p->cgroup = NULL;
+}
+
+void targets_free(struct targets *t)
+{
+	if (!t)
+		return;
+	for (size_t i = 0; i < t->n; i++)
+		proc_clear(&t->v[i]);
+	if (t->ev_fd >= 0)
+		close(t->ev_fd);
+	free(t->v);
+	free(t);
+}
+
+bool targets_whole_host(const struct targets *t)
+{
+	return t->nentries == 0;
+}
+
+bool target_entry_matches(const struct target_config *e, const struct target_facts *f)
+{
+	if (e->npids) {
+		bool hit = false;
+		for (size_t i = 0; i < e->npids && !hit; i++)
+			hit = e->pids[i] == f->pid;
+		if (!hit)
+			return false;
+	}
+	if (e->comm_regex && (!f->comm || regexec(&e->comm_re, f->comm, 0, NULL, 0) != 0))
+		return false;
+	if (e->exe_regex && (!f->exe || !*f->exe || regexec(&e->exe_re, f->exe, 0, NULL, 0) != 0))
+		return false;
+	if (e->cgroup) {
+		size_t pl = strlen(e->cgroup);
+		bool hit = false;
+		for (size_t i = 0; i < f->ncgroups && !hit; i++)
+			hit = strncmp(f->cgroup_paths[i], e->cgroup, pl) == 0;
+		if (!hit)
+			return false;
+	}
+	if (e->cgroup_regex) {
+		bool hit = false;
+		for (size_t i = 0; i < f->ncgroups && !hit; i++)
+			hit = regexec(&e->cgroup_re, f->cgroup_paths[i], 0, NULL, 0) == 0;
+		if (!hit)
+			return false;
+	}
+	return true;
+}
+
+bool targets_match(const struct target_config *entries, size_t n, const struct target_facts *f)
+{
+	if (n == 0)
+		return true;
+	for (size_t i = 0; i < n; i++)
+		if (target_entry_matches(&entries[i], f))
+			return true;
+	return false;
+}
+
+struct cg_lines {
+	char *paths[MAX_CGROUP_LINES];
+	size_t n;
+};
+
+static int cg_collect(const char *ctrls, const char *path, void *arg)
+{
+	struct cg_lines *l = arg;
+	(void)ctrls;
+	if (l->n >= MAX_CGROUP_LINES)
+		return 0;
+	char *p = strdup(path);
+	if (!p)
+		return -ENOMEM;
+	l->paths[l->n++] = p;
+	return 0;
+}
+
+static void cg_free(struct cg_lines *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		free(l->paths[i]);
+	l->n = 0;
+}
+
+/* Read the facts of p->pid into p and decide whether it matches.
+ * Returns -ESRCH/-ENOENT when the process is gone. */
+static int evaluate(struct targets *t, struct target_proc *p, bool match)
+{
+	char comm[16], exe[4096], cg[4096];
+	uint64_t st = 0;
+	int r = proc_comm(p->pid, comm, sizeof(comm));
+	if (r < 0)
+		return r;
+	if (proc_start_time(p->pid, &st) == 0)
+		p->start_time = st;
+	if (proc_exe(p->pid, exe, sizeof(exe)) < 0)
+		exe[0] = '\0';	/* kernel thread, or raced with exit */
+	if (proc_cgroup(p->pid, NULL, cg, sizeof(cg)) < 0)
+		cg[0] = '\0';
+	char *nexe = strdup(exe), *ncg = strdup(cg);
+	if (!nexe || !ncg) {
+		free(nexe);
+		free(ncg);
+		return -ENOMEM;
+	}
+	free(p->exe);
+	free(p->cgroup);
+	p->exe = nexe;
+	p->cgroup = ncg;
+	memcpy(p->comm, comm, sizeof(p->comm));
+	p->comm[sizeof(p->comm) - 1] = '\0';
+
+	if (!match)
+		return 0;
+	struct cg_lines lines = { .n = 0 };
+	if (t->need_cgroups && proc_cgroup_each(p->pid, cg_collect, &lines) < 0) {
+		cg_free(&lines);
+		/* unreadable cgroups: only entries without cgroup keys can match */
+	}
+	struct target_facts f = {
+		.pid = p->pid, .comm = p->comm, .exe = p->exe,
+		.cgroup_paths = (const char *const *)lines.paths, .ncgroups = lines.n,
+	};
+	p->matched = targets_match(t->entries, t->nentries, &f);
+	cg_free(&lines);
+	return 0;
+}
+
+static int cmp_pid(const void *a, const void *b)
+{
+	pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
+	return (x > y) - (x < y);
+}
+
+static int list_pids(pid_t **out, size_t *n)
+{
+	DIR *d = opendir("/proc");
+	if (!d)
+		return -errno;
+	size_t cap = 512, cnt = 0;
+	pid_t *v = malloc(cap * sizeof(*v));
+	if (!v) {
+		closedir(d);
+		return -ENOMEM;
+	}
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		const char *s = de->d_name;
+		if (!isdigit((unsigned char)s[0]))
+			continue;
+		char *end;
+		long pid = strtol(s, &end, 10);
+		if (*end || pid <= 0 || pid > 0x3fffffff)
+			continue;
+		if (cnt == cap) {
+			pid_t *nv = realloc(v, cap * 2 * sizeof(*v));
+			if (!nv) {
+				free(v);
+				closedir(d);
+				return -ENOMEM;
+			}
+			v = nv;
+			cap *= 2;
+		}
+		v[cnt++] = (pid_t)pid;
+	}
+	closedir(d);
+	qsort(v, cnt, sizeof(*v), cmp_pid);
+	*out = v;
+	*n = cnt;
+	return 0;
+}
+
+static struct target_proc *find(const struct targets *t, pid_t pid)
+{
+	size_t lo = 0, hi = t->n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (t->v[mid].pid == pid)
+			return &t->v[mid];
+		if (t->v[mid].pid < pid)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+const struct target_proc *targets_get(const struct targets *t, pid_t pid)
+{
+	return find(t, pid);
+}
+
+static int reserve(struct targets *t, size_t n)
+{
+	if (n <= t->cap)
+		return 0;
+	size_t cap = t->cap ? t->cap : 256;
+	while (cap < n)
+		cap *= 2;
+	struct target_proc *v = realloc(t->v, cap * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	t->v = v;
+	t->cap = cap;
+	return 0;
+}
+
+int targets_scan(struct targets *t, uint64_t now_ns, targets_change_fn cb, void *arg,
+		 struct pp_err *err)
+{
+	pid_t *pids = NULL;
+	size_t npids = 0;
+	int r = list_pids(&pids, &npids);
+	if (r < 0)
+		return pp_errf(err, r, "listing /proc: %s", strerror(-r));
+
+	/* Merge the sorted listing with the sorted table into a new table. */
+	struct target_proc *old = t->v;
+	size_t oldn = t->n, i = 0, j = 0;
+	t->v = NULL;
+	t->n = t->cap = 0;
+	if (reserve(t, npids + oldn + 1) < 0) {
+		t->v = old;
+		t->n = t->cap = oldn;
+		free(pids);
+		return pp_errf(err, -ENOMEM, "out of memory");
+	}
+	bool match = !targets_whole_host(t);
+	while (i < oldn || j < npids) {
+		if (j == npids || (i < oldn && old[i].pid < pids[j])) {
+			/* In the table, not in /proc: exited. */
+			struct target_proc p = old[i++];
+			if (!p.gone) {
+				p.gone = true;
+				if (p.matched && match && cb)
+					cb(p.pid, false, arg);
+			}
+			t->v[t->n++] = p;
+			continue;
+		}
+		struct target_proc p;
+		bool known = i < oldn && old[i].pid == pids[j];
+		bool was = false;
+		if (known) {
+			p = old[i++];
+			was = p.matched && !p.gone;
+			if (p.gone) {
+				/* pid reused after we saw it exit: a new process. */
+				proc_clear(&p);
+				known = false;
+			}
+		}
+		if (!known) {
+			memset(&p, 0, sizeof(p));
+			p.pid = pids[j];
+			p.first_seen_ns = now_ns;
+			/* Spread later re-checks over RECHECK_NS. */
+			p.checked_ns = now_ns - (uint64_t)(p.pid % 10) * (RECHECK_NS / 10);
+			p.matched = !match;
+		}
+		j++;
+		if (!known || now_ns - p.first_seen_ns < YOUNG_NS ||
+		    now_ns - p.checked_ns >= RECHECK_NS) {
+			uint64_t st_before = p.start_time;
+			int e = evaluate(t, &p, match);
+			if (e == -ENOMEM) {
+				r = pp_errf(err, e, "out of memory");
+			} else if (e < 0) {
+				p.gone = true;	/* raced with exit */
+			} else {
+				if (known)
+					p.checked_ns = now_ns;
+				if (known && st_before && p.start_time != st_before)
+					p.first_seen_ns = now_ns;	/* pid reused */
+			}
+		}
+		bool is = p.matched && !p.gone;
+		if (match && cb && is != was)
+			cb(p.pid, is, arg);
+		t->v[t->n++] = p;
+	}
+	free(old);
+	free(pids);
+	return r;
+}
+
+const struct target_proc *targets_refresh(struct targets *t, pid_t pid)
+{
+	struct target_proc *p = find(t, pid);
+	if (p) {
+		if (!p->gone && evaluate(t, p, false) < 0)
+			p->gone = true;
+		return p;
+	}
+	struct target_proc np;
+	memset(&np, 0, sizeof(np));
+	np.pid = pid;
+	if (evaluate(t, &np, false) < 0) {
+		proc_clear(&np);
+		return NULL;
+	}
+	np.matched = targets_whole_host(t);
+	if (reserve(t, t->n + 1) < 0) {
+		proc_clear(&np);
+		return NULL;
+	}
+	size_t k = 0;
+	while (k < t->n && t->v[k].pid < pid)
+		k++;
+	memmove(&t->v[k + 1], &t->v[k], (t->n - k) * sizeof(*t->v));
+	t->v[k] = np;
+	t->n++;
+	return &t->v[k];
+}
+
+void targets_forget_gone(struct targets *t, void (*cb)(pid_t pid, void *arg), void *arg)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < t->n; i++) {
+		if (t->v[i].gone) {
+			if (cb)
+				cb(t->v[i].pid, arg);
+			proc_clear(&t->v[i]);
+		}
+		else {
+			t->v[k++] = t->v[i];
+		}
+	}
+	t->n = k;
+}
+
+size_t targets_count(const struct targets *t, size_t *matched)
+{
+	size_t m = 0, alive = 0;
+	for (size_t i = 0; i < t->n; i++) {
+		if (t->v[i].gone)
+			continue;
+		alive++;
+		if (t->v[i].matched)
+			m++;
+	}
+	if (matched)
+		*matched = m;
+	return alive;
+}
+
+int targets_check_pid(struct targets *t, pid_t pid, uint64_t now_ns, targets_change_fn cb,
+		      void *arg)
+{
+	bool match = !targets_whole_host(t);
+	struct target_proc *p = find(t, pid);
+	if (!p) {
+		if (reserve(t, t->n + 1) < 0)
+			return -ENOMEM;
+		size_t k = t->n;
+		while (k > 0 && t->v[k - 1].pid > pid)
+			k--;
+		memmove(&t->v[k + 1], &t->v[k], (t->n - k) * sizeof(*t->v));
+		p = &t->v[k];
+		memset(p, 0, sizeof(*p));
+		p->pid = pid;
+		p->first_seen_ns = now_ns;
+		p->checked_ns = now_ns - (uint64_t)(pid % 10) * (RECHECK_NS / 10);
+		p->matched = !match;
+		t->n++;
+	} else if (p->gone) {
+		/* pid reused: a new process in the slot of one that exited. */
+		proc_clear(p);
+		memset(p, 0, sizeof(*p));
+		p->pid = pid;
+		p->first_seen_ns = now_ns;
+		p->checked_ns = now_ns - (uint64_t)(pid % 10) * (RECHECK_NS / 10);
+		p->matched = !match;
+	}
+	bool was = p->matched && !p->gone;
+	int e = evaluate(t, p, match);
+	if (e == -ENOMEM)
+		return e;
+	if (e < 0)
+		p->gone = true;
+	bool is = p->matched && !p->gone;
+	if (match && cb && is != was)
+		cb(pid, is, arg);
+	return 0;
+}
+
+int targets_events_open(struct targets *t)
+{
+	if (t->ev_fd >= 0)
+		return t->ev_fd;
+	int fd = socket(PF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, NETLINK_CONNECTOR);
+	if (fd < 0)
+		return -errno;
+	struct sockaddr_nl sa = { .nl_family = AF_NETLINK, .nl_groups = CN_IDX_PROC,
+				  .nl_pid = 0 };
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		int e = -errno;
+		close(fd);
+		return e;
+	}
+	struct {
+		struct nlmsghdr nl;
+		struct cn_msg cn;
+		enum proc_cn_mcast_op op;
+	} __attribute__((packed)) msg;
+	memset(&msg, 0, sizeof(msg));
+	msg.nl.nlmsg_len = sizeof(msg);
+	msg.nl.nlmsg_type = NLMSG_DONE;
+	msg.cn.id.idx = CN_IDX_PROC;
+	msg.cn.id.val = CN_VAL_PROC;
+	msg.cn.len = sizeof(enum proc_cn_mcast_op);
+	msg.op = PROC_CN_MCAST_LISTEN;
+	if (send(fd, &msg, sizeof(msg), 0) < 0) {
+		int e = -errno;
+		close(fd);
+		return e;
+	}
+	t->ev_fd = fd;
+	return fd;
+}
+
+int targets_events_read(struct targets *t, uint64_t now_ns, targets_change_fn cb, void *arg)
+{
+	/* Aligned for nlmsghdr; bounded parsing of every message below. */
+	char buf[8192] __attribute__((aligned(NLMSG_ALIGNTO)));
+	int lost = 0;
+
+	if (t->ev_fd < 0)
+		return 0;
+	for (;;) {
+		ssize_t n = recv(t->ev_fd, buf, sizeof(buf), 0);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == ENOBUFS) {
+				lost = -ENOBUFS;
+				continue;
+			}
+			break;	/* EAGAIN: drained */
+		}
+		size_t len = (size_t)n;
+		for (struct nlmsghdr *h = (struct nlmsghdr *)buf; NLMSG_OK(h, len);
+		     h = NLMSG_NEXT(h, len)) {
+			if (h->nlmsg_type == NLMSG_ERROR || h->nlmsg_type == NLMSG_NOOP)
+				continue;
+			if (h->nlmsg_len < NLMSG_LENGTH(sizeof(struct cn_msg)))
+				continue;
+			struct cn_msg *cn = NLMSG_DATA(h);
+			if (cn->id.idx != CN_IDX_PROC || cn->id.val != CN_VAL_PROC ||
+			    cn->len < sizeof(struct proc_event) ||
+			    h->nlmsg_len < NLMSG_LENGTH(sizeof(struct cn_msg) + sizeof(struct proc_event)))
+				continue;
+			/* cn->data is only 4-byte aligned: copy out. */
+			struct proc_event ev;
+			memcpy(&ev, cn->data, sizeof(ev));
+			pid_t pid = 0;
+			if (ev.what == PROC_EVENT_FORK &&
+			    ev.event_data.fork.child_pid == ev.event_data.fork.child_tgid)
+				pid = ev.event_data.fork.child_tgid;	/* a process, not a thread */
+			else if (ev.what == PROC_EVENT_EXEC)
+				pid = ev.event_data.exec.process_tgid;
+			if (pid > 0 && targets_check_pid(t, pid, now_ns, cb, arg) == -ENOMEM)
+				return -ENOMEM;
+		}
+	}
+	return lost;
+}

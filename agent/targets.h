@@ -1,0 +1,92 @@
+/*
+ * targets.h - which processes the CPU profiler samples, and what it knows
+ * about each of them for labels.
+ *
+ * config `targets:` entries are ANDed within an entry and ORed across
+ * entries; no entries means the whole host. targets_scan() lists /proc
+ * (the agent calls it about once a second): new processes are evaluated at
+ * once, young ones (< 5 s, they may still exec) on every scan, the rest
+ * every ~10 s in turn. Changes of the matched set are reported through a
+ * callback so the kernel filter (cpu_sampler_allow) follows them.
+ *
+ * Processes that exit stay known (gone = true) until targets_forget_gone(),
+ * which the agent calls after a window is built, so samples of a process
+ * that exited mid-window still get their labels.
+ */
+#ifndef PUSHPROF_TARGETS_H
+#define PUSHPROF_TARGETS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "config.h"
+#include "err.h"
+
+struct target_proc {
+	pid_t pid;
+	bool matched;
+	bool gone;
+	uint64_t first_seen_ns, checked_ns;
+	uint64_t start_time;		/* clock ticks since boot, tells pid reuse */
+	char comm[16];
+	char *exe;			/* "" when unreadable (kernel thread) */
+	char *cgroup;			/* label path (v2, else v1 cpu); "" when unknown */
+};
+
+/* What a target entry is matched against (one process). */
+struct target_facts {
+	pid_t pid;
+	const char *comm, *exe;
+	/* Every /proc/PID/cgroup line's path, with its controllers. */
+	const char *const *cgroup_paths;
+	size_t ncgroups;
+};
+
+struct targets;
+
+/* entries must outlive the targets (they are the config's). */
+struct targets *targets_new(const struct target_config *entries, size_t n);
+void targets_free(struct targets *t);
+
+bool targets_whole_host(const struct targets *t);
+
+/* Pure matching, for the scanner and for tests. */
+bool target_entry_matches(const struct target_config *e, const struct target_facts *f);
+bool targets_match(const struct target_config *entries, size_t n, const struct target_facts *f);
+
+typedef void (*targets_change_fn)(pid_t pid, bool matched, void *arg);
+
+/* now_ns: CLOCK_MONOTONIC. Reports each change of a process's matched state
+ * (exits count as unmatched). */
+int targets_scan(struct targets *t, uint64_t now_ns, targets_change_fn cb, void *arg,
+		 struct pp_err *err);
+
+/* Known process (alive or gone since the last forget), or NULL. */
+const struct target_proc *targets_get(const struct targets *t, pid_t pid);
+
+/*
+ * Process events (netlink proc connector, root only): a process that forks
+ * or execs is evaluated as soon as the event is read, not at the next scan.
+ * targets_events_open() returns a pollable fd, or a negative code when
+ * events are unavailable (then scans alone find new processes).
+ * targets_events_read() drains what is queued without blocking; -ENOBUFS
+ * means events were lost (the next scan catches up).
+ */
+int targets_events_open(struct targets *t);
+int targets_events_read(struct targets *t, uint64_t now_ns, targets_change_fn cb, void *arg);
+/* Evaluate one process now (new or known). */
+int targets_check_pid(struct targets *t, pid_t pid, uint64_t now_ns, targets_change_fn cb,
+		      void *arg);
+/* Re-read a process's label facts now (comm, exe, cgroup); keeps the old
+ * ones when it is gone. Returns the entry, adding one for an unknown live
+ * process; NULL when unknown and gone. */
+const struct target_proc *targets_refresh(struct targets *t, pid_t pid);
+
+/* Drop exited processes; cb (optional) hears each pid dropped. */
+void targets_forget_gone(struct targets *t, void (*cb)(pid_t pid, void *arg), void *arg);
+
+size_t targets_count(const struct targets *t, size_t *matched);
+
+#endif

@@ -1,0 +1,247 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * cpu.bpf.c - on-CPU sampler: runs on every cpu-clock perf event and counts
+ * (tgid, tid, cgroup, user stack, kernel stack, thread name). See cpu.h for
+ * the double-buffering and collision design.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+
+#include "cpu.h"
+
+#define EEXIST 17
+
+const volatile __u32 max_depth = CPU_MAX_DEPTH;
+const volatile bool kernel_stacks = true;
+const volatile bool filter_tgids = false;
+
+/* Index of the map set BPF writes into; flipped by user space. */
+__u32 active = 0;
+
+struct counts_map {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, CPU_DEFAULT_ENTRIES);
+	__type(key, struct cpu_sample_key);
+	__type(value, __u64);
+};
+
+struct stacks_map {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, CPU_DEFAULT_ENTRIES);
+	__type(key, __u64);
+	__type(value, struct cpu_stack);
+};
+
+struct counts_map counts0 SEC(".maps");
+struct counts_map counts1 SEC(".maps");
+struct stacks_map stacks0 SEC(".maps");
+struct stacks_map stacks1 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__array(values, struct counts_map);
+} counts_sets SEC(".maps") = {
+	.values = { &counts0, &counts1 },
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__array(values, struct stacks_map);
+} stacks_sets SEC(".maps") = {
+	.values = { &stacks0, &stacks1 },
+};
+
+/* tgids to sample when filter_tgids is set; value unused. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, __u8);
+} allowed_tgids SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, CPU_STAT_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} stats SEC(".maps");
+
+struct scratch {
+	struct cpu_sample_key key;
+	struct cpu_stack user;
+	struct cpu_stack kern;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct scratch);
+} scratch_map SEC(".maps");
+
+static __always_inline void count(__u32 which)
+{
+	__u64 *v = bpf_map_lookup_elem(&stats, &which);
+	if (v)
+		*v += 1;	/* per-CPU slot: no atomics needed */
+}
+
+static __always_inline __u64 mix64(__u64 h)
+{
+	h ^= h >> 33;
+	h *= 0xff51afd7ed558ccdULL;
+	h ^= h >> 33;
+	h *= 0xc4ceb9fe1a85ec53ULL;
+	h ^= h >> 33;
+	return h;
+}
+
+static __always_inline __u64 stack_hash(const struct cpu_stack *st)
+{
+	__u64 h = 0x9e3779b97f4a7c15ULL ^ st->len;
+	for (__u32 i = 0; i < CPU_MAX_DEPTH; i++) {
+		if (i >= st->len)
+			break;
+		h = (h ^ st->ips[i]) * 0x100000001b3ULL;
+		h = (h << 31) | (h >> 33);
+	}
+	return mix64(h);
+}
+
+static __always_inline bool stack_equal(const struct cpu_stack *a, const struct cpu_stack *b)
+{
+	if (a->len != b->len)
+		return false;
+	for (__u32 i = 0; i < CPU_MAX_DEPTH; i++) {
+		if (i >= a->len)
+			break;
+		if (a->ips[i] != b->ips[i])
+			return false;
+	}
+	return true;
+}
+
+/* Fill st from bpf_get_stack; returns a reserved id when there is nothing
+ * to store, 0xffff... when st holds frames to store. */
+static __always_inline __u64 grab_stack(void *ctx, struct cpu_stack *st, __u64 flags)
+{
+	__u32 size = max_depth * sizeof(__u64);
+	if (size > sizeof(st->ips))
+		size = sizeof(st->ips);
+	long n = bpf_get_stack(ctx, st->ips, size, flags);
+	if (n < 0) {
+		st->len = 0;
+		count(CPU_STAT_STACK_ERR);
+		return CPU_STACK_ERR;
+	}
+	st->len = (__u32)n / sizeof(__u64);
+	if (st->len == 0)
+		return CPU_STACK_NONE;
+	if (st->len >= max_depth)
+		count(CPU_STAT_TRUNCATED);
+	return ~0ULL;
+}
+
+static __always_inline __u64 store_stack(void *stacks, const struct cpu_stack *st)
+{
+	__u64 h = stack_hash(st);
+
+	for (__u32 probe = 0; probe < CPU_MAX_PROBES; probe++) {
+		__u64 k = h + probe * 0x9e3779b97f4a7c15ULL;
+		if (k < CPU_STACK_RESERVED)
+			k += CPU_STACK_RESERVED;
+		struct cpu_stack *ex = bpf_map_lookup_elem(stacks, &k);
+		if (!ex) {
+			long r = bpf_map_update_elem(stacks, &k, st, BPF_NOEXIST);
+			if (r == 0)
+				return k;
+			if (r != -EEXIST) {
+				count(CPU_STAT_STACKS_FULL);
+				return CPU_STACK_MAP_FULL;
+			}
+			/* Another CPU stored this slot just now. */
+			ex = bpf_map_lookup_elem(stacks, &k);
+			if (!ex)
+				continue;
+		}
+		if (stack_equal(ex, st))
+			return k;
+		count(CPU_STAT_PROBE);
+	}
+	count(CPU_STAT_COLLISION);
+	return CPU_STACK_COLLISION;
+}
+
+SEC("perf_event")
+int pp_cpu_sample(struct bpf_perf_event_data *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32, pid = (__u32)id;
+	__u32 zero = 0;
+
+	count(CPU_STAT_RUNS);
+	if (pid == 0) {
+		count(CPU_STAT_IDLE);
+		return 0;
+	}
+	if (filter_tgids && !bpf_map_lookup_elem(&allowed_tgids, &tgid)) {
+		count(CPU_STAT_FILTERED);
+		return 0;
+	}
+
+	__u32 set = active & 1;
+	void *counts = bpf_map_lookup_elem(&counts_sets, &set);
+	void *stacks = bpf_map_lookup_elem(&stacks_sets, &set);
+	struct scratch *s = bpf_map_lookup_elem(&scratch_map, &zero);
+	if (!counts || !stacks || !s)
+		return 0;
+
+	__builtin_memset(&s->key, 0, sizeof(s->key));
+	s->key.tgid = tgid;
+	s->key.pid = pid;
+	s->key.cgroup_id = bpf_get_current_cgroup_id();
+	bpf_get_current_comm(s->key.comm, sizeof(s->key.comm));
+
+	__u64 u = grab_stack(ctx, &s->user, BPF_F_USER_STACK);
+	if (u == ~0ULL)
+		u = store_stack(stacks, &s->user);
+	s->key.user_stack = u;
+
+	__u64 k = CPU_STACK_NONE;
+	if (kernel_stacks) {
+		k = grab_stack(ctx, &s->kern, 0);
+		if (k == ~0ULL)
+			k = store_stack(stacks, &s->kern);
+	}
+	s->key.kernel_stack = k;
+
+	__u64 *c = bpf_map_lookup_elem(counts, &s->key);
+	if (c) {
+		__sync_fetch_and_add(c, 1);
+	} else {
+		__u64 one = 1;
+		long r = bpf_map_update_elem(counts, &s->key, &one, BPF_NOEXIST);
+		if (r == -EEXIST) {
+			c = bpf_map_lookup_elem(counts, &s->key);
+			if (c)
+				__sync_fetch_and_add(c, 1);
+			else
+				r = -1;
+			if (c)
+				r = 0;
+		}
+		if (r != 0) {
+			count(CPU_STAT_LOST_COUNTS_FULL);
+			return 0;
+		}
+	}
+	count(CPU_STAT_RECORDED);
+	return 0;
+}
+
+char LICENSE[] SEC("license") = "GPL";

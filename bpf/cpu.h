@@ -1,0 +1,72 @@
+/*
+ * cpu.h - what the on-CPU sampler (cpu.bpf.c) and user space (agent/cpu.c)
+ * share: map keys, values and counter indices.
+ *
+ * Design, so that no sample is lost silently:
+ *  - Two map sets (counts + stacks), selected by `active` in .bss. The BPF
+ *    program writes only into the active set; user space flips `active`,
+ *    then waits for every program run that may still see the old value (an
+ *    update of an ARRAY_OF_MAPS makes the kernel call synchronize_rcu()),
+ *    and drains the now idle set at leisure.
+ *  - Stacks are stored by a 64-bit content hash computed in BPF. An existing
+ *    entry is compared word by word; on a collision the next probe slot is
+ *    tried, so two different stacks never share an id.
+ *  - A sample whose stack cannot be stored (map full, stack error, probes
+ *    exhausted) is still counted, with a reserved stack id naming the cause;
+ *    per-CPU counters say how many samples met each fate.
+ */
+#ifndef PUSHPROF_BPF_CPU_H
+#define PUSHPROF_BPF_CPU_H
+
+#ifndef __VMLINUX_H__
+#include <linux/types.h>
+#endif
+
+/* Frames per stack the maps can hold; the kernel's default
+ * perf_event_max_stack. The configured depth may be lower, never higher. */
+#define CPU_MAX_DEPTH 127
+/* Stack-map slots tried for one stack before giving up (hash collisions). */
+#define CPU_MAX_PROBES 4
+/* Default map sizes; user space resizes before load. */
+#define CPU_DEFAULT_ENTRIES 2048
+
+/* Reserved stack ids: never produced by the hash. */
+enum cpu_stack_id {
+	CPU_STACK_NONE = 0,		/* no frames (kernel thread, user-mode sample) */
+	CPU_STACK_ERR = 1,		/* bpf_get_stack failed */
+	CPU_STACK_MAP_FULL = 2,		/* stacks map full */
+	CPU_STACK_COLLISION = 3,	/* all probe slots held other stacks */
+	CPU_STACK_RESERVED = 16,	/* hashes below this are shifted up */
+};
+
+struct cpu_sample_key {
+	__u32 tgid;
+	__u32 pid;			/* thread id */
+	__u64 cgroup_id;		/* cgroup v2 id */
+	__u64 user_stack;		/* id in the stacks map, or enum cpu_stack_id */
+	__u64 kernel_stack;
+	char comm[16];			/* thread name at sample time */
+};
+
+struct cpu_stack {
+	__u32 len;			/* frames in ips */
+	__u32 pad;
+	__u64 ips[CPU_MAX_DEPTH];	/* leaf first */
+};
+
+/* Per-CPU counters, cumulative since load; user space diffs per window. */
+enum cpu_stat {
+	CPU_STAT_RUNS,			/* program invocations */
+	CPU_STAT_IDLE,			/* idle task, not recorded */
+	CPU_STAT_FILTERED,		/* tgid not targeted */
+	CPU_STAT_RECORDED,		/* counted in the counts map */
+	CPU_STAT_LOST_COUNTS_FULL,	/* counts map full: sample lost */
+	CPU_STAT_STACK_ERR,		/* a stack came back as an error (sample kept) */
+	CPU_STAT_STACKS_FULL,		/* stacks map full (sample kept, stack lost) */
+	CPU_STAT_COLLISION,		/* probes exhausted (sample kept, stack lost) */
+	CPU_STAT_PROBE,			/* a probe slot held another stack (handled) */
+	CPU_STAT_TRUNCATED,		/* stack hit the depth limit */
+	CPU_STAT_MAX,
+};
+
+#endif

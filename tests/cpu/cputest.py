@@ -1,0 +1,168 @@
+"""Helpers shared by the CPU profiling tests: build the workloads, run the
+agent with a config, and read the profiles it produced (decoded with
+protoc-generated Python classes, and parsed by `go tool pprof`)."""
+import glob
+import gzip
+import os
+import subprocess
+import sys
+import time
+
+import pptest
+from pptest import BUILD_DIR, PUSHPROF, SOURCE_DIR
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+WORK = os.path.join(HERE, "workloads")
+FREQ = 199
+
+
+def build_c(name, out_dir):
+    out = os.path.join(out_dir, name)
+    # -O0: GCC 12 leaves frameless leaf functions without a frame even with
+    # -fno-omit-frame-pointer, and a frame-pointer walk then skips the
+    # leaf's caller (a limit of frame-pointer unwinding, not of the agent).
+    pptest.run(["cc", "-O0", "-g", "-fno-omit-frame-pointer",
+                "-o", out, os.path.join(WORK, name + ".c")], check_rc=0)
+    return out
+
+
+def build_go(name, out_dir):
+    return pptest.go_build(os.path.join(WORK, name + ".go"), os.path.join(out_dir, name))
+
+
+def write_config(d, body, interval="1s", freq=FREQ, store=True, http=""):
+    path = os.path.join(d, "pushprof.yaml")
+    store_dir = os.path.join(d, "store")
+    text = (f"node: cpu-test-node\n"
+            f"log: {{level: debug}}\n"
+            f"http_address: \"{http}\"\n"
+            f"spool: {{directory: \"\"}}\n"
+            f"cpu: {{frequency_hz: {freq}, interval: {interval}}}\n"
+            f"go_heap: {{enabled: false}}\n")
+    if store:
+        text += f"local_store: {{directory: {store_dir}}}\n"
+    text += body
+    with open(path, "w") as f:
+        f.write(text)
+    return path, store_dir
+
+
+def start_agent(config, duration):
+    return subprocess.Popen([PUSHPROF, "run", "--config", config, "--duration", duration],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_started(agent, timeout=20):
+    """Read stderr until the 'agent started' line; returns the lines read."""
+    lines = []
+    end = time.time() + timeout
+    while time.time() < end:
+        line = agent.stderr.readline()
+        if not line:
+            break
+        lines.append(line)
+        if "agent started" in line:
+            return lines
+    return lines
+
+
+def finish(agent, timeout=60):
+    """Wait for the agent; a sanitizer report in its log counts as failure
+    (rc 99) even when the sanitizer let it exit 0."""
+    out, err = agent.communicate(timeout=timeout)
+    rc = agent.returncode
+    if "runtime error:" in err or "Sanitizer" in err:
+        print("sanitizer report in the agent's log:\n" + err[-4000:])
+        rc = 99
+    return rc, err
+
+
+def window_lines(log):
+    return [l for l in log.splitlines() if 'msg="cpu window"' in l]
+
+
+def logfields(line):
+    """Parse the key=value fields of a logfmt line (values without quotes)."""
+    out = {}
+    for part in line.split():
+        if "=" in part:
+            k, v = part.split("=", 1)
+            out[k] = v.strip('"')
+    return out
+
+
+_pb = None
+
+
+def pb():
+    global _pb
+    if _pb is None:
+        sys.path.insert(0, os.path.join(SOURCE_DIR, "tests", "lib"))
+        import receiver
+        _pb = receiver.load_protos()
+    return _pb
+
+
+def decode(path_or_bytes):
+    raw = path_or_bytes
+    if isinstance(raw, str):
+        with open(raw, "rb") as f:
+            raw = f.read()
+    if raw[:2] == b"\x1f\x8b":
+        raw = gzip.decompress(raw)
+    p = pb()[0].Profile()
+    p.ParseFromString(raw)
+    return p
+
+
+class Prof:
+    """A decoded profile with stacks as lists of function names (leaf
+    first); an unnamed location shows as 0x<address>."""
+
+    def __init__(self, path):
+        self.path = path
+        self.p = decode(path)
+        st = self.p.string_table
+        self.s = st
+        funcs = {f.id: st[f.name] for f in self.p.function}
+        maps = {m.id: st[m.filename] for m in self.p.mapping}
+        self.locs = {}
+        self.loc_map = {}
+        for loc in self.p.location:
+            names = [funcs.get(l.function_id, "?") for l in loc.line]
+            self.locs[loc.id] = names if names else [f"0x{loc.address:x}"]
+            self.loc_map[loc.id] = maps.get(loc.mapping_id, "")
+        self.samples = []
+        for smp in self.p.sample:
+            frames = []
+            kinds = []
+            for lid in smp.location_id:
+                frames.extend(self.locs[lid])
+                kinds.extend([self.loc_map[lid]] * len(self.locs[lid]))
+            labels = {st[l.key]: st[l.str] for l in smp.label if l.str}
+            self.samples.append((frames, kinds, smp.value[0], labels))
+
+    def total(self):
+        return sum(s[2] for s in self.samples)
+
+    def count_where(self, pred):
+        return sum(v for frames, kinds, v, labels in self.samples if pred(frames))
+
+
+def profiles(store_dir):
+    return sorted(glob.glob(os.path.join(store_dir, "*.pb.gz")))
+
+
+def pprof_parses(path):
+    try:
+        pptest.pprof("-raw", "-symbolize=none", path)
+        return True
+    except Exception as e:  # noqa: BLE001
+        print(f"  pprof: {e}")
+        return False
+
+
+def has_chain(frames, chain):
+    """chain (callee first) appears as consecutive frames."""
+    n = len(chain)
+    return any(frames[i:i + n] == chain for i in range(len(frames) - n + 1))

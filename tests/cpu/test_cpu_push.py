@@ -1,0 +1,119 @@
+"""`pushprof run` pushing to a Parca-compatible receiver over real gRPC:
+one WriteRaw per window, series labels (node, pid, comm, executable,
+cgroup, external labels, __name__=parca_agent) correct, every profile
+parses with `go tool pprof`; SIGTERM ends the current window early, flushes
+it, detaches BPF and exits 0.
+"""
+import os
+import signal
+import subprocess
+import time
+
+import cputest as ct
+from pptest import check, done, run, tmpdir
+from receiver import Receiver
+
+d = tmpdir()
+chain = ct.build_c("chain", d)
+work = subprocess.Popen([chain, "30"])
+
+
+def expected_cgroup(pid):
+    lines = open(f"/proc/{pid}/cgroup").read().splitlines()
+    for l in lines:
+        if l.startswith("0::"):
+            return l[3:]
+    for l in lines:
+        ctrls = l.split(":", 2)[1].split(",")
+        if "cpu" in ctrls:
+            return l.split(":", 2)[2]
+    return None
+
+
+want_cg = expected_cgroup(work.pid)
+rcv = Receiver(os.path.join(d, "rcv")).start()
+try:
+    body = (f"remote_store: {{address: \"{rcv.address}\", insecure: true}}\n"
+            f"external_labels: {{env: cputest}}\n"
+            f"targets:\n  - pids: [{work.pid}]\n")
+    import socket
+    with socket.socket() as sk:
+        sk.bind(("127.0.0.1", 0))
+        free_port = sk.getsockname()[1]
+    cfg, store = ct.write_config(d, body, http=f"127.0.0.1:{free_port}")
+    agent = ct.start_agent(cfg, "3s")
+    started = ct.wait_started(agent)
+    port = ct.logfields(started[-1]).get("http_port") if started else None
+    time.sleep(2.3)
+    try:
+        import urllib.request
+        metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read()
+        metrics = metrics.decode()
+        ready = urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5).status
+    except Exception as e:  # noqa: BLE001
+        metrics, ready = f"error: {e}", None
+    rc, log = ct.finish(agent)
+    log = "".join(started) + log
+    vals = {}
+    for line in metrics.splitlines():
+        if line and not line.startswith("#") and not line.startswith("error"):
+            k, _, v = line.rpartition(" ")
+            vals[k] = float(v)
+    check(ready == 200, "/readyz is 200 while sampling", f"{ready}")
+    check(vals.get("pushprof_cpu_windows_total", 0) >= 2 and
+          vals.get("pushprof_cpu_samples_total", 0) > 0 and
+          'pushprof_cpu_lost_total{cause="counts_map_full"}' in vals,
+          "/metrics has CPU windows, samples and losses by cause", metrics[:600])
+    print(log[-1500:])
+    check(rc == 0, "agent exits 0", f"rc={rc}")
+    nwin = len(ct.window_lines(log))
+    calls = rcv.calls()
+    check(nwin == 3, "three windows in 3 s", f"{nwin}")
+    check(len(calls) == nwin and all(c["status"] == "OK" for c in calls),
+          "one accepted WriteRaw per window", f"{calls}")
+    series = rcv.series()
+    check(len(series) == nwin, "one series per window (one targeted process)", f"{len(series)}")
+    for s in series:
+        lab = s["labels"]
+        want = {"__name__": "parca_agent", "node": "cpu-test-node", "pid": str(work.pid),
+                "comm": "chain", "executable": os.path.realpath(chain), "env": "cputest"}
+        check(all(lab.get(k) == v for k, v in want.items()), "series labels",
+              f"got {lab} want {want}")
+        check(lab.get("cgroup") == want_cg, "cgroup label is the process's cgroup path",
+              f"{lab.get('cgroup')} vs {want_cg}")
+        for f in s["files"]:
+            path = f if os.path.isabs(f) else os.path.join(rcv.out, f)
+            check(ct.pprof_parses(path), f"received profile parses: {os.path.basename(path)}")
+            check(ct.Prof(path).total() > 0, "received profile has samples")
+
+    # SIGTERM mid-window: a 10 s window cut short, still flushed.
+    before = len(rcv.calls())
+    cfg2, _ = ct.write_config(d, body, interval="10s")
+    agent = subprocess.Popen([ct.PUSHPROF, "run", "--config", cfg2], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    started = ct.wait_started(agent)
+    prog_id = ct.logfields(started[-1]).get("bpf_prog_id") if started else None
+    time.sleep(1.5)
+    t = time.time()
+    agent.send_signal(signal.SIGTERM)
+    rc, log = ct.finish(agent, timeout=20)
+    took = time.time() - t
+    print(log[-800:])
+    check(rc == 0, "SIGTERM: exit 0", f"rc={rc}")
+    check(took < 5, "SIGTERM: exits promptly", f"{took:.1f}s")
+    after = rcv.calls()[before:]
+    check(len(after) == 1 and after[0]["status"] == "OK", "SIGTERM: the short window is pushed",
+          f"{after}")
+    new = [s for s in rcv.series() if s["request"] > before]
+    if new:
+        f = new[0]["files"][0]
+        p = ct.Prof(f if os.path.isabs(f) else os.path.join(rcv.out, f))
+        check(0.5e9 < p.p.duration_nanos < 5e9, "SIGTERM: window duration is the time run",
+              f"{p.p.duration_nanos}")
+    check(prog_id and run(["bpftool", "prog", "show", "id", prog_id]).returncode != 0,
+          "SIGTERM: BPF program detached and gone", f"prog id {prog_id}")
+finally:
+    rcv.stop()
+    work.kill()
+    work.wait()
+done()
