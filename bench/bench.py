@@ -140,9 +140,13 @@ class BpfStats:
             f.write("1")
         return self
 
+    restored = None   # last restore read back equal to the saved value
+
     def __exit__(self, *exc):
         with open(self.PATH, "w") as f:
             f.write(self.old)
+        with open(self.PATH) as f:
+            BpfStats.restored = f.read().strip() == self.old
 
 
 def median(xs):
@@ -793,6 +797,7 @@ def main():
     md = report(b)
     with open(os.path.join(b.out, "results.md"), "w") as f:
         f.write(md + "\n")
+    b.results["bpf_stats_restored"] = BpfStats.restored
     b.results["errors"] = b.errors
     with open(os.path.join(b.out, "results.json"), "w") as f:
         json.dump(b.results, f, indent=1, default=str)
