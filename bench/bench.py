@@ -514,7 +514,7 @@ def section_node(b):
     a = b.a
     q = a.quick
     total, busy, goidle = (60, 4, 5) if q else (500, 20, 50)
-    interval, windows = ("1s", 2) if q else ("10s", 3)
+    interval, windows = ("1s", 2) if q else ("10s", 5)
     freqs = [99] if q else [19, 99]
     busy_secs = 40 if q else 50 + len(freqs) * 60
     log(f"node: {total} extra processes ({busy} busy at nice 19, {goidle} idle Go), "
