@@ -435,7 +435,40 @@ def section_slowdown(b):
 
 # ---------------------------------------------------------------- sections 2, 3, 5
 
-def node_run(b, pop, freq, interval, windows, rcv_dir, kernel_stacks=True):
+def perf_top(data, limit=1.5):
+    """perf report of data: (percent, dso, symbol) rows over limit %."""
+    r = subprocess.run(["perf", "report", "-i", data, "--stdio", "--no-children", "-g", "none",
+                        "--sort", "dso,sym", "--percent-limit", str(limit)],
+                       capture_output=True, text=True, timeout=300)
+    rows = []
+    for line in r.stdout.splitlines():
+        m = re.match(r"\s*([\d.]+)%\s+(\S+)\s+\[.\]\s+(.*)$", line)
+        if m:
+            rows.append((float(m.group(1)), m.group(2), m.group(3).strip()))
+    return rows
+
+
+def smaps_top(pid, n=8):
+    """The mappings of pid with the largest Rss: (kib, anon kib, name)."""
+    out, cur = {}, None
+    try:
+        with open(f"/proc/{pid}/smaps") as f:
+            for line in f:
+                parts = line.split()
+                if re.match(r"^[0-9a-f]+-[0-9a-f]+ ", line):
+                    cur = parts[5] if len(parts) > 5 else "[anon]"
+                    cur = os.path.basename(cur) if cur.startswith("/") else cur
+                    out.setdefault(cur, [0, 0])
+                elif parts and parts[0] == "Rss:" and cur:
+                    out[cur][0] += int(parts[1])
+                elif parts and parts[0] == "Anonymous:" and cur:
+                    out[cur][1] += int(parts[1])
+    except OSError:
+        return []
+    return sorted(((v[0], v[1], k) for k, v in out.items()), reverse=True)[:n]
+
+
+def node_run(b, pop, freq, interval, windows, rcv_dir, kernel_stacks=True, diagnose=False):
     from receiver import Receiver
     rcv = Receiver(rcv_dir).start()
     res = {"freq": freq, "interval": interval, "kernel_stacks": kernel_stacks}
@@ -451,10 +484,22 @@ def node_run(b, pop, freq, interval, windows, rcv_dir, kernel_stacks=True):
                 prog_id = st.get("bpf_prog_id", "0")
                 # window 1 loads every process's symbols: the warm-up
                 w = ag.wait_windows(1, 120)
-                c_first = proc_cpu_s(ag.pid)
+                c_first, t_first = proc_cpu_s(ag.pid), time.time()
                 first = len(w)
+                prof = None
+                if diagnose:
+                    pdata = "/dev/shm/pushprof-bench-agent.data"
+                    prof = subprocess.Popen(["perf", "record", "-F", "997", "-g", "-p",
+                                             str(ag.pid), "-o", pdata],
+                                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                 w = ag.wait_windows(first + windows, 60 + windows * 30)
-                c_last = proc_cpu_s(ag.pid)
+                c_last, t_last = proc_cpu_s(ag.pid), time.time()
+                if prof:
+                    prof.send_signal(signal.SIGINT)
+                    prof.wait(timeout=120)
+                    res["agent_profile"] = perf_top(pdata)
+                    os.unlink(pdata)
+                    res["smaps_top"] = smaps_top(ag.pid)
                 mem = proc_mem_kib(ag.pid)
                 map_bytes, maps = bpf_maps_of(ag.pid)
                 prog = bpftool_prog(prog_id)
@@ -472,6 +517,7 @@ def node_run(b, pop, freq, interval, windows, rcv_dir, kernel_stacks=True):
         res.update({
             "rc": rc, "windows": len(wins), "steady_windows": len(steady),
             "samples": samples, "cpu_s": cpu_s,
+            "cpu_pct_of_one": 100 * cpu_s / (t_last - t_first) if t_last > t_first else None,
             "cpu_ms_per_1000": cpu_s * 1e3 / samples * 1000 if samples else None,
             "window_cpu_ms_per_1000": win_cpu_ms / samples * 1000 if samples else None,
             "bpf_run_cnt": prog.get("run_cnt", 0), "bpf_run_time_ns": prog.get("run_time_ns", 0),
@@ -548,7 +594,7 @@ def section_node(b):
     interval, windows = ("1s", 2) if q else ("10s", 5)
     # (Hz, kernel stacks): the last one shows what the kernel unwind costs
     freqs = [(99, True)] if q else [(19, True), (99, True), (99, False)]
-    busy_secs = 40 if q else 50 + len(freqs) * 60
+    busy_secs = 40 if q else 60 + (len(freqs) + 1) * 80
     log(f"node: {total} extra processes ({busy} busy at nice 19, {goidle} idle Go), "
         f"{windows} steady windows of {interval}, runs (Hz, kernel stacks) {freqs}")
     pop = Population(b, total, busy, goidle, busy_secs)
@@ -559,13 +605,19 @@ def section_node(b):
                                  os.path.join(b.tmp, f"rcv{f}{'' if ks else 'u'}"), ks))
             log(f"  {f} Hz kernel_stacks={ks}: " + json.dumps({k: v for k, v in runs[-1].items()
                                              if k != "lost"}))
+        diag = None
+        if not q and not a.no_diagnose:
+            diag = node_run(b, pop, 99, interval, windows, os.path.join(b.tmp, "rcvdiag"),
+                            True, diagnose=True)
+            log("  diagnose: " + json.dumps({k: diag.get(k) for k in
+                                              ("agent_profile", "smaps_top")}))
         oom = oom_tracking(b, pop)
         log("  oomwatch: " + json.dumps(oom))
     finally:
         pop.stop()
     b.results["node"] = {"extra_processes": total, "busy": busy, "go_idle": goidle,
                          "interval": interval, "steady_windows": windows, "runs": runs,
-                         "oomwatch": oom}
+                         "oomwatch": oom, "diagnose": diag}
 
 
 # ---------------------------------------------------------------- section 4
@@ -736,13 +788,14 @@ def report(b):
               "*window work* = the agent's own agent_cpu_ms per window (drain, symbolize, "
               "encode, push). BPF = run_time_ns / run_cnt with kernel.bpf_stats_enabled=1.", "",
               "| Hz | samples | agent CPU ms / 1,000 samples | window work ms / 1,000 | "
-              "BPF ns / sample | BPF runs | goal CPU | goal BPF |",
-              "|---|---|---|---|---|---|---|---|"]
+              "agent CPU, % of one CPU | BPF ns / sample | BPF runs | goal CPU | goal BPF |",
+              "|---|---|---|---|---|---|---|---|---|"]
         for r in n["runs"]:
             c, bp = r.get("cpu_ms_per_1000"), r.get("bpf_ns_per_run")
             L.append(f"| {runlabel(r)} | {fmt(r['samples'])} | {fmt(c, 2)} "
                      f"({verdict(c <= 2 if c is not None else None)}) | "
-                     f"{fmt(r.get('window_cpu_ms_per_1000'), 2)} | {fmt(bp, 0)} "
+                     f"{fmt(r.get('window_cpu_ms_per_1000'), 2)} | "
+                     f"{fmt(r.get('cpu_pct_of_one'), 2)}% | {fmt(bp, 0)} "
                      f"({verdict(bp <= 1000 if bp is not None else None)}) | "
                      f"{fmt(r['bpf_run_cnt'])} | {GOALS['cpu_per_1000']} | "
                      f"{GOALS['bpf_per_sample']} |")
@@ -824,6 +877,20 @@ def report(b):
         L.append("")
     if n:
         L += W
+    d = n.get("diagnose") if n else None
+    if d:
+        L += ["## Diagnostics: where the agent's CPU and memory go (99 Hz, extra run)", "",
+              "`perf record -F 997 -g -p AGENT` over the steady windows of a separate run (perf "
+              "itself adds to the agent's cost in that run, so its figures are not used above); "
+              "flat profile by DSO and symbol (≥ 1.5%):", "",
+              "| % of agent samples | DSO | symbol |", "|---|---|---|"]
+        for pct, dso, sym in d.get("agent_profile") or []:
+            L.append(f"| {pct:.1f} | {dso} | `{sym}` |")
+        L += ["", "Largest mappings of the agent by Rss (smaps):", "",
+              "| Rss KiB | of which anonymous | mapping |", "|---|---|---|"]
+        for rss, anon, name in d.get("smaps_top") or []:
+            L.append(f"| {rss:,} | {anon:,} | {name} |")
+        L.append("")
     if b.errors:
         L += ["## Errors", ""] + [f"- {e}" for e in b.errors] + [""]
     return "\n".join(L)
@@ -836,6 +903,8 @@ def main():
     ap.add_argument("--out", default=None)
     ap.add_argument("--sections", default="1,2,3,4,5")
     ap.add_argument("--rounds", type=int, default=0, help="slowdown rounds (default 5; quick 1)")
+    ap.add_argument("--no-diagnose", action="store_true",
+                    help="skip the extra 99 Hz run with perf attached to the agent")
     ap.add_argument("--work-rounds", type=int, default=0,
                     help="cpuwork rounds per thread (default 12000; quick 300)")
     a = ap.parse_args()
