@@ -435,17 +435,31 @@ def section_slowdown(b):
 
 # ---------------------------------------------------------------- sections 2, 3, 5
 
-def perf_top(data, limit=1.5):
-    """perf report of data: (percent, dso, symbol) rows over limit %."""
-    r = subprocess.run(["perf", "report", "-i", data, "--stdio", "--no-children", "-g", "none",
-                        "--sort", "dso,sym", "--percent-limit", str(limit)],
-                       capture_output=True, text=True, timeout=300)
-    rows = []
-    for line in r.stdout.splitlines():
-        m = re.match(r"\s*([\d.]+)%\s+(\S+)\s+\[.\]\s+(.*)$", line)
+def perf_breakdown(data, binary):
+    """Where a profiled process's CPU went, from `perf report`: the share
+    per DSO (self time), and the inclusive share (children) of the
+    process's own functions (those defined in binary) over 3%."""
+    def report(*args):
+        r = subprocess.run(["perf", "report", "-i", data, "--stdio", "-g", "none", *args],
+                           capture_output=True, text=True, timeout=300)
+        return [l for l in r.stdout.splitlines() if l.strip() and not l.startswith("#")]
+    dsos = []
+    for line in report("--no-children", "--sort", "dso"):
+        m = re.match(r"\s*([\d.]+)%\s+(\S+)", line)
         if m:
-            rows.append((float(m.group(1)), m.group(2), m.group(3).strip()))
-    return rows
+            dsos.append((float(m.group(1)), m.group(2)))
+    nm = subprocess.run(["nm", "--defined-only", binary], capture_output=True, text=True)
+    own = {l.split()[-1] for l in nm.stdout.splitlines() if len(l.split()) >= 3}
+    funcs = []
+    for line in report("--children", "--sort", "sym"):
+        m = re.match(r"\s*([\d.]+)%\s+([\d.]+)%\s+\[\.\]\s+(\S+)", line)
+        if m and m.group(3) in own and float(m.group(1)) >= 3:
+            funcs.append((float(m.group(1)), float(m.group(2)), m.group(3)))
+    r = subprocess.run(["perf", "report", "-i", data, "--stdio", "--sort", "dso"],
+                       capture_output=True, text=True, timeout=300)
+    m = re.search(r"# Samples: (\d+)", r.stdout)
+    samples = int(m.group(1)) if m else 0
+    return {"dsos": dsos, "functions": funcs[:25], "samples": samples}
 
 
 def smaps_top(pid, n=8):
@@ -490,14 +504,14 @@ def node_run(b, pop, freq, interval, windows, rcv_dir, kernel_stacks=True, diagn
                 if diagnose:
                     pdata = "/dev/shm/pushprof-bench-agent.data"
                     prof = subprocess.Popen(["perf", "record", "-F", "997", "-g", "-p",
-                                             str(ag.pid), "-o", pdata],
+                                             str(ag.pid), "-o", pdata, "--quiet"],
                                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                 w = ag.wait_windows(first + windows, 60 + windows * 30)
                 c_last, t_last = proc_cpu_s(ag.pid), time.time()
                 if prof:
                     prof.send_signal(signal.SIGINT)
                     prof.wait(timeout=120)
-                    res["agent_profile"] = perf_top(pdata)
+                    res["agent_profile"] = perf_breakdown(pdata, b.pushprof)
                     os.unlink(pdata)
                     res["smaps_top"] = smaps_top(ag.pid)
                 mem = proc_mem_kib(ag.pid)
@@ -879,13 +893,19 @@ def report(b):
         L += W
     d = n.get("diagnose") if n else None
     if d:
+        ap_ = d.get("agent_profile") or {}
         L += ["## Diagnostics: where the agent's CPU and memory go (99 Hz, extra run)", "",
               "`perf record -F 997 -g -p AGENT` over the steady windows of a separate run (perf "
-              "itself adds to the agent's cost in that run, so its figures are not used above); "
-              "flat profile by DSO and symbol (≥ 1.5%):", "",
-              "| % of agent samples | DSO | symbol |", "|---|---|---|"]
-        for pct, dso, sym in d.get("agent_profile") or []:
-            L.append(f"| {pct:.1f} | {dso} | `{sym}` |")
+              "adds to the agent's cost in that run, so its figures are not used above); "
+              f"{ap_.get('samples', 0)} samples. Call chains that pass through libc or zlib "
+              "(built without frame pointers) are cut, so inclusive shares undercount.", "",
+              "Self time by DSO: " + ", ".join(f"{dso} {pct:.0f}%" for pct, dso in
+                                               ap_.get("dsos", [])[:8]), "",
+              "Inclusive time of the agent's own functions (≥ 3%, callees in the kernel and "
+              "libraries included):", "",
+              "| inclusive % | self % | function |", "|---|---|---|"]
+        for ch, sf, sym in ap_.get("functions", []):
+            L.append(f"| {ch:.1f} | {sf:.1f} | `{sym}` |")
         L += ["", "Largest mappings of the agent by Rss (smaps):", "",
               "| Rss KiB | of which anonymous | mapping |", "|---|---|---|"]
         for rss, anon, name in d.get("smaps_top") or []:
