@@ -506,7 +506,10 @@ def node_run(b, pop, freq, interval, windows, rcv_dir, kernel_stacks=True, diagn
                     prof = subprocess.Popen(["perf", "record", "-F", "997", "-g", "-p",
                                              str(ag.pid), "-o", pdata, "--quiet"],
                                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                w = ag.wait_windows(first + windows, 60 + windows * 30)
+                rss_series = []
+                for k in range(1, windows + 1):
+                    w = ag.wait_windows(first + k, 60 + 30 * k)
+                    rss_series.append(proc_mem_kib(ag.pid).get("VmRSS"))
                 c_last, t_last = proc_cpu_s(ag.pid), time.time()
                 if prof:
                     prof.send_signal(signal.SIGINT)
@@ -539,7 +542,7 @@ def node_run(b, pop, freq, interval, windows, rcv_dir, kernel_stacks=True, diagn
             if prog.get("run_cnt") else None,
             "vmrss_kib": mem.get("VmRSS"), "vmhwm_kib": mem.get("VmHWM"),
             "rss_anon_kib": mem.get("RssAnon"), "rss_file_kib": mem.get("RssFile"),
-            "pss_kib": mem.get("Pss"),
+            "pss_kib": mem.get("Pss"), "rss_series_kib": rss_series,
             "bpf_map_bytes": map_bytes, "bpf_maps": len(maps),
             "host_processes": procs,
             "profiles_per_window": median([int(x.get("processes", 0)) for x in steady]),
@@ -815,10 +818,11 @@ def report(b):
                      f"{GOALS['bpf_per_sample']} |")
         L += ["", "## 3. Agent memory (steady state)", "",
               "VmRSS counts shared library pages (libgrpc, OpenSSL, ...) in full; RssAnon is the "
-              "agent's own heap and stacks; PSS splits shared pages among their users.", "",
+              "agent's own heap and stacks; PSS splits shared pages among their users. "
+              "*VmRSS per window* is read after each steady window (is it flat?).", "",
               "| process | Hz | host processes | VmRSS | VmHWM | RssAnon | RssFile | PSS | "
-              "BPF maps (memlock) | goal |",
-              "|---|---|---|---|---|---|---|---|---|---|"]
+              "BPF maps (memlock) | VmRSS per window (MiB) | goal |",
+              "|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in n["runs"]:
             rss = r.get("vmrss_kib")
             L.append(f"| pushprof run | {runlabel(r)} | {fmt(r['host_processes'])} | "
@@ -827,6 +831,8 @@ def report(b):
                      f"{fmt((r.get('rss_file_kib') or 0) / 1024, 1)} MiB | "
                      f"{fmt((r.get('pss_kib') or 0) / 1024, 1)} MiB | "
                      f"{fmt(r['bpf_map_bytes'] / 2**20, 1)} MiB in {r['bpf_maps']} maps | "
+                     + " ".join(f"{(x or 0) / 1024:.1f}" for x in r.get("rss_series_kib") or [])
+                     + " | "
                      f"{GOALS['rss']}: {verdict(rss is not None and rss <= 16384)} |")
         o = n["oomwatch"]
         if o.get("available"):
@@ -837,9 +843,9 @@ def report(b):
                      f"{fmt((o.get('rss_file_kib') or 0) / 1024, 1)} MiB | "
                      f"{fmt((o.get('pss_kib') or 0) / 1024, 1)} MiB | "
                      f"{fmt(o.get('bpf_map_bytes', 0) / 2**20, 1)} MiB in {o.get('bpf_maps')} "
-                     "maps | |")
+                     "maps | | |")
         else:
-            L.append("| Go heap tracking | | | | | | | | | not measured: `pushprof run` does not "
+            L.append("| Go heap tracking | | | | | | | | | | not measured: `pushprof run` does not "
                      "track Go heaps yet and tests/oom/oomwatch is not in this tree |")
         W = ["## 5. Wire (gzip pprof, WriteRaw to a local receiver)", "",
              "Same runs as section 2: per steady window, the gzip pprof bytes the agent "
