@@ -784,16 +784,42 @@ def report(b):
               "move much (the kernel here has no IRQ time accounting, so the sampling interrupt "
               "and the BPF program are charged to the interrupted workload and show in its "
               "CPU-time ratio).", ""]
-        for label, f99, fperf in (("wall", (1 - p99["wall_ratio"]) * 100,
-                                   (1 - perf["wall_ratio"]) * 100),
-                                  ("est.", est_slowdown(p99), est_slowdown(perf))):
-            L.append(f"- Slowdown at 99 Hz ({label}) {f99:+.2f}% vs perf record {fperf:+.2f}%: "
-                     f"under 0.5% {verdict(f99 < 0.5)}; at most 1/5 of perf's: "
-                     + (verdict(f99 <= fperf / 5) if fperf > 0 else
-                        "n/a (perf showed no slowdown in this run)") + ".")
-        L += [f"- Baseline wall spread (max−min)/median over the rounds: {spread * 100:.1f}%"
-              + (" — larger than the 0.5% goal: the wall-clock figures of this run cannot "
-                 "resolve differences that small." if spread * 100 > 0.5 else "."), ""]
+        runs = s["runs"]
+
+        def noise(name, key):
+            """Half the range of the per-round ratios of run `name`, in %."""
+            rs = [x[key] / runs["none"][i][key] for i, x in enumerate(runs[name])
+                  if runs["none"][i][key]]
+            return (max(rs) - min(rs)) / 2 * 100 if len(rs) > 1 else float("nan")
+
+        for label, f99, fperf, key in (("wall", (1 - p99["wall_ratio"]) * 100,
+                                        (1 - perf["wall_ratio"]) * 100, "wall_rate"),
+                                       ("est.", est_slowdown(p99), est_slowdown(perf),
+                                        "cpu_rate")):
+            nz = max(noise("pushprof 99 Hz", key), noise(perf["name"], key))
+            text = (f"- Slowdown at 99 Hz ({label}) {f99:+.2f}% vs perf record {fperf:+.2f}%; "
+                    f"round-to-round noise ±{nz:.2f}% (half the range of the per-round ratios). ")
+            if nz != nz or nz >= 0.5:
+                text += ("Noise is larger than the 0.5% goal: this run cannot tell whether the "
+                         "goals are met.")
+            else:
+                text += (f"Under 0.5%: {verdict(f99 < 0.5)}; at most 1/5 of perf's: "
+                         + (verdict(f99 <= fperf / 5) if fperf > 0 else
+                            "n/a (perf showed no slowdown)") + ".")
+            L.append(text)
+        L.append(f"- Baseline wall spread (max−min)/median over the rounds: {spread * 100:.1f}%.")
+        nd = R.get("node")
+        bpf99 = next((r for r in (nd or {}).get("runs", [])
+                      if r["freq"] == 99 and r.get("kernel_stacks", True)), None)
+        if bpf99 and bpf99.get("bpf_ns_per_run"):
+            bshare = bpf99["bpf_ns_per_run"] * 99 / 1e9 * 100
+            L.append(f"- From parts that noise does not hide: pushprof at 99 Hz = its own CPU "
+                     f"{p99['profiler_cpu_pct']:.3f}% of the machine + BPF "
+                     f"{bpf99['bpf_ns_per_run']:,.0f} ns × 99 Hz = {bshare:.3f}% of each CPU "
+                     f"→ ≈ {p99['profiler_cpu_pct'] + bshare:.2f}%; perf record's own CPU is "
+                     f"{perf['profiler_cpu_pct']:.3f}% (its in-kernel unwinding cannot be "
+                     "separated here: no PMU, no IRQ time accounting).")
+        L.append("")
     n = R.get("node")
     if n:
         L += ["## 2. Agent cost (steady state, whole host, pushing to a local receiver)", "",
@@ -884,8 +910,8 @@ def report(b):
             L += ["| buckets | walked | new since mirror | capture ms | mark→capture µs | "
                   "complete | kernel MiB | goal |", "|---|---|---|---|---|---|---|---|"]
             for r in o["rows"]:
-                goal = (f"{GOALS['oom_1m']}; taken here as ≤ 200 ms: "
-                        f"{verdict(r['capture_ms'] <= 200)}") if r["buckets"] >= 1000000 else ""
+                goal = (f"{GOALS['oom_1m']}; taken here as ≤ 1/4 of it (500 ms): "
+                        f"{verdict(r['capture_ms'] <= 500)}") if r["buckets"] >= 1000000 else ""
                 L.append(f"| {r['buckets']:,} | {r['walked']:,} | {r['new']:,} | "
                          f"{r['capture_ms']:.2f} | {r['mark_to_capture_us']:.1f} | "
                          f"{r['complete']} | {r['kernel_mib']:.1f} | {goal} |")
