@@ -231,7 +231,9 @@ class Bench:
         else:
             text += "local_store: {directory: \"\"}\n"
         if remote:
-            text += f"remote_store: {{address: \"{remote}\", insecure: true}}\n"
+            # the test receiver checks every profile in Python: on a loaded
+            # machine it can take longer than the default 10 s to answer
+            text += f"remote_store: {{address: \"{remote}\", insecure: true, timeout: 60s}}\n"
         with open(path, "w") as f:
             f.write(text)
         return path
@@ -549,6 +551,7 @@ def node_run(b, pop, freq, interval, windows, rcv_dir, kernel_stacks=True, diagn
             "gz_bytes_per_window": median([int(x.get("bytes", 0)) for x in steady]),
             "gz_bytes_per_sample": (sum(int(x.get("bytes", 0)) for x in steady) / samples)
             if samples else None,
+            "flush_errors": sum(1 for x in wins if x.get("flush_error")),
             "wire_calls": len(calls), "wire_ok": sum(1 for c in calls if c.get("status") == "OK"),
             "wire_bytes": wire, "wire_bytes_per_window": wire / len(wins) if wins else None,
             "wire_bytes_per_sample": wire / all_samples if all_samples else None,
@@ -831,8 +834,9 @@ def report(b):
               "*window work* = the agent's own agent_cpu_ms per window (drain, symbolize, "
               "encode, push). BPF = run_time_ns / run_cnt with kernel.bpf_stats_enabled=1.", "",
               "| Hz | samples | agent CPU ms / 1,000 samples | window work ms / 1,000 | "
-              "agent CPU, % of one CPU | BPF ns / sample | BPF runs | goal CPU | goal BPF |",
-              "|---|---|---|---|---|---|---|---|---|"]
+              "agent CPU, % of one CPU | BPF ns / sample | BPF runs | lost (map full) | "
+              "push errors | goal CPU | goal BPF |",
+              "|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in n["runs"]:
             c, bp = r.get("cpu_ms_per_1000"), r.get("bpf_ns_per_run")
             L.append(f"| {runlabel(r)} | {fmt(r['samples'])} | {fmt(c, 2)} "
@@ -840,7 +844,8 @@ def report(b):
                      f"{fmt(r.get('window_cpu_ms_per_1000'), 2)} | "
                      f"{fmt(r.get('cpu_pct_of_one'), 2)}% | {fmt(bp, 0)} "
                      f"({verdict(bp <= 1000 if bp is not None else None)}) | "
-                     f"{fmt(r['bpf_run_cnt'])} | {GOALS['cpu_per_1000']} | "
+                     f"{fmt(r['bpf_run_cnt'])} | {fmt(r['lost']['lost_map_full'])} | "
+                     f"{r.get('flush_errors', 0)} | {GOALS['cpu_per_1000']} | "
                      f"{GOALS['bpf_per_sample']} |")
         L += ["", "## 3. Agent memory (steady state)", "",
               "VmRSS counts shared library pages (libgrpc, OpenSSL, ...) in full; RssAnon is the "
