@@ -2,7 +2,7 @@
 """pushprof benchmark suite (issue 8). Run as root with Debian's python3:
 
   /usr/bin/python3 bench/bench.py [--quick] [--build DIR] [--sections 1,2,4]
-      [--rounds N] [--work-rounds N] [--out DIR]
+      [--rounds N] [--work-rounds N] [--no-diagnose] [--out DIR]
 
 (scripts/bench.sh builds the tree first and calls this.) Sections:
 
@@ -11,8 +11,9 @@
               /dev/shm), in the order A B C D repeated; medians and ratios
               to the baseline of the same run.
   2 cost      agent CPU (utime+stime from /proc/PID/stat) per 1,000 samples
-              in steady state, pushing to a local receiver; BPF run time
-              per sample (kernel.bpf_stats_enabled, restored afterwards).
+              in steady state, pushing over gRPC to a local WriteRaw sink;
+              BPF run time per sample (kernel.bpf_stats_enabled, restored
+              afterwards). Runs: 19 Hz, 99 Hz, 99 Hz without kernel stacks.
   3 memory    agent VmRSS/VmHWM and BPF map memory (fdinfo memlock of the
               agent's map fds) with ~500 extra processes running (20 busy,
               50 idle Go programs with heap profiling on, sleepers); the
@@ -23,7 +24,8 @@
               (tests/oom/bench_oom.py when present).
   5 wire      bytes per window and per sample (gzip) on the same busy node.
 
-Sections 2, 3 and 5 share one agent run per frequency. Results go to
+Sections 2, 3 and 5 share the agent runs; a last 99 Hz run with perf
+attached to the agent shows where its CPU goes (full mode). Results go to
 OUT/results.md (Markdown, also printed) and OUT/results.json (read by
 tests/bench/test_bench_quick.py). --quick makes every section short and
 small: it proves the suite works, its figures mean little.
@@ -536,7 +538,7 @@ def smaps_top(pid, n=8):
     return sorted(((v[0], v[1], k) for k, v in out.items()), reverse=True)[:n]
 
 
-def node_run(b, pop, freq, interval, windows, rcv_dir, kernel_stacks=True, diagnose=False):
+def node_run(b, freq, interval, windows, kernel_stacks=True, diagnose=False):
     rcv = Sink()
     res = {"freq": freq, "interval": interval, "kernel_stacks": kernel_stacks}
     try:
@@ -674,14 +676,12 @@ def section_node(b):
     try:
         runs = []
         for f, ks in freqs:
-            runs.append(node_run(b, pop, f, interval, windows,
-                                 os.path.join(b.tmp, f"rcv{f}{'' if ks else 'u'}"), ks))
+            runs.append(node_run(b, f, interval, windows, ks))
             log(f"  {f} Hz kernel_stacks={ks}: " + json.dumps({k: v for k, v in runs[-1].items()
                                              if k != "lost"}))
         diag = None
         if not q and not a.no_diagnose:
-            diag = node_run(b, pop, 99, interval, windows, os.path.join(b.tmp, "rcvdiag"),
-                            True, diagnose=True)
+            diag = node_run(b, 99, interval, windows, True, diagnose=True)
             log("  diagnose: " + json.dumps({k: diag.get(k) for k in
                                               ("agent_profile", "smaps_top")}))
         oom = oom_tracking(b, pop)
