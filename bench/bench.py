@@ -933,10 +933,10 @@ def report(b):
         else:
             L.append("| Go heap tracking | | | | | | | | | | not measured: `pushprof run` does not "
                      "track Go heaps yet and tests/oom/oomwatch is not in this tree |")
-        W = ["## 5. Wire (gzip pprof, WriteRaw to a local receiver)", "",
+        W = ["## 5. Wire (gzip pprof, WriteRaw to a local sink)", "",
              "Same runs as section 2: per steady window, the gzip pprof bytes the agent "
              "handed over (one profile per process) and the WriteRaw request bytes the "
-             "receiver got (all windows, incl. labels and framing).", "",
+             "sink got (all windows, incl. labels and framing).", "",
               "| Hz | profiles / window | gzip bytes / window | gzip bytes / sample | "
               "WriteRaw bytes / window | WriteRaw bytes / sample | calls OK |",
               "|---|---|---|---|---|---|---|"]
