@@ -418,6 +418,22 @@ class Population:
 
 # ---------------------------------------------------------------- section 1
 
+def settle(pid, quiet_s=0.005, step=0.5, limit=15.0):
+    """Wait until the profiler's start-up work is over: its CPU time grew by
+    less than quiet_s in the last step (an agent loads every process's
+    symbols when it starts, which is not the steady cost measured here).
+    Returns the seconds waited."""
+    t0 = time.time()
+    last = proc_oncpu_s(pid)
+    while time.time() - t0 < limit:
+        time.sleep(step)
+        now = proc_oncpu_s(pid)
+        if now is None or last is None or now - last < quiet_s:
+            break
+        last = now
+    return time.time() - t0
+
+
 def section_slowdown(b):
     a = b.a
     work = b.cc(os.path.join(HERE, "cpuwork.c"), "cpuwork")
@@ -440,6 +456,8 @@ def section_slowdown(b):
                 if not prof.started():
                     err = "agent did not start: " + prof.tail()
             time.sleep(1.0)  # time to attach
+            if prof:
+                settle_s = settle(prof.pid)
             c0 = proc_oncpu_s(prof.pid) if prof else 0
             out = subprocess.run([work, str(wr)], capture_output=True, text=True, timeout=3600)
             c1 = proc_oncpu_s(prof.pid) if prof else 0
@@ -455,6 +473,7 @@ def section_slowdown(b):
                     err = f"agent rc={rc}: " + prof.tail()
             f = logfields("x=" + out.stdout.strip().replace(" rounds/s", ""))
             row = {"round": r, "wall_rate": float(f.get("x", 0) or 0),
+                   "settle_s": settle_s if prof else 0.0,
                    "cpu_rate": float(f.get("rounds_per_cpu_s", 0) or 0),
                    "seconds": float(f.get("seconds", 0) or 0),
                    "profiler_cpu_s": (c1 - c0) if (prof and c0 is not None and c1 is not None)
@@ -465,7 +484,7 @@ def section_slowdown(b):
                 row["error"] = err
             runs[name].append(row)
             log(f"  round {r} {name}: {out.stdout.strip()} profiler_cpu_s="
-                f"{row['profiler_cpu_s']:.2f} samples={samples}")
+                f"{row['profiler_cpu_s']:.3f} samples={samples} settle_s={row['settle_s']:.1f}")
     base = runs["none"]
     table = []
     for name, _ in kinds:
@@ -816,7 +835,9 @@ def report(b):
     if s:
         L += ["## 1. Workload slowdown (bench/cpuwork on every CPU)", "",
               f"{s['rounds']} round(s) of the order none, pushprof 19 Hz, pushprof 99 Hz, perf "
-              f"record; cpuwork {s['work_rounds']} rounds per thread. Ratio = median over rounds "
+              f"record; cpuwork {s['work_rounds']} rounds per thread. Each profiler gets 1 s to "
+              "attach, then until its CPU use settles (< 5 ms per 0.5 s, at most 15 s: the "
+              "agent's start-up loads every process's symbols), before cpuwork starts. Ratio = median over rounds "
               "of (run / baseline of the same round). *wall* = rounds per second of wall time; "
               "*cpu* = rounds per CPU-second charged to the workload (not moved by other load "
               "on the machine). Profiler CPU = the profiler's own utime+stime while cpuwork ran, "
