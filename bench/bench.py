@@ -463,7 +463,8 @@ def section_slowdown(b):
             if prof:
                 settle_s = settle(prof.pid)
             c0 = proc_oncpu_s(prof.pid) if prof else 0
-            out = subprocess.run([work, str(wr)], capture_output=True, text=True, timeout=3600)
+            out = subprocess.run([work, str(wr)], capture_output=True, text=True, timeout=3600,
+                                 preexec_fn=die_with_parent)
             c1 = proc_oncpu_s(prof.pid) if prof else 0
             if kind == "perf":
                 rc = prof.stop()
