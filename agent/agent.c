@@ -17,11 +17,17 @@
 #include <unistd.h>
 
 #include "cpu.h"
+#include "containers.h"
 #include "cpu_profile.h"
+#include "gobin.h"
+#include "goheap.h"
+#include "gotrack.h"
 #include "http.h"
 #include "log.h"
 #include "metrics.h"
+#include "oom.h"
 #include "outbox.h"
+#include "relabel.h"
 #include "symbolize.h"
 #include "targets.h"
 
@@ -34,6 +40,9 @@ struct agent {
 	struct cpu_sampler *cpu;
 	struct symbolizer *sym;		/* NULL: profiles carry addresses only */
 	struct http_server *http;	/* NULL: no http_address */
+	struct gotrack *go;		/* NULL: go_heap disabled */
+	struct containers *meta;	/* container/pod names (CRI) and cgroup facts */
+	struct oom_watch *oom;		/* NULL: go_heap.on_oom off or unavailable */
 	struct cpu_window win;
 	uint64_t window_start_mono;
 	int64_t window_start_real;
@@ -78,6 +87,16 @@ static void set_oom_score_adj(int v)
 static void on_target_change(pid_t pid, bool matched, void *arg)
 {
 	struct agent *a = arg;
+	if (a->go) {
+		if (matched)
+			gotrack_add(a->go, pid);
+		else
+			gotrack_remove(a->go, pid);
+	}
+	/* A live process that stops matching is disarmed; an exiting one is left
+	 * to the watcher, which may be building its OOM profile right now. */
+	if (a->oom && !matched && kill(pid, 0) == 0)
+		oom_watch_untrack(a->oom, pid);
 	if (!a->cpu)
 		return;
 	if (cpu_sampler_allow(a->cpu, pid, matched) < 0)
@@ -93,6 +112,8 @@ static void forget_pid(pid_t pid, void *arg)
 	struct agent *a = arg;
 	if (a->sym)
 		sym_forget(a->sym, pid);
+	if (a->go)
+		gotrack_remove(a->go, pid);
 }
 
 static int emit_profile(const struct pp_labels *labels, const uint8_t *gz, size_t len, pid_t pid,
@@ -105,6 +126,132 @@ static int emit_profile(const struct pp_labels *labels, const uint8_t *gz, size_
 		pp_log(PP_WARN, "cannot hand over a CPU profile", "pid=%d error=%s", (int)pid,
 		       pp_q(err.msg));
 	return 0;
+}
+
+/* SIGTERM/SIGINT are blocked (they go to the signalfd): while the loop is
+ * inside a network call they wait here as pending signals. */
+static bool stop_pending(void *arg)
+{
+	sigset_t set;
+	(void)arg;
+	return sigpending(&set) == 0 && (sigismember(&set, SIGTERM) == 1 ||
+					 sigismember(&set, SIGINT) == 1);
+}
+
+/* Copy a __meta_* label to the plain name users expect, unless set. */
+static void promote(struct pp_labels *l, const char *meta, const char *name)
+{
+	const char *v = pp_labels_get(l, meta);
+	if (v && *v && !pp_labels_get(l, name))
+		pp_labels_set(l, name, v);
+}
+
+/*
+ * Every series on its way out (outbox labeler): __meta_* labels from the
+ * process and its container, the container/pod labels Parca users expect
+ * (namespace, pod, container, container_id, systemd_unit), then the user's
+ * relabel_configs, which may still rename, drop or filter them. The cgroup
+ * label is parsed rather than /proc re-read, so OOM victims that are
+ * already gone keep their pod names.
+ */
+static int label_series(struct pp_labels *l, void *arg)
+{
+	struct agent *a = arg;
+	static const struct { const char *from, *to; } proc[] = {
+		{ "pid", "__meta_process_pid" }, { "comm", "__meta_process_comm" },
+		{ "executable", "__meta_process_executable" }, { "cgroup", "__meta_process_cgroup" },
+	};
+	for (size_t i = 0; i < sizeof(proc) / sizeof(proc[0]); i++) {
+		const char *v = pp_labels_get(l, proc[i].from);
+		if (v)
+			pp_labels_set(l, proc[i].to, v);
+	}
+	const char *cg = pp_labels_get(l, "cgroup");
+	if (a->meta && cg && *cg) {
+		struct cgroup_info ci;
+		char path[1024];
+		snprintf(path, sizeof(path), "%s", cg);	/* the label may change under us */
+		if (cgroup_info_from_path(path, &ci) == 0)
+			containers_meta_labels_ci(a->meta, &ci, l);
+	}
+	promote(l, "__meta_kubernetes_namespace", "namespace");
+	promote(l, "__meta_kubernetes_pod_name", "pod");
+	promote(l, "__meta_kubernetes_pod_container_name", "container");
+	promote(l, "__meta_container_id", "container_id");
+	promote(l, "__meta_systemd_unit", "systemd_unit");
+	return relabel_apply(a->cfg->relabel, l);
+}
+
+/*
+ * POST /api/v1/snapshot, on the HTTP server's thread: it shares nothing
+ * with the loop but the config (read-only) and the outbox (thread-safe).
+ */
+static int http_snapshot(void *arg, pid_t pid, const char *view_s, uint8_t **out, size_t *len,
+			 char *msg, size_t msg_len)
+{
+	struct agent *a = arg;
+	struct pp_err err = { 0 };
+	struct gobin *g = NULL;
+	struct goheap_snapshot snap = { 0 };
+	enum goheap_view view = GOHEAP_VIEW_RUNTIME;
+	int status;
+
+	goheap_view_parse(view_s, &view);
+	int rc = gobin_open_pid(pid, &g, &err);
+	if (rc == 0) {
+		struct goheap_snapshot_opts o = {
+			.view = view,
+			.max_buckets = a->cfg->go_heap.max_buckets,
+			.max_depth = a->cfg->go_heap.max_stack_depth,
+			.trigger = "on_demand",
+			.node = a->cfg->node,
+			.external = &a->cfg->external_labels,
+		};
+		rc = goheap_snapshot(pid, g, &o, &snap, &err);
+	}
+	switch (rc) {
+	case 0:
+		status = 200;
+		break;
+	case -ESRCH:
+		status = 404;
+		break;
+	case -ENOEXEC:
+	case -ENOENT:
+		status = 422;
+		break;
+	case GOHEAP_EDISABLED:
+		status = 409;
+		break;
+	case -EACCES:
+	case -EPERM:
+		status = 403;
+		break;
+	default:
+		status = 500;
+	}
+	metric_inc("pushprof_go_heap_snapshots_total", "Go heap snapshots taken, by outcome.",
+		   status == 200 ? (snap.complete ? "trigger=\"on_demand\",result=\"complete\""
+						  : "trigger=\"on_demand\",result=\"incomplete\"")
+				 : "trigger=\"on_demand\",result=\"error\"", 1);
+	if (status == 200) {
+		struct pp_err oerr = { 0 };
+		if (outbox_submit(a->outbox, &snap.labels, snap.gz, snap.len, &oerr))
+			pp_log(PP_WARN, "cannot hand over an on-demand heap profile", "pid=%d error=%s",
+			       (int)pid, pp_q(oerr.msg));
+		*out = snap.gz;
+		*len = snap.len;
+		snap.gz = NULL;
+		pp_log(PP_INFO, "on-demand heap snapshot", "pid=%d view=%s buckets=%zu complete=%s",
+		       (int)pid, goheap_view_name(view), snap.buckets, snap.complete ? "true" : "false");
+	} else {
+		snprintf(msg, msg_len, "%s", rc == GOHEAP_EDISABLED && !err.msg[0]
+			 ? "memory profiling disabled in this process (MemProfileRate is 0)"
+			 : err.msg[0] ? err.msg : strerror(-rc));
+	}
+	goheap_snapshot_free(&snap);
+	gobin_free(g);
+	return status;
 }
 
 static void window(struct agent *a)
@@ -191,7 +338,33 @@ static void window(struct agent *a)
 	       fr < 0 ? pp_q(err.msg) : "");
 }
 
-int agent_run(const struct config *cfg, const struct agent_opts *o, struct pp_err *err)
+/*
+ * SIGHUP: load the config file again. An invalid one is rejected with its
+ * error and the agent goes on with the old one; a valid one makes the loop
+ * finish its window and return 1 so the caller restarts with it.
+ */
+static bool reload_config(const struct config *cfg, struct agent_opts *o)
+{
+	struct pp_err err = { 0 };
+	struct config *next;
+
+	if (!o || !cfg->path) {
+		pp_log(PP_WARN, "SIGHUP ignored: no config file to reload", NULL);
+		return false;
+	}
+	next = calloc(1, sizeof(*next));
+	if (!next || config_load(cfg->path, next, &err) < 0) {
+		pp_log(PP_ERROR, "config reload rejected, keeping the running config", "path=%s error=%s",
+		       pp_q(cfg->path), pp_q(next ? err.msg : "out of memory"));
+		free(next);
+		return false;
+	}
+	pp_log(PP_INFO, "config reloaded", "path=%s", pp_q(cfg->path));
+	o->reload = next;
+	return true;
+}
+
+int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err)
 {
 	struct agent a;
 	int r = 0, sfd = -1;
@@ -204,6 +377,7 @@ int agent_run(const struct config *cfg, const struct agent_opts *o, struct pp_er
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGINT);
 	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &mask, &old);
 	sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 	if (sfd < 0) {
@@ -218,12 +392,19 @@ int agent_run(const struct config *cfg, const struct agent_opts *o, struct pp_er
 		r = err && err->code ? err->code : -ENOMEM;
 		goto out;
 	}
+	{
+		struct pp_err merr = { 0 };
+		a.meta = containers_new(cfg->cri_socket, 0, 0, &merr);
+		if (!a.meta)
+			pp_log(PP_WARN, "container metadata unavailable", "error=%s", pp_q(merr.msg));
+	}
+	outbox_set_labeler(a.outbox, label_series, &a);
+	outbox_set_interrupt(a.outbox, stop_pending, NULL);
 	a.targets = targets_new(cfg->targets, cfg->ntargets);
 	if (!a.targets) {
 		r = pp_errf(err, -ENOMEM, "out of memory");
 		goto out;
 	}
-
 
 	if (cfg->cpu.enabled) {
 		struct cpu_sampler_opts so = {
@@ -246,7 +427,7 @@ int agent_run(const struct config *cfg, const struct agent_opts *o, struct pp_er
 	}
 	if (cfg->http_address && cfg->http_address[0]) {
 		struct pp_err herr = { 0 };
-		a.http = http_start(cfg->http_address, NULL, NULL, &herr);
+		a.http = http_start(cfg->http_address, http_snapshot, &a, &herr);
 		if (!a.http)
 			pp_log(PP_WARN, "http endpoint not started", "address=%s error=%s",
 			       pp_q(cfg->http_address), pp_q(herr.msg));
@@ -257,7 +438,30 @@ int agent_run(const struct config *cfg, const struct agent_opts *o, struct pp_er
 	 * (subscribed before the first scan so nothing slips between). The
 	 * whole host needs no filter updates: labels are read per window.
 	 */
-	bool want_events = a.cpu && !targets_whole_host(a.targets);
+	if (cfg->go_heap.enabled) {
+		a.go = gotrack_new(cfg);
+		if (!a.go) {
+			r = pp_errf(err, -ENOMEM, "out of memory");
+			goto out;
+		}
+	}
+	if (a.go && cfg->go_heap.on_oom) {
+		struct oom_watch_opts oo = {
+			.max_buckets = cfg->go_heap.max_buckets,
+			.max_stack_depth = cfg->go_heap.max_stack_depth,
+			.enable_profiling = cfg->go_heap.enable_profiling,
+			.node = cfg->node,
+			.extra_labels = &cfg->external_labels,
+		};
+		struct pp_err oerr = { 0 };
+		if (oom_watch_new(&oo, &a.oom, &oerr) < 0) {
+			a.oom = NULL;
+			pp_log(PP_WARN, "OOM capture unavailable", "error=%s", pp_q(oerr.msg));
+		} else {
+			gotrack_set_oom(a.go, a.oom);
+		}
+	}
+	bool want_events = (a.cpu || a.go) && !targets_whole_host(a.targets);
 	int evfd = want_events ? targets_events_open(a.targets) : -1;
 	if (evfd < 0 && want_events)
 		pp_log(PP_INFO, "process events unavailable, relying on /proc scans",
@@ -266,10 +470,16 @@ int agent_run(const struct config *cfg, const struct agent_opts *o, struct pp_er
 	r = targets_scan(a.targets, now, on_target_change, &a, err);
 	if (r < 0)
 		goto out;
+	/* the whole host reports no target changes: Go programs are found here */
+	bool go_host = a.go && targets_whole_host(a.targets);
+	if (go_host)
+		gotrack_scan_host(a.go);
 	a.window_start_mono = mono_ns();
 	a.window_start_real = real_ns();
+	/* ready = config loaded, BPF attached and the first window built (a
+	 * sampler that attaches but cannot drain is not ready) */
 	if (a.http)
-		http_set_ready(a.http, true, NULL);
+		http_set_ready(a.http, !a.cpu, a.cpu ? "waiting for the first CPU window" : NULL);
 	size_t matched = 0, procs = targets_count(a.targets, &matched);
 	pp_log(PP_INFO, "agent started",
 	       "node=%s cpu=%s frequency_hz=%u interval_ms=%llu cpus=%u targets=%s matched=%zu "
@@ -282,28 +492,60 @@ int agent_run(const struct config *cfg, const struct agent_opts *o, struct pp_er
 
 	uint64_t start = a.window_start_mono, next_scan = start + SCAN_NS;
 	uint64_t interval = cfg->cpu.interval_ns ? cfg->cpu.interval_ns : 10000000000ull;
-	uint64_t next_window = start + interval;
+	uint64_t next_window = a.cpu ? start + interval : UINT64_MAX;
+	uint64_t heap_every = a.go ? cfg->go_heap.interval_ns : 0;
+	uint64_t next_heap = heap_every ? start + heap_every : UINT64_MAX;
+	const struct pressure_config *pc = &cfg->go_heap.pressure;
+	uint64_t press_every = a.go && pc->enabled ? pc->poll_interval_ns : 0;
+	uint64_t next_press = press_every ? start + press_every : UINT64_MAX;
 	uint64_t deadline = o && o->duration_ns ? start + o->duration_ns : UINT64_MAX;
+	/* Without CPU windows nothing else flushes on a schedule: the spool
+	 * (e.g. OOM captures from a previous run) would wait for the next heap
+	 * snapshot, forever with go_heap.interval 0. */
+	uint64_t next_flush = a.cpu ? UINT64_MAX : start;
 	bool stop = false;
 
 	while (!stop) {
 		now = mono_ns();
-		uint64_t wake = next_scan < next_window ? next_scan : next_window;
+		uint64_t wake = next_scan;
+		if (next_window < wake)
+			wake = next_window;
+		if (next_heap < wake)
+			wake = next_heap;
+		if (next_press < wake)
+			wake = next_press;
 		if (deadline < wake)
 			wake = deadline;
+		if (next_flush < wake)
+			wake = next_flush;
 		int timeout = wake > now ? (int)((wake - now + 999999) / 1000000) : 0;
-		struct pollfd pfd[2] = { { .fd = sfd, .events = POLLIN },
+		struct pollfd pfd[3] = { { .fd = sfd, .events = POLLIN },
+					 { .fd = a.oom ? oom_watch_fd(a.oom) : -1, .events = POLLIN },
 					 { .fd = evfd, .events = POLLIN } };
-		int pr = poll(pfd, evfd >= 0 ? 2 : 1, timeout);
-		if (pr > 0 && evfd >= 0 && (pfd[1].revents & POLLIN) &&
+		int pr = poll(pfd, 3, timeout);	/* negative fds are ignored */
+		if (pr > 0 && (pfd[1].revents & POLLIN)) {
+			/* an OOM capture: on disk first (durable), then pushed at once */
+			struct pp_err oerr = { 0 };
+			if (oom_watch_deliver(a.oom, a.outbox, &oerr) > 0 &&
+			    outbox_flush(a.outbox, &oerr) < 0)
+				pp_log(PP_WARN, "push of an OOM profile failed; it stays in the spool",
+				       "error=%s", pp_q(oerr.msg));
+		}
+		if (pr > 0 && evfd >= 0 && (pfd[2].revents & POLLIN) &&
 		    targets_events_read(a.targets, mono_ns(), on_target_change, &a) == -ENOBUFS)
 			next_scan = mono_ns();	/* events lost: rescan now */
 		if (pr > 0 && (pfd[0].revents & POLLIN)) {
 			struct signalfd_siginfo si;
-			while (read(sfd, &si, sizeof(si)) == sizeof(si))
+			while (read(sfd, &si, sizeof(si)) == sizeof(si)) {
+				if (si.ssi_signo == SIGHUP) {
+					if (reload_config(cfg, o))
+						stop = true;
+					continue;
+				}
 				pp_log(PP_INFO, "signal received, finishing the window", "signal=%u",
 				       si.ssi_signo);
-			stop = true;
+				stop = true;
+			}
 		}
 		now = mono_ns();
 		if (now >= deadline)
@@ -312,31 +554,73 @@ int agent_run(const struct config *cfg, const struct agent_opts *o, struct pp_er
 			struct pp_err serr = { 0 };
 			if (targets_scan(a.targets, now, on_target_change, &a, &serr) < 0)
 				pp_log(PP_WARN, "target scan failed", "error=%s", pp_q(serr.msg));
+			if (go_host)
+				gotrack_scan_host(a.go);
 			while (next_scan <= now)
 				next_scan += SCAN_NS;
 		}
-		if (now >= next_window || stop) {
-			if (a.cpu)
-				window(&a);
+		if (now >= next_press && !stop) {
+			struct pp_err ferr = { 0 };
+			if (gotrack_check_pressure(a.go, a.outbox, now) > 0 &&
+			    outbox_flush(a.outbox, &ferr) < 0)
+				pp_log(PP_WARN, "push of pressure snapshots failed", "error=%s",
+				       pp_q(ferr.msg));
+			while (next_press <= now)
+				next_press += press_every;
+		}
+		if (now >= next_heap && !stop) {
+			struct pp_err ferr = { 0 };
+			gotrack_snapshot_all(a.go, a.outbox);
+			if (!a.cpu && outbox_flush(a.outbox, &ferr) < 0)
+				pp_log(PP_WARN, "push of heap snapshots failed", "error=%s", pp_q(ferr.msg));
+			while (next_heap <= now)
+				next_heap += heap_every;
+		}
+		if (now >= next_flush && !stop) {
+			struct pp_err ferr = { 0 };
+			if (outbox_flush(a.outbox, &ferr) < 0)
+				pp_log(PP_WARN, "push failed", "error=%s", pp_q(ferr.msg));
+			while (next_flush <= now)
+				next_flush += interval;
+		}
+		/* SIGTERM must end within 5 s even with a hanging server: the last
+		 * pushes get 3 s, then what is left goes to the spool */
+		if (stop)
+			outbox_set_deadline(a.outbox, mono_ns() + 3000000000ull);
+		if (now >= next_window || (stop && a.cpu)) {
+			window(&a);
+			if (a.http && a.windows == 1)
+				http_set_ready(a.http, true, NULL);
 			while (next_window <= now)
 				next_window += interval;
 		}
 	}
-	pp_log(PP_INFO, "agent stopped", "windows=%llu", (unsigned long long)a.windows);
-	r = 0;
+	pp_log(PP_INFO, o && o->reload ? "agent restarting with the new config" : "agent stopped",
+	       "windows=%llu", (unsigned long long)a.windows);
+	r = o && o->reload ? 1 : 0;
 out:
 	if (a.http)
 		http_stop(a.http);
+	if (a.oom) {
+		struct pp_err oerr = { 0 };
+		if (a.outbox)
+			oom_watch_deliver(a.oom, a.outbox, &oerr);
+		oom_watch_free(a.oom);
+	}
 	cpu_sampler_free(a.cpu);	/* detaches BPF */
 	sym_free(a.sym);
 	cpu_window_free(&a.win);
 	if (a.outbox) {
 		struct pp_err ferr = { 0 };
-		if (outbox_flush(a.outbox, &ferr) < 0)
+		/* The stop window flushed already: only what is still pending
+		 * (heap-only runs, or no spool to keep it) needs another try. */
+		if (outbox_stats(a.outbox)->pending && outbox_flush(a.outbox, &ferr) < 0)
 			pp_log(PP_WARN, "final flush failed", "error=%s", pp_q(ferr.msg));
 		outbox_free(a.outbox);
 	}
 	targets_free(a.targets);
+	gotrack_free(a.go);
+	containers_free(a.meta);
 	if (sfd >= 0) {
 		close(sfd);
 		pthread_sigmask(SIG_SETMASK, &old, NULL);

@@ -4,6 +4,7 @@
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "agent.h"
@@ -71,7 +72,14 @@ int cmd_run(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	pp_log_setup(c.log_level, c.log_format);
-	int r = agent_run(&c, &o, &err);
+	int r;
+	while ((r = agent_run(&c, &o, &err)) == 1) {	/* SIGHUP with a valid config */
+		config_free(&c);
+		c = *o.reload;
+		free(o.reload);
+		o.reload = NULL;
+		pp_log_setup(c.log_level, c.log_format);
+	}
 	config_free(&c);
 	if (r < 0) {
 		pp_log(PP_ERROR, "agent failed", "error=%s", pp_q(err.msg));

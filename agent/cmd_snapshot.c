@@ -33,7 +33,8 @@ static void usage(FILE *f)
 		"  --view latest       active plus all unpublished cycles (newest allocations)\n"
 		"  --push              send it to remote_store from the config\n"
 		"  --config FILE       config (go_heap.*, external_labels, remote_store, node)\n"
-		"  --enable-profiling  if the program has memory profiling off\n"
+		"  --enable-profiling  (or go_heap.enable_profiling: true in --config)\n"
+		"                      if the program has memory profiling off\n"
 		"                      (MemProfileRate 0), write 524288 into it: WRITES INTO\n"
 		"                      THE TARGET'S MEMORY; later snapshots see allocations\n"
 		"  --max-buckets N, --max-stack-depth N  override go_heap.* limits\n"
@@ -175,7 +176,8 @@ int cmd_snapshot(int argc, char **argv)
 		status = exit_for(rc);
 		goto out;
 	}
-	if (enable) {
+	/* go_heap.enable_profiling in --config means the same as the flag. */
+	if (enable || cfg.go_heap.enable_profiling) {
 		int64_t old = 0;
 		rc = gobin_enable_profiling(g, GOBIN_DEFAULT_RATE, &old, &err);
 		if (rc < 0) {

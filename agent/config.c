@@ -1443,21 +1443,14 @@ static int f_rl_target(struct ctx *x, const struct ynode *v, void *base, const c
 	return 0;
 }
 
+/* The regex is compiled by relabel_add() (Prometheus dialect: anchored,
+ * (?:...) and \d accepted), which reports errors at the rule. */
 static int f_rl_regex(struct ctx *x, const struct ynode *v, void *base, const char *path)
 {
-	char *src;
-	regex_t re;
-	int rc;
-
 	(void)base;
 	if (is_null(v))
 		return 0;
-	rc = compile_re(x, v, path, &src, &re);
-	if (rc)
-		return rc;
-	regfree(&re);
-	free(src);
-	return 0;
+	return want_scalar(x, v, path, "a regex");
 }
 
 static int f_rl_modulus(struct ctx *x, const struct ynode *v, void *base, const char *path)
@@ -1500,7 +1493,6 @@ static int f_relabel(struct ctx *x, const struct ynode *v, void *base, const cha
 {
 	char sub[200], b[64];
 
-	(void)base;
 	if (is_null(v))
 		return 0;
 	if (v->kind != Y_SEQ)
@@ -1526,6 +1518,38 @@ static int f_relabel(struct ctx *x, const struct ynode *v, void *base, const cha
 			return errat(x, at, "%s: action 'hashmod' needs a modulus", sub);
 		if ((r.action == 1 || r.action == 2) && !r.has_source)
 			return errat(x, at, "%s: action '%s' needs source_labels", sub, act);
+		struct relabel_rule_spec sp = { 0 };
+		const char *src[64];
+		const struct ynode *regex_node = e;
+		for (size_t k = 0; k + 1 < e->n; k += 2) {
+			const struct ynode *kk = e->kids[k], *vv = e->kids[k + 1];
+			const char *val = is_null(vv) ? NULL : vv->s;
+			if (!strcmp(kk->s, "source_labels")) {
+				if (vv->kind == Y_SEQ && vv->n > 64)
+					return errat(x, vv, "%s.source_labels: more than 64 labels", sub);
+				for (size_t j = 0; vv->kind == Y_SEQ && j < vv->n; j++)
+					src[sp.nsource_labels++] = vv->kids[j]->s;
+				sp.source_labels = src;
+			} else if (!strcmp(kk->s, "separator")) sp.separator = val;
+			else if (!strcmp(kk->s, "regex")) {
+				sp.regex = val;
+				regex_node = vv;
+			}
+			else if (!strcmp(kk->s, "target_label")) sp.target_label = val;
+			else if (!strcmp(kk->s, "replacement")) sp.replacement = val;
+			else if (!strcmp(kk->s, "action")) sp.action = val;
+			else if (!strcmp(kk->s, "modulus") && val) sp.modulus = strtoull(val, NULL, 10);
+		}
+		struct config *cfg = base;
+		struct pp_err rerr = { 0 };
+		if (!cfg->relabel && !(cfg->relabel = relabel_new()))
+			return errat(x, e, "%s: out of memory", sub);
+		if (relabel_add(cfg->relabel, &sp, &rerr) < 0) {
+			if (sp.regex && strstr(rerr.msg, "regex"))
+				return errat(x, regex_node, "%s.regex: invalid regular expression: %s",
+					     sub, rerr.msg);
+			return errat(x, e, "%s: %s", sub, rerr.msg);
+		}
 	}
 	return 0;
 }
@@ -1653,6 +1677,10 @@ static const struct field go_heap_fields[] = {
 };
 
 #define C(m) OFF(struct config, m)
+static const struct field metadata_fields[] = {
+	{ "cri_socket", F_STR, C(cri_socket), 0, 0, 0, NULL, NULL },
+	{ NULL, 0, 0, 0, 0, 0, NULL, NULL },
+};
 static const struct field top_fields[] = {
 	{ "node", F_STR, C(node), 0, 0, 0, NULL, NULL },
 	{ "log", F_MAP, 0, 0, 0, 0, log_fields, NULL },
@@ -1666,6 +1694,7 @@ static const struct field top_fields[] = {
 	{ "oom_score_adj", F_INT, C(oom_score_adj), -1000, 1000, 0, NULL, NULL },
 	{ "targets", F_CUSTOM, 0, 0, 0, 0, NULL, f_targets },
 	{ "relabel_configs", F_CUSTOM, 0, 0, 0, 0, NULL, f_relabel },
+	{ "metadata", F_MAP, 0, 0, 0, 0, metadata_fields, NULL },
 	{ NULL, 0, 0, 0, 0, 0, NULL, NULL },
 };
 
@@ -1731,6 +1760,7 @@ int config_defaults(struct config *c, struct pp_err *err)
 		{ &c->remote_store.server_name, "" }, { &c->remote_store.bearer_token_file, "" },
 		{ &c->local_store.directory, "" },
 		{ &c->spool.directory, "/var/lib/pushprof/spool" },
+		{ &c->cri_socket, "" },
 	};
 	for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++) {
 		*strs[i].dst = strdup(strs[i].val);
@@ -1882,6 +1912,9 @@ void config_free(struct config *c)
 	free(c->path);
 	free(c->node);
 	free(c->http_address);
+	free(c->cri_socket);
+	relabel_free(c->relabel);
+	c->relabel = NULL;
 	pp_labels_free(&c->external_labels);
 	struct remote_store_config *r = &c->remote_store;
 	free(r->address);
@@ -2053,6 +2086,8 @@ int config_dump(const struct config *c, FILE *out)
 	put_kv_dur(out, 4, "cooldown", g->pressure.cooldown_ns);
 	put_kv_dur(out, 4, "poll_interval", g->pressure.poll_interval_ns);
 	fprintf(out, "oom_score_adj: %d\n", c->oom_score_adj);
+	fputs("metadata:\n", out);
+	put_kv_str(out, 2, "cri_socket", c->cri_socket ? c->cri_socket : "");
 	if (!c->ntargets)
 		fputs("targets: []\n", out);
 	else
@@ -2085,7 +2120,11 @@ int config_dump(const struct config *c, FILE *out)
 			fputs("]\n", out);
 		}
 	}
-	fputs("# relabel_configs are validated but not applied yet, so they are not shown.\n",
-	      out);
+	if (relabel_count(c->relabel)) {
+		fputs("relabel_configs:\n", out);
+		relabel_dump(c->relabel, out, 2);
+	} else {
+		fputs("relabel_configs: []\n", out);
+	}
 	return ferror(out) ? -EIO : 0;
 }

@@ -20,6 +20,7 @@
 #include "err.h"
 #include "labels.h"
 #include "log.h"
+#include "relabel.h"
 
 struct remote_store_config {
 	char *address;		/* host:port; "" -> no push */
@@ -86,8 +87,9 @@ struct config {
 	int oom_score_adj;		/* applied to the agent itself, default -1000 */
 	struct target_config *targets;
 	size_t ntargets;
+	char *cri_socket;		/* metadata.cri_socket: "" auto, "none" off */
 	/* relabel_configs: parsed and validated by the relabel module (issue 7) */
-	void *relabel;
+	struct relabel *relabel;
 };
 
 /* Fill every field with its default (no file). */

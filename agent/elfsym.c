@@ -47,7 +47,8 @@ static bool src_read(const struct src *s, uint64_t off, uint64_t len, void *dst)
 /* malloc'd copy of [off, off+len) (len may be 0 -> 1-byte buffer). */
 static uint8_t *src_dup(const struct src *s, uint64_t off, uint64_t len)
 {
-	if (len > ELFSYM_MAX_SECTION)
+	/* Bounds first: a hostile size must not even cause the allocation. */
+	if (len > ELFSYM_MAX_SECTION || off > s->size || len > s->size - off)
 		return NULL;
 	uint8_t *p = malloc(len ? len : 1);
 	if (!p)
@@ -441,15 +442,16 @@ out:
 /*
  * moduledata.gofunc: find firstmoduledata in a writable section by its first
  * two words (pcHeader == pclntab address, funcnametab.ptr == pclntab +
- * funcnameOffset), then take the word after `rodata`, which must equal the
- * .rodata section address (Go 1.19: offset 304, Go 1.20+: 320).
+ * funcnameOffset) and its `text` word (offset 176) == the pclntab's
+ * textStart; then gofunc is the word after `rodata`, and both must lie in
+ * one read-only section (.rodata; with the system linker, C rodata may come
+ * first, so rodata need not be the section start). The offset follows the
+ * pclntab layout: Go 1.18-1.19 304, Go 1.20+ 320 (covctrs and ecovctrs were
+ * added before `end`); checked against Go 1.19 and 1.23.
  */
-static uint64_t find_gofunc(Elf *elf, size_t shstrndx, const struct src *s, uint64_t pcln_addr,
-			    uint64_t funcname_off)
+static uint64_t find_gofunc(Elf *elf, const struct src *s, uint64_t pcln_addr,
+			    uint64_t funcname_off, uint64_t text_start, unsigned md_off)
 {
-	GElf_Shdr rsh;
-	if (!find_scn(elf, shstrndx, ".rodata", false, &rsh))
-		return 0;
 	Elf_Scn *scn = NULL;
 	GElf_Shdr sh;
 	while ((scn = elf_nextscn(elf, scn))) {
@@ -462,21 +464,20 @@ static uint64_t find_gofunc(Elf *elf, size_t shstrndx, const struct src *s, uint
 			continue;
 		uint64_t found = 0;
 		for (uint64_t i = 0; i + 400 <= sh.sh_size && !found; i += 8) {
-			uint64_t w0, w1;
+			uint64_t w0, w1, text, ro, gf;
 			memcpy(&w0, b + i, 8);
 			if (w0 != pcln_addr)
 				continue;
 			memcpy(&w1, b + i + 8, 8);
-			if (w1 != pcln_addr + funcname_off)
+			memcpy(&text, b + i + 176, 8);
+			if (w1 != pcln_addr + funcname_off || text != text_start)
 				continue;
-			static const unsigned offs[] = { 304, 320 };
-			for (size_t k = 0; k < 2 && !found; k++) {
-				uint64_t ro, gf;
-				memcpy(&ro, b + i + offs[k] - 8, 8);
-				memcpy(&gf, b + i + offs[k], 8);
-				if (ro == rsh.sh_addr && gf >= ro)
-					found = gf;
-			}
+			memcpy(&ro, b + i + md_off - 8, 8);
+			memcpy(&gf, b + i + md_off, 8);
+			GElf_Shdr rsh, gsh;
+			if (gf >= ro && scn_holding(elf, ro, &rsh) && scn_holding(elf, gf, &gsh) &&
+			    rsh.sh_addr == gsh.sh_addr && !(gsh.sh_flags & SHF_EXECINSTR))
+				found = gf;
 		}
 		free(b);
 		if (found)
@@ -485,12 +486,67 @@ static uint64_t find_gofunc(Elf *elf, size_t shstrndx, const struct src *s, uint
 	return 0;
 }
 
+/*
+ * Externally linked Go binaries (cgo with -buildmode=pie, or any build
+ * linked by the system linker) have no .gopclntab section: the table sits
+ * inside .data.rel.ro or .rodata. Find its header by magic and plausible
+ * fields; gopcln_open() validates the rest. Only called for Go binaries.
+ * Fills sh with a pseudo section from the header to its section's end.
+ */
+static bool find_pcln_by_magic(const struct elfsym *e, Elf *elf, const struct src *s, GElf_Shdr *out)
+{
+	Elf_Scn *scn = NULL;
+	GElf_Shdr sh;
+	while ((scn = elf_nextscn(elf, scn))) {
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_PROGBITS ||
+		    !(sh.sh_flags & SHF_ALLOC) || (sh.sh_flags & SHF_EXECINSTR) ||
+		    sh.sh_size < 128 || sh.sh_size > 256u << 20)
+			continue;
+		uint8_t *b = src_dup(s, sh.sh_offset, sh.sh_size);
+		if (!b)
+			continue;
+		bool found = false;
+		for (uint64_t i = 0; i + 72 <= sh.sh_size && !found; i += 8) {
+			uint32_t magic;
+			memcpy(&magic, b + i, 4);
+			if ((magic != GOPCLN_MAGIC_118 && magic != GOPCLN_MAGIC_120) || b[i + 4] ||
+			    b[i + 5] || (b[i + 6] != 1 && b[i + 6] != 2 && b[i + 6] != 4) ||
+			    b[i + 7] != 8)
+				continue;
+			uint64_t w[8];
+			memcpy(w, b + i + 8, sizeof(w));
+			uint64_t rest = sh.sh_size - i;
+			bool ok = w[0] > 0 && w[0] < (1u << 24) && w[3] >= 72 && w[7] < rest;
+			for (int k = 3; k < 7 && ok; k++)
+				ok = w[k] <= w[k + 1];
+			bool text_ok = false;
+			for (size_t l = 0; l < e->nloads && ok; l++)
+				if ((e->loads[l].flags & PF_X) && w[2] >= e->loads[l].vaddr &&
+				    w[2] - e->loads[l].vaddr < e->loads[l].memsz)
+					text_ok = true;
+			if (ok && text_ok) {
+				*out = sh;
+				out->sh_addr += i;
+				out->sh_offset += i;
+				out->sh_size -= i;
+				found = true;
+			}
+		}
+		free(b);
+		if (found)
+			return true;
+	}
+	return false;
+}
+
 static void load_go(struct elfsym *e, Elf *elf, size_t shstrndx, const struct src *s,
 		    uint64_t sym_gofunc)
 {
 	GElf_Shdr sh, text;
-	Elf_Scn *scn = find_scn(elf, shstrndx, ".gopclntab", true, &sh);
-	if (!scn || sh.sh_type != SHT_PROGBITS || sh.sh_size < 64)
+	bool have = find_scn(elf, shstrndx, ".gopclntab", true, &sh) != NULL;
+	if (!have && (e->go_build_id[0] || e->go_version[0]))
+		have = find_pcln_by_magic(e, elf, s, &sh);
+	if (!have || sh.sh_type != SHT_PROGBITS || sh.sh_size < 64)
 		return;
 	uint8_t *tab = src_dup(s, sh.sh_offset, sh.sh_size);
 	if (!tab)
@@ -499,15 +555,43 @@ static void load_go(struct elfsym *e, Elf *elf, size_t shstrndx, const struct sr
 	if (find_scn(elf, shstrndx, ".text", false, &text))
 		gs.text_start = text.sh_addr;
 	if (e->go_version[0] && !strncmp(e->go_version, "go1.", 4))
-		gs.go_minor = atoi(e->go_version + 4);
+		gs.go_minor = atoi(e->go_version + 4);	/* informational only */
 	/* funcnameOffset: header word 3 (1.18+) or 2 (1.16). */
 	uint32_t magic;
 	memcpy(&magic, tab, 4);
 	uint64_t fno;
 	memcpy(&fno, tab + (magic == GOPCLN_MAGIC_116 ? 24 : 32), 8);
-	uint64_t gofunc = 0;
-	if (magic != GOPCLN_MAGIC_116 && gs.go_minor != 18) {
-		gofunc = find_gofunc(elf, shstrndx, s, sh.sh_addr, fno);
+	uint64_t gofunc = 0, ts;
+	memcpy(&ts, tab + 24, 8);
+	GElf_Shdr msh;
+	bool go126 = find_scn(elf, shstrndx, ".go.module", false, &msh) != NULL;
+	if (go126 && magic != GOPCLN_MAGIC_116) {
+		/*
+		 * Go 1.26+ (untested here): moduledata has its own section,
+		 * pcHeader.textStart is 0 (take moduledata.text, word 22), and
+		 * the funcdata (go:func.*) follow the functab inside the pclntab.
+		 */
+		uint64_t mtext;
+		if (ts == 0 && msh.sh_type == SHT_PROGBITS && msh.sh_size >= 184 &&
+		    src_read(s, msh.sh_offset + 176, 8, &mtext)) {
+			for (size_t l = 0; l < e->nloads; l++)
+				if ((e->loads[l].flags & PF_X) && mtext >= e->loads[l].vaddr &&
+				    mtext - e->loads[l].vaddr < e->loads[l].memsz)
+					gs.text_start = mtext;
+		}
+		uint64_t nfunc, pclnoff;
+		memcpy(&nfunc, tab + 8, 8);
+		memcpy(&pclnoff, tab + 64, 8);
+		if (nfunc < sh.sh_size / 8 && pclnoff < sh.sh_size &&
+		    (nfunc + 1) * 8 <= sh.sh_size - pclnoff) {
+			uint64_t off = pclnoff + (nfunc + 1) * 8;
+			gs.gofunc = tab + off;	/* inside the table: no copy */
+			gs.gofunc_len = sh.sh_size - off;
+			e->gofunc_addr = sh.sh_addr + off;
+		}
+	} else if (magic != GOPCLN_MAGIC_116) {
+		gofunc = find_gofunc(elf, s, sh.sh_addr, fno, ts,
+				     magic == GOPCLN_MAGIC_120 ? 320 : 304);
 		if (!gofunc)
 			gofunc = sym_gofunc;
 	}
@@ -594,15 +678,17 @@ static int load(const struct src *s, struct elfsym **out, struct pp_err *err)
 		 * symtab's go.func.* is only a fallback to moduledata; take it
 		 * in a cheap pre-pass when a symtab exists. */
 		load_go(e, elf, shstrndx, s, 0);
-		if (e->pcln && !e->gofunc_buf && symtab.sh_type && e->go_version[0] &&
-		    strncmp(e->go_version, "go1.18", 6) != 0 &&
-		    strncmp(e->go_version, "go1.17", 6) != 0 && strncmp(e->go_version, "go1.16", 6) != 0) {
+		if (e->pcln && !gopcln_has_inline(e->pcln) && gopcln_layout(e->pcln) != 116 &&
+		    symtab.sh_type) {
 			struct elfsym tmp = { 0 };
 			if (load_syms(&tmp, elf, s, &symtab, 0, 0, &sym_gofunc) == 0 && sym_gofunc) {
 				gopcln_close(e->pcln);
 				free(e->pcln_buf);
+				free(e->gofunc_buf);
 				e->pcln = NULL;
-				e->pcln_buf = NULL;
+				e->pcln_buf = e->gofunc_buf = NULL;
+				e->pcln_len = e->gofunc_len = 0;
+				e->gofunc_addr = 0;
 				e->bytes = sizeof(*e);
 				load_go(e, elf, shstrndx, s, sym_gofunc);
 			}

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -33,6 +34,7 @@ struct gsec {
 };
 
 struct gobin_impl {
+	int refs;		/* gobins sharing this analysis (gobin_share) */
 	int fd;
 	Elf *elf;
 	struct gsec *secs;
@@ -471,6 +473,10 @@ static uint64_t common_target(const struct gobin *g, const struct use *uses, siz
 		for (size_t i = 0; i < n; i++)
 			if (found[i] % align == 0 && in_data(g->impl, found[i], align))
 				targets_add(&t, found[i]);
+		/* A function that no longer uses the variable this way (the Go
+		 * version moved the code elsewhere) proves nothing either way. */
+		if (t.n == 0)
+			continue;
 		(*nfuncs)++;
 		if (first) {
 			acc = t;
@@ -489,24 +495,28 @@ static uint64_t common_target(const struct gobin *g, const struct use *uses, siz
 
 static void vars_from_code(struct gobin *g)
 {
-	/* mbuckets.Load() in MemProfile and mProf_FlushLocked, &mbuckets for
-	 * the atomic store in stkbucket. MemProfile is dead code (absent) in
-	 * programs that never read memory profiles. */
+	/* mbuckets.Load() in MemProfile (memProfileInternal from 1.23) and
+	 * mProf_FlushLocked, &mbuckets for the atomic store in stkbucket.
+	 * MemProfile is dead code (absent) in programs that never read memory
+	 * profiles. */
 	static const struct use mb[] = {
-		{"runtime.MemProfile", LOAD64}, {"runtime.mProf_FlushLocked", LOAD64},
-		{"runtime.stkbucket", LEA64},
+		{"runtime.MemProfile", LOAD64}, {"runtime.memProfileInternal", LOAD64},
+		{"runtime.mProf_FlushLocked", LOAD64}, {"runtime.stkbucket", LEA64},
 	};
 	/* mProfCycle.read() in MemProfile and the mProf_* hooks. */
 	static const struct use cy[] = {
-		{"runtime.MemProfile", LOAD32}, {"runtime.mProf_Flush", LOAD32},
+		{"runtime.MemProfile", LOAD32}, {"runtime.memProfileInternal", LOAD32},
+		{"runtime.mProf_Flush", LOAD32},
 		{"runtime.mProf_PostSweep", LOAD32}, {"runtime.mProf_Malloc", LOAD32},
 		{"runtime.mProf_Free", LOAD32},
 	};
 	/* MemProfileRate: read by mallocgc and nextSample (inlined into
-	 * profilealloc), written by parsedebugvars (GODEBUG=memprofilerate). */
+	 * profilealloc), written for GODEBUG=memprofilerate by parsedebugvars
+	 * (1.19) or parsegodebug (1.23). */
 	static const struct use rt[] = {
 		{"runtime.mallocgc", LOAD64}, {"runtime.profilealloc", LOAD64},
 		{"runtime.nextSample", LOAD64}, {"runtime.parsedebugvars", STORE64},
+		{"runtime.parsegodebug", STORE64},
 	};
 	unsigned n1, n2, n3;
 	struct gobin_vars v = {0};
@@ -535,6 +545,10 @@ int gobin_open(const char *path, struct gobin **out, struct pp_err *err)
 	if (!g)
 		return -ENOMEM;
 	g->impl = calloc(1, sizeof(*g->impl));
+	if (g->impl) {
+		g->impl->fd = -1;
+		g->impl->refs = 1;
+	}
 	g->path = strdup(path);
 	g->exe = strdup(path);
 	if (!g->impl || !g->path || !g->exe) {
@@ -558,10 +572,14 @@ int gobin_open(const char *path, struct gobin **out, struct pp_err *err)
 		gobin_free(g);
 		return pp_errf(err, -ENOEXEC, "%s: not an ELF file", path);
 	}
-	if (eh.e_machine != EM_X86_64 || gelf_getclass(g->impl->elf) != ELFCLASS64) {
+	/* The bucket layout is the same on arm64; decoding instructions for
+	 * stripped binaries is amd64 only. */
+	if ((eh.e_machine != EM_X86_64 && eh.e_machine != EM_AARCH64) ||
+	    gelf_getclass(g->impl->elf) != ELFCLASS64 ||
+	    eh.e_ident[EI_DATA] != ELFDATA2LSB) {
 		gobin_free(g);
-		return pp_errf(err, -ENOEXEC, "%s: not an x86-64 ELF (machine %u)", path,
-			       (unsigned)eh.e_machine);
+		return pp_errf(err, -ENOEXEC, "%s: not a 64-bit little-endian x86-64/arm64 ELF "
+			       "(machine %u)", path, (unsigned)eh.e_machine);
 	}
 	g->pie = eh.e_type == ET_DYN;
 	if ((rc = load_sections(g->impl, err)) || (rc = load_text(g, err))) {
@@ -586,7 +604,17 @@ int gobin_open(const char *path, struct gobin **out, struct pp_err *err)
 	}
 	vars_from_symtab(g);
 	if (g->vars.source == GOBIN_VARS_NONE)
-		vars_from_code(g);
+		if (eh.e_machine == EM_X86_64)
+			vars_from_code(g);
+	/* Everything needed later was copied out: no fd or mmap stays open
+	 * per tracked process. */
+	elf_end(g->impl->elf);
+	g->impl->elf = NULL;
+	close(g->impl->fd);
+	g->impl->fd = -1;
+	free(g->impl->secs);
+	g->impl->secs = NULL;
+	g->impl->nsecs = 0;
 	*out = g;
 	return 0;
 }
@@ -594,6 +622,55 @@ int gobin_open(const char *path, struct gobin **out, struct pp_err *err)
 static int gone(int e)
 {
 	return (e == ENOENT || e == ESRCH) ? -ESRCH : -e;
+}
+
+int gobin_share(const struct gobin *g, pid_t pid, struct gobin **out, struct pp_err *err)
+{
+	char exe[4096];
+	int rc;
+	*out = NULL;
+	if ((rc = proc_exe(pid, exe, sizeof(exe))))
+		return pp_errf(err, rc == -ESRCH ? -ESRCH : rc, "pid %d: %s", (int)pid,
+			       rc == -ESRCH ? "no such process" : strerror(-rc));
+	/* The very file g analyzed (stat through /proc/PID/exe gives the
+	 * identity gobin_open() recorded), not just the same path. */
+	char link[64];
+	struct stat st;
+	snprintf(link, sizeof(link), "/proc/%d/exe", (int)pid);
+	if (stat(link, &st) != 0)
+		return pp_errf(err, gone(errno), "pid %d: %s", (int)pid, strerror(errno));
+	if (st.st_dev != g->impl->st_dev || st.st_ino != g->impl->st_ino)
+		return pp_errf(err, -ENOENT, "pid %d runs another executable than %s", (int)pid,
+			       g->exe);
+	struct gobin *n = malloc(sizeof(*n));
+	if (!n)
+		return -ENOMEM;
+	*n = *g;
+	n->path = strdup(g->path);
+	n->exe = strdup(exe);
+	n->impl = NULL;
+	if (!n->path || !n->exe) {
+		gobin_free(n);
+		return -ENOMEM;
+	}
+	n->pid = 0;
+	n->bias = n->text_start = n->text_limit = 0;
+	n->mbuckets_addr = n->rate_addr = n->cycle_addr = 0;
+	__atomic_add_fetch(&g->impl->refs, 1, __ATOMIC_RELAXED);
+	n->impl = g->impl;
+	/* attach checks the mapping is this very file (device and inode) */
+	if ((rc = gobin_attach(n, pid, err))) {
+		gobin_free(n);
+		return rc;
+	}
+	*out = n;
+	return 0;
+}
+
+void gobin_file_id(const struct gobin *g, uint64_t *dev, uint64_t *ino)
+{
+	*dev = (uint64_t)g->impl->st_dev;
+	*ino = (uint64_t)g->impl->st_ino;
 }
 
 int gobin_read_mem(pid_t pid, uint64_t addr, void *buf, size_t len, struct pp_err *err)
@@ -638,6 +715,13 @@ static int verify_live(struct gobin *g, struct pp_err *err)
 	return 0;
 }
 
+/* Not gone, not a zombie (an exiting process has no mappings left). */
+static bool proc_alive(pid_t pid)
+{
+	struct proc_stat st;
+	return proc_stat(pid, &st) == 0 && st.state != 'Z' && st.state != 'X';
+}
+
 int gobin_attach(struct gobin *g, pid_t pid, struct pp_err *err)
 {
 	struct proc_maps maps = {0};
@@ -647,7 +731,13 @@ int gobin_attach(struct gobin *g, pid_t pid, struct pp_err *err)
 	const struct proc_map *text = NULL;
 	for (size_t i = 0; i < maps.n; i++) {
 		const struct proc_map *m = &maps.v[i];
-		if (m->perms[2] != 'x' || m->inode != (uint64_t)g->impl->st_ino)
+		/* Same file: device and inode, or (overlayfs reports the lower
+		 * layer's in maps) the executable's path. */
+		bool same = (m->inode == (uint64_t)g->impl->st_ino &&
+			     m->dev_major == major(g->impl->st_dev) &&
+			     m->dev_minor == minor(g->impl->st_dev)) ||
+			    (g->exe && m->path && !strcmp(m->path, g->exe));
+		if (m->perms[2] != 'x' || !same)
 			continue;
 		if (m->offset <= g->text_offset + (g->text_memsz ? g->text_memsz - 1 : 0) &&
 		    m->offset + (m->end - m->start) > g->text_offset) {
@@ -656,7 +746,14 @@ int gobin_attach(struct gobin *g, pid_t pid, struct pp_err *err)
 		}
 	}
 	if (!text) {
+		/* An exiting process loses its mappings before it turns zombie:
+		 * no mappings at all, or gone a moment later, means it exited. */
+		bool empty = maps.n == 0;
 		proc_maps_free(&maps);
+		if (!empty && proc_alive(pid))
+			usleep(20000);
+		if (empty || !proc_alive(pid))
+			return pp_errf(err, -ESRCH, "pid %d: the process exited", (int)pid);
 		return pp_errf(err, -ENOENT, "pid %d: %s is not mapped executable", (int)pid,
 			       g->exe);
 	}
@@ -687,22 +784,9 @@ int gobin_attach(struct gobin *g, pid_t pid, struct pp_err *err)
 /* PF_KTHREAD in the flags field (9) of /proc/PID/stat. */
 static bool is_kernel_thread(pid_t pid)
 {
-	char path[64], buf[1024];
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return false;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return false;
-	buf[n] = '\0';
-	char *p = strrchr(buf, ')');
-	unsigned long flags = 0;
-	char state;
-	if (!p || sscanf(p + 1, " %c %*d %*d %*d %*d %*d %lu", &state, &flags) != 2)
-		return false;
-	return state != 'Z' && state != 'X' && (flags & 0x00200000UL);
+	struct proc_stat st;
+	return proc_stat(pid, &st) == 0 && st.state != 'Z' && st.state != 'X' &&
+	       (st.flags & 0x00200000UL);	/* PF_KTHREAD */
 }
 
 int gobin_open_pid(pid_t pid, struct gobin **out, struct pp_err *err)
@@ -756,11 +840,11 @@ void gobin_free(struct gobin *g)
 {
 	if (!g)
 		return;
-	if (g->impl) {
+	if (g->impl && __atomic_sub_fetch(&g->impl->refs, 1, __ATOMIC_ACQ_REL) == 0) {
 		gosym_free(g->impl->sym);
 		if (g->impl->elf)
 			elf_end(g->impl->elf);
-		if (g->impl->fd > 0)
+		if (g->impl->fd >= 0)
 			close(g->impl->fd);
 		free(g->impl->secs);
 		free(g->impl);

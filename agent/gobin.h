@@ -99,7 +99,19 @@ int gobin_open_pid(pid_t pid, struct gobin **out, struct pp_err *err);
  */
 int gobin_attach(struct gobin *g, pid_t pid, struct pp_err *err);
 
+/* Drops this gobin; the shared analysis goes with the last one. */
 void gobin_free(struct gobin *g);
+
+/*
+ * For another process running the same executable (replicas): a gobin
+ * that shares g's analysis and symbol tables (reference counted, safe
+ * across threads), attached to pid. Saves reading the ELF again and
+ * holding its .gopclntab once per process. Key a cache on gobin_file_id()
+ * (the executable's device and inode); attaching fails (-ENOENT) when pid
+ * does not map that very file.
+ */
+int gobin_share(const struct gobin *g, pid_t pid, struct gobin **out, struct pp_err *err);
+void gobin_file_id(const struct gobin *g, uint64_t *dev, uint64_t *ino);
 
 /* Read the live values (attached gobin). -ESRCH when the process is gone,
  * -EFAULT when the address is not readable. */

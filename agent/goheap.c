@@ -11,15 +11,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/uio.h>
 #include <time.h>
+#include <zlib.h>
 
 #include "pprof.h"
 #include "procinfo.h"
 
 #define BUCKET_HDR 48			/* next, allnext, typ, hash, size, nstk */
 #define MEMREC_BYTES 128		/* active + future[3], 4 x uintptr each */
-#define WINDOW (64u << 10)		/* remote read granularity */
+#define WINDOW (128u << 10)		/* remote read granularity */
 #define NWINDOWS 8
 #define ARENA_CHUNK (64u << 10)		/* PCs per arena chunk */
 
@@ -192,7 +194,8 @@ void goheap_free(struct go_heap *h)
 		}
 		free(h->arena);
 	}
-	free(h->buckets);
+	if (h->buckets)
+		munmap(h->buckets, h->cap * sizeof(*h->buckets));
 	goheap_init(h);
 }
 
@@ -212,9 +215,15 @@ int goheap_add_bucket(struct go_heap *h, uint64_t addr, uint64_t size, const uin
 		      const struct go_memrec future[3])
 {
 	if (h->n == h->cap) {
-		size_t cap = h->cap ? h->cap * 2 : 1024;
-		struct go_bucket *nb = realloc(h->buckets, cap * sizeof(*nb));
-		if (!nb)
+		/* mmap/mremap: growing moves page tables, never copies, and does
+		 * not depend on malloc's moving mmap threshold. */
+		size_t cap = h->cap ? h->cap * 2 : 4096;
+		void *nb = h->buckets
+			? mremap(h->buckets, h->cap * sizeof(*h->buckets), cap * sizeof(*h->buckets),
+				 MREMAP_MAYMOVE)
+			: mmap(NULL, cap * sizeof(*h->buckets), PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (nb == MAP_FAILED)
 			return -ENOMEM;
 		h->buckets = nb;
 		h->cap = cap;
@@ -327,13 +336,15 @@ static void memrec_from(struct go_memrec *m, const uint64_t *w)
 	m->free_bytes = w[3];
 }
 
-/* A loop was found: keep each bucket once (the list repeats from the
- * first bucket seen twice on). */
-static void drop_repeats(struct go_heap *h)
+/* A loop was found (or may hide behind the bucket limit): keep each bucket
+ * once (the list repeats from the first bucket seen twice on). Returns
+ * whether anything was cut. */
+static bool drop_repeats(struct go_heap *h)
 {
 	struct u64map seen;
+	bool cut = false;
 	if (u64map_init(&seen, h->n))
-		return;
+		return false;
 	for (size_t i = 0; i < h->n; i++) {
 		if (u64map_get(&seen, h->buckets[i].addr, NULL) ||
 		    u64map_put(&seen, h->buckets[i].addr, 1)) {
@@ -341,14 +352,26 @@ static void drop_repeats(struct go_heap *h)
 				if (h->buckets[j].truncated)
 					h->truncated_stacks--;
 			h->n = i;
+			cut = true;
 			break;
 		}
 	}
 	u64map_free(&seen);
+	return cut;
 }
 
-int goheap_read(pid_t pid, const struct gobin *g, uint32_t max_buckets, uint32_t max_depth,
-		struct go_heap *h, struct pp_err *err)
+/*
+ * Streaming instead of storing: each bucket goes to fn while the walk runs
+ * (its stk points into the read buffer, valid during the call), so a
+ * snapshot never holds all buckets at once. h keeps the metadata and the
+ * count; loops are caught with a set of the buckets seen.
+ */
+struct stream {
+	int (*fn)(struct stream *st, const struct go_heap *h, const struct go_bucket *b);
+};
+
+static int walk(pid_t pid, const struct gobin *g, uint32_t max_buckets, uint32_t max_depth,
+		struct go_heap *h, struct stream *st, struct pp_err *err)
 {
 	int rc;
 	uint64_t head;
@@ -376,12 +399,25 @@ int goheap_read(pid_t pid, const struct gobin *g, uint32_t max_buckets, uint32_t
 	uint64_t *buf = malloc(maxrec);
 	if (!buf)
 		return -ENOMEM;
-	/* Loops: Brent's cycle detection costs nothing per bucket; once it
-	 * fires, the repeated tail is cut exactly (drop_repeats). */
+	/* Loops: stored, Brent's cycle detection costs nothing per bucket and
+	 * once it fires the repeated tail is cut exactly (drop_repeats);
+	 * streamed, nothing can be taken back: a set of the buckets seen. */
 	uint64_t saved = 0, power = 1, lam = 0;
+	struct u64map seen = {0};
+	if (st && u64map_init(&seen, 4096)) {
+		free(buf);
+		return -ENOMEM;
+	}
 	rc = 0;
 	for (uint64_t b = head; b;) {
-		if (b == saved) {
+		if (st) {
+			if (u64map_get(&seen, b, NULL)) {
+				goheap_set_incomplete(h, "the bucket list loops (at 0x%" PRIx64 ")", b);
+				break;
+			}
+			if ((rc = u64map_put(&seen, b, 1)))
+				break;
+		} else if (b == saved) {
 			drop_repeats(h);
 			goheap_set_incomplete(h, "the bucket list loops (at 0x%" PRIx64 ")", b);
 			break;
@@ -392,17 +428,25 @@ int goheap_read(pid_t pid, const struct gobin *g, uint32_t max_buckets, uint32_t
 			lam = 0;
 		}
 		if (h->n >= max_buckets) {
-			goheap_set_incomplete(h, "more than go_heap.max_buckets (%" PRIu32
-					      ") buckets: the rest were not read", max_buckets);
+			/* Brent needs up to twice the loop to see it: a loop longer
+			 * than half the limit ends here, with repeats to cut. */
+			if (!st && drop_repeats(h))
+				goheap_set_incomplete(h, "the bucket list loops");
+			else
+				goheap_set_incomplete(h, "more than go_heap.max_buckets (%" PRIu32
+						      ") buckets: the rest were not read",
+						      max_buckets);
 			break;
 		}
 		if (b & 7) {
 			goheap_set_incomplete(h, "misaligned bucket pointer 0x%" PRIx64, b);
 			break;
 		}
+		uint64_t nstk = 0;
 		int r = rread(&rd, b, buf, BUCKET_HDR + MEMREC_BYTES);
 		if (!r) {
-			uint64_t typ = buf[2], nstk = buf[5];
+			uint64_t typ = buf[2];
+			nstk = buf[5];
 			if (typ != 1) {
 				goheap_set_incomplete(h, "bucket 0x%" PRIx64 " has type %" PRIu64
 						      ", not a memory profile bucket", b, typ);
@@ -435,7 +479,7 @@ int goheap_read(pid_t pid, const struct gobin *g, uint32_t max_buckets, uint32_t
 					      strerror(-r));
 			break;
 		}
-		uint32_t nstk = (uint32_t)buf[5];
+		/* nstk as checked above: the second read may see other bytes. */
 		const uint64_t *stk = buf + 6;
 		const uint64_t *mr = stk + nstk;
 		struct go_memrec active, fut[3];
@@ -443,11 +487,24 @@ int goheap_read(pid_t pid, const struct gobin *g, uint32_t max_buckets, uint32_t
 		for (int i = 0; i < 3; i++)
 			memrec_from(&fut[i], mr + 4 * (i + 1));
 		bool trunc = nstk > max_depth;
-		if ((rc = goheap_add_bucket(h, b, buf[4], stk, trunc ? max_depth : nstk, trunc,
-					    &active, fut)))
+		if (st) {
+			struct go_bucket bk = {.addr = b, .size = buf[4],
+					       .nstk = trunc ? max_depth : (uint32_t)nstk,
+					       .truncated = trunc, .stk = (uint64_t *)stk,
+					       .active = active};
+			memcpy(bk.future, fut, sizeof(fut));
+			h->n++;
+			h->truncated_stacks += trunc;
+			if ((rc = st->fn(st, h, &bk)))
+				break;
+		} else if ((rc = goheap_add_bucket(h, b, buf[4], stk,
+						   trunc ? max_depth : (uint32_t)nstk, trunc,
+						   &active, fut))) {
 			break;
+		}
 		b = buf[1];
 	}
+	u64map_free(&seen);
 	h->remote_reads = rd.calls + 3;
 	h->duration_ns = now_ns(CLOCK_MONOTONIC) - t0;
 	reader_free(&rd);
@@ -459,6 +516,12 @@ int goheap_read(pid_t pid, const struct gobin *g, uint32_t max_buckets, uint32_t
 		return rc;
 	}
 	return 0;
+}
+
+int goheap_read(pid_t pid, const struct gobin *g, uint32_t max_buckets, uint32_t max_depth,
+		struct go_heap *h, struct pp_err *err)
+{
+	return walk(pid, g, max_buckets, max_depth, h, NULL, err);
 }
 
 /* ---- views -------------------------------------------------------------- */
@@ -500,8 +563,114 @@ struct go_memrec goheap_bucket_record(const struct go_heap *h, const struct go_b
 
 /* ---- profile ------------------------------------------------------------ */
 
+/*
+ * math.Exp as Go computes it on amd64 (math/exp_amd64.s, from SLEEF): not
+ * correctly rounded, so glibc's exp() can differ in the last bit, which
+ * scaleHeapSample's truncation to int64 turns into off-by-one values. The
+ * FMA variant is used when the CPU has AVX and FMA, as Go decides. Other
+ * architectures use Go's portable exp.go; there glibc's exp() is kept.
+ */
+#if defined(__x86_64__)
+#ifdef __clang__
+#pragma STDC FP_CONTRACT OFF
+#elif defined(__GNUC__)
+#pragma GCC push_options
+#pragma GCC optimize("fp-contract=off")
+#endif
+static bool go_use_fma(void)
+{
+	static int v = -1;
+	if (v < 0) {
+		__builtin_cpu_init();
+		v = __builtin_cpu_supports("avx") && __builtin_cpu_supports("fma");
+	}
+	return v;
+}
+
+double goheap_go_exp(double x)
+{
+	static const double LOG2E = 1.4426950408889634073599246810018920;
+	static const double LN2U = 0.69314718055966295651160180568695068359375;
+	static const double LN2L = 0.28235290563031577122588448175013436025525412068e-12;
+	static const double c[9] = {0.5, 1.0, 2.0, 1.6666666666666666667e-1,
+				    4.1666666666666666667e-2, 8.3333333333333333333e-3,
+				    1.3888888888888888889e-3, 1.9841269841269841270e-4,
+				    2.4801587301587301587e-5};
+	if (isnan(x) || isinf(x))
+		return x < 0 ? 0 : x;
+	if (x > 7.09782712893384e+02)
+		return INFINITY;
+	double t = LOG2E * x;
+	if (t < -2147483648.0 || t > 2147483647.0)	/* CVTSD2SL: integer indefinite */
+		t = -2147483648.0;
+	int32_t bx = (int32_t)nearbyint(t);
+	double x1 = bx, p;
+	if (go_use_fma()) {
+		x = fma(-x1, LN2U, x);
+		x = fma(-x1, LN2L, x);
+		x *= 0.0625;
+		p = fma(c[8], x, c[7]);
+		p = fma(p, x, c[6]);
+		p = fma(p, x, c[5]);
+		p = fma(p, x, c[4]);
+		p = fma(p, x, c[3]);
+		p = fma(p, x, c[0]);
+		p = fma(p, x, c[1]);
+		x = x * p;
+		x = x * (x + c[2]);
+		x = x * (x + c[2]);
+		x = x * (x + c[2]);
+		x = fma(x + c[2], x, c[1]);
+	} else {
+		/* Separate multiplies and adds: no FMA in the baseline x86-64
+		 * ISA, so the compiler cannot contract them. */
+		x = x - LN2U * x1;
+		x = x - LN2L * x1;
+		x *= 0.0625;
+		p = c[8] * x + c[7];
+		p = p * x + c[6];
+		p = p * x + c[5];
+		p = p * x + c[4];
+		p = p * x + c[3];
+		p = p * x + c[0];
+		p = p * x + c[1];
+		x = x * p;
+		x = x * (x + c[2]);
+		x = x * (x + c[2]);
+		x = x * (x + c[2]);
+		x = x * (x + c[2]);
+		x = x + c[1];
+	}
+	/* fr * 2**exponent */
+	int32_t e = bx + 0x3FF;
+	uint64_t bits;
+	double m;
+	if (e <= 0) {
+		if (e < -52)
+			return 0;
+		bits = (uint64_t)(uint32_t)(e + 0x3FE) << 52;
+		memcpy(&m, &bits, 8);
+		x *= m;
+		e = 1;
+	} else if (e >= 0x7FF) {
+		return INFINITY;
+	}
+	bits = (uint64_t)(uint32_t)e << 52;
+	memcpy(&m, &bits, 8);
+	return x * m;
+}
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC pop_options
+#endif
+#else
+double goheap_go_exp(double x)
+{
+	return exp(x);
+}
+#endif
+
 /* runtime/pprof scaleHeapSample. */
-static void scale_heap_sample(int64_t count, int64_t size, int64_t rate, int64_t *oc,
+void goheap_scale_heap_sample(int64_t count, int64_t size, int64_t rate, int64_t *oc,
 			      int64_t *os)
 {
 	if (count == 0 || size == 0) {
@@ -514,7 +683,7 @@ static void scale_heap_sample(int64_t count, int64_t size, int64_t rate, int64_t
 		return;
 	}
 	double avg = (double)size / (double)count;
-	double scale = 1 / (1 - exp(-avg / (double)rate));
+	double scale = 1 / (1 - goheap_go_exp(-avg / (double)rate));
 	*oc = (int64_t)((double)count * scale);
 	*os = (int64_t)((double)size * scale);
 }
@@ -525,9 +694,16 @@ static void scale_heap_sample(int64_t count, int64_t size, int64_t rate, int64_t
  * address), whether that frame is inlined, all frames (for the final
  * expansion), and whether FuncForPC(pc) is a runtime function. */
 struct pcinfo {
-	struct gobin_frame fr[MAX_INLINE];
+	struct gobin_frame *fr;		/* nfr frames, in the builder's frame pool */
 	uint32_t nfr;
 	bool runtime_at_pc;
+};
+
+/* Frames of all PCs, in chunks that never move. */
+struct frame_chunk {
+	struct frame_chunk *next;
+	size_t used;
+	struct gobin_frame v[4096];
 };
 
 struct loccache {
@@ -546,22 +722,46 @@ struct builder {
 	struct pcinfo *pcs;
 	size_t npcs, cappcs;
 	struct u64map locmap;		/* first pc -> index into locs */
+	struct { uint64_t pc; uint32_t li; } *lcache;	/* direct-mapped front of locmap */
 	struct loccache *locs;
 	size_t nlocs, caplocs;
 	struct go_heap pool;		/* arena for location pc lists */
+	struct frame_chunk *frames;
 	/* the deck: pcs merged into one location (inlining) */
 	uint64_t dpcs[MAX_INLINE];
 	struct gobin_frame dfr[MAX_INLINE];
 	bool dinl[MAX_INLINE];
 	uint32_t nd;
-	const struct pcinfo *dlast;	/* pcinfo of the last pc in the deck */
+	int64_t dlast;			/* index in pcs of the last pc in the deck, -1 */
+	int64_t rate;
+	uint64_t *stkbuf;		/* location ids of the sample being built */
 };
 
-static const struct pcinfo *pc_info(struct builder *b, uint64_t pc)
+static struct gobin_frame *frames_alloc(struct builder *b, size_t n)
+{
+	struct frame_chunk *c = b->frames;
+	if (!c || 4096 - c->used < n) {
+		if (!(c = malloc(sizeof(*c))))
+			return NULL;
+		c->used = 0;
+		c->next = b->frames;
+		b->frames = c;
+	}
+	struct gobin_frame *f = c->v + c->used;
+	c->used += n;
+	return f;
+}
+
+/* The pcinfo of pc (cached); *idx its index. Pointers into b->pcs are
+ * valid until the next call. */
+static const struct pcinfo *pc_info_idx(struct builder *b, uint64_t pc, uint32_t *idxp)
 {
 	uint32_t idx;
-	if (u64map_get(&b->pcmap, pc, &idx))
+	if (u64map_get(&b->pcmap, pc, &idx)) {
+		if (idxp)
+			*idxp = idx;
 		return &b->pcs[idx];
+	}
 	if (b->npcs == b->cappcs) {
 		size_t cap = b->cappcs ? b->cappcs * 2 : 256;
 		struct pcinfo *n = realloc(b->pcs, cap * sizeof(*n));
@@ -571,20 +771,33 @@ static const struct pcinfo *pc_info(struct builder *b, uint64_t pc)
 		b->cappcs = cap;
 	}
 	struct pcinfo *pi = &b->pcs[b->npcs];
-	pi->nfr = (uint32_t)gobin_symbolize(b->g, pc - 1, pi->fr, MAX_INLINE);
-	struct gobin_frame at[MAX_INLINE];
-	size_t nat = gobin_symbolize(b->g, pc, at, MAX_INLINE);
-	pi->runtime_at_pc = nat > 0 && !strncmp(at[0].function, "runtime.", 8);
+	struct gobin_frame fr[MAX_INLINE];
+	pi->nfr = (uint32_t)gobin_symbolize(b->g, pc - 1, fr, MAX_INLINE);
+	pi->fr = NULL;
+	if (pi->nfr) {
+		if (!(pi->fr = frames_alloc(b, pi->nfr)))
+			return NULL;
+		memcpy(pi->fr, fr, pi->nfr * sizeof(*fr));
+	}
+	size_t nat = gobin_symbolize(b->g, pc, fr, MAX_INLINE);
+	pi->runtime_at_pc = nat > 0 && !strncmp(fr[0].function, "runtime.", 8);
 	if (u64map_put(&b->pcmap, pc, (uint32_t)b->npcs))
 		return NULL;
+	if (idxp)
+		*idxp = (uint32_t)b->npcs;
 	b->npcs++;
 	return pi;
+}
+
+static const struct pcinfo *pc_info(struct builder *b, uint64_t pc)
+{
+	return pc_info_idx(b, pc, NULL);
 }
 
 /* pcDeck.tryAdd: merge pc into the pending location when the pending
  * frames are inlined into the same physical function. */
 static bool deck_try_add(struct builder *b, uint64_t pc, const struct gobin_frame *f,
-			 bool inlined, const struct pcinfo *pi)
+			 bool inlined, int64_t pcidx)
 {
 	if (b->nd) {
 		if (!b->dinl[b->nd - 1])	/* the last frame is physical */
@@ -601,8 +814,15 @@ static bool deck_try_add(struct builder *b, uint64_t pc, const struct gobin_fram
 	b->dfr[b->nd] = *f;
 	b->dinl[b->nd] = inlined;
 	b->nd++;
-	b->dlast = pi;
+	b->dlast = pcidx;
 	return true;
+}
+
+/* The executable's mapping for addresses in its text, else none (Go's own
+ * unwinder only records Go code, so that is defensive). */
+static uint64_t mapping_of(const struct builder *b, uint64_t addr)
+{
+	return addr >= b->g->text_start && addr < b->g->text_limit ? b->mapping : 0;
 }
 
 /* Emit the pending location; returns its id (0 when none or on error). */
@@ -623,9 +843,10 @@ static uint64_t deck_emit(struct builder *b, bool final, int *rc)
 	}
 	/* runtime_expandFinalInlineFrame: a stack that ends inside inlined
 	 * frames gets their callers from the last PC's full expansion. */
-	if (final && b->dinl[b->nd - 1] && b->dlast) {
-		for (uint32_t i = 1; i < b->dlast->nfr && nl < 2 * MAX_INLINE; i++) {
-			const struct gobin_frame *f = &b->dlast->fr[i];
+	if (final && b->dinl[b->nd - 1] && b->dlast >= 0) {
+		const struct pcinfo *last = &b->pcs[b->dlast];
+		for (uint32_t i = 1; i < last->nfr && nl < 2 * MAX_INLINE; i++) {
+			const struct gobin_frame *f = &last->fr[i];
 			uint64_t fid = pprof_function(b->p, f->function, f->function, f->file, 0);
 			if (!fid) {
 				*rc = -ENOMEM;
@@ -634,7 +855,7 @@ static uint64_t deck_emit(struct builder *b, bool final, int *rc)
 			lines[nl++] = (struct pprof_line){fid, f->line};
 		}
 	}
-	uint64_t id = pprof_location(b->p, b->mapping, b->dpcs[0] - 1, lines, nl);
+	uint64_t id = pprof_location(b->p, mapping_of(b, b->dpcs[0] - 1), b->dpcs[0] - 1, lines, nl);
 	if (!id) {
 		*rc = -ENOMEM;
 		return 0;
@@ -664,14 +885,32 @@ static uint64_t deck_emit(struct builder *b, bool final, int *rc)
 		b->nlocs++;
 	}
 	b->nd = 0;
-	b->dlast = NULL;
+	b->dlast = -1;
 	return id;
 }
 
 /* An unsymbolized PC: a location with the address only. */
 static uint64_t raw_location(struct builder *b, uint64_t pc)
 {
-	return pprof_location(b->p, b->mapping, pc - 1, NULL, 0);
+	return pprof_location(b->p, mapping_of(b, pc - 1), pc - 1, NULL, 0);
+}
+
+#define LCACHE 8192
+
+/* locmap lookup through a direct-mapped cache: stacks repeat the same few
+ * thousand PCs, and this is the per-frame hot path. */
+static inline bool loc_lookup(struct builder *b, uint64_t pc, uint32_t *li)
+{
+	size_t slot = (pc ^ (pc >> 13)) & (LCACHE - 1);
+	if (pc && b->lcache[slot].pc == pc) {	/* 0 marks an empty slot */
+		*li = b->lcache[slot].li;
+		return true;
+	}
+	if (!u64map_get(&b->locmap, pc, li))
+		return false;
+	b->lcache[slot].pc = pc;
+	b->lcache[slot].li = *li;
+	return true;
 }
 
 static inline bool same_pcs(const uint64_t *a, const uint64_t *b, uint32_t n)
@@ -691,27 +930,34 @@ static int locs_for_stack(struct builder *b, const uint64_t *stk, uint32_t n, ui
 	uint64_t id;
 	*nlocs = 0;
 	b->nd = 0;
-	b->dlast = NULL;
+	b->dlast = -1;
 	while (i < n) {
 		uint64_t pc = stk[i];
-		uint32_t li;
-		if (u64map_get(&b->locmap, pc, &li)) {
-			const struct loccache *l = &b->locs[li];
-			if (b->nd && deck_try_add(b, pc, &l->first, l->first_inlined, pc_info(b, pc))) {
-				i++;
-				continue;
+		uint32_t li, pidx;
+		if (loc_lookup(b, pc, &li)) {
+			if (b->nd) {
+				struct gobin_frame first = b->locs[li].first;
+				bool inl = b->locs[li].first_inlined;
+				if (!pc_info_idx(b, pc, &pidx))
+					return -ENOMEM;
+				if (deck_try_add(b, pc, &first, inl, pidx)) {
+					i++;
+					continue;
+				}
 			}
 			if ((id = deck_emit(b, false, &rc)))
 				locs[(*nlocs)++] = id;
 			if (rc)
 				return rc;
+			/* deck_emit may have grown b->locs: index again. */
+			const struct loccache *l = &b->locs[li];
 			if (l->npcs <= n - i && same_pcs(l->pcs, stk + i, l->npcs)) {
 				locs[(*nlocs)++] = l->id;
 				i += l->npcs;
 				continue;
 			}
 		}
-		const struct pcinfo *pi = pc_info(b, pc);
+		const struct pcinfo *pi = pc_info_idx(b, pc, &pidx);
 		if (!pi)
 			return -ENOMEM;
 		if (pi->nfr == 0) {
@@ -733,7 +979,9 @@ static int locs_for_stack(struct builder *b, const uint64_t *stk, uint32_t n, ui
 			i++;
 			continue;
 		}
-		if (deck_try_add(b, pc, &pi->fr[0], pi->nfr > 1, pi)) {
+		struct gobin_frame f0 = pi->fr[0];
+		bool inl = pi->nfr > 1;
+		if (deck_try_add(b, pc, &f0, inl, pidx)) {
 			i++;
 			continue;
 		}
@@ -741,7 +989,7 @@ static int locs_for_stack(struct builder *b, const uint64_t *stk, uint32_t n, ui
 			locs[(*nlocs)++] = id;
 		if (rc)
 			return rc;
-		deck_try_add(b, pc, &pi->fr[0], pi->nfr > 1, pi);	/* deck empty: succeeds */
+		deck_try_add(b, pc, &f0, inl, pidx);	/* deck empty: succeeds */
 		i++;
 	}
 	/* The last location may need the final inline expansion; it is not
@@ -752,102 +1000,130 @@ static int locs_for_stack(struct builder *b, const uint64_t *stk, uint32_t n, ui
 	return rc;
 }
 
+static void builder_free(struct builder *b)
+{
+	pprof_free(b->p);
+	b->p = NULL;
+	free(b->stkbuf);
+	free(b->pcs);
+	free(b->locs);
+	free(b->lcache);
+	u64map_free(&b->pcmap);
+	u64map_free(&b->locmap);
+	goheap_free(&b->pool);
+	while (b->frames) {
+		struct frame_chunk *c = b->frames->next;
+		free(b->frames);
+		b->frames = c;
+	}
+	memset(b, 0, sizeof(*b));	/* safe to call again */
+}
+
+static int builder_init(struct builder *b, const struct gobin *g, int64_t rate, int64_t time_ns)
+{
+	memset(b, 0, sizeof(*b));
+	b->g = g;
+	b->dlast = -1;
+	b->rate = rate;
+	goheap_init(&b->pool);
+	b->p = pprof_new();
+	b->lcache = calloc(LCACHE, sizeof(*b->lcache));
+	b->stkbuf = malloc(2 * GOHEAP_NSTK_LIMIT * sizeof(*b->stkbuf));
+	if (!b->p || !b->lcache || !b->stkbuf || u64map_init(&b->pcmap, 4096) ||
+	    u64map_init(&b->locmap, 4096))
+		return -ENOMEM;
+	if (pprof_add_sample_type(b->p, "alloc_objects", "count") ||
+	    pprof_add_sample_type(b->p, "alloc_space", "bytes") ||
+	    pprof_add_sample_type(b->p, "inuse_objects", "count") ||
+	    pprof_add_sample_type(b->p, "inuse_space", "bytes") ||
+	    pprof_set_period(b->p, "space", "bytes", rate))
+		return -ENOMEM;
+	pprof_set_time(b->p, time_ns, 0);
+	if (g->text_limit > g->text_start) {
+		const char *bid = g->gnu_build_id[0] ? g->gnu_build_id : g->go_build_id;
+		b->mapping = pprof_mapping(b->p, g->text_start, g->text_limit,
+					   g->text_offset + (g->text_start - (g->text_vaddr + g->bias)),
+					   g->exe, bid, true, g->has_pclntab);
+		if (!b->mapping)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+/* One bucket with the record its view reports (writeHeapProto's loop). */
+static int builder_add(struct builder *b, const struct go_bucket *bk, const struct go_memrec *r)
+{
+	int rc;
+	/* WriteHeapProfile asks MemProfile with inuseZero = true: every
+	 * bucket; all-zero ones add nothing and are left out. */
+	if (!r->allocs && !r->frees && !r->alloc_bytes && !r->free_bytes)
+		return 0;
+	uint32_t nstk = bk->nstk <= GOHEAP_NSTK_LIMIT ? bk->nstk : GOHEAP_NSTK_LIMIT;
+	/* writeHeapProto: hide leading runtime.* frames unless that leaves
+	 * nothing. */
+	size_t nlocs = 0;
+	uint32_t skip = 0;
+	for (; skip < nstk; skip++) {
+		const struct pcinfo *pi = pc_info(b, bk->stk[skip]);
+		if (!pi)
+			return -ENOMEM;
+		if (!pi->runtime_at_pc)
+			break;
+	}
+	if (skip == nstk)
+		skip = 0;	/* Go keeps the whole stack then */
+	if ((rc = locs_for_stack(b, bk->stk + skip, nstk - skip, b->stkbuf, &nlocs)))
+		return rc;
+	if (nlocs == 0 && skip && (rc = locs_for_stack(b, bk->stk, nstk, b->stkbuf, &nlocs)))
+		return rc;
+	int64_t ao = (int64_t)r->allocs, ab = (int64_t)r->alloc_bytes;
+	int64_t io = (int64_t)(r->allocs - r->frees), ib = (int64_t)(r->alloc_bytes - r->free_bytes);
+	int64_t v[4];
+	goheap_scale_heap_sample(ao, ab, b->rate, &v[0], &v[1]);
+	goheap_scale_heap_sample(io, ib, b->rate, &v[2], &v[3]);
+	int64_t bsize = ao > 0 ? ab / ao : 0;
+	struct pprof_label lab = {.key = "bytes", .str = NULL, .num = bsize};
+	if (pprof_add_sample(b->p, b->stkbuf, nlocs, v, &lab, bsize != 0 ? 1 : 0))
+		return -ENOMEM;
+	return 0;
+}
+
+static int builder_comments(struct builder *b, const struct go_heap *h, enum goheap_view view)
+{
+	char comment[320];
+	snprintf(comment, sizeof(comment), "pushprof go heap: view=%s buckets=%zu rate=%" PRId64
+		 " cycle=%" PRIu32 " truncated_stacks=%" PRIu64, goheap_view_name(view), h->n, h->rate,
+		 h->cycle >> 1, h->truncated_stacks);
+	if (pprof_add_comment(b->p, comment))
+		return -ENOMEM;
+	if (!h->complete) {
+		snprintf(comment, sizeof(comment), "incomplete: %s", h->incomplete_reason);
+		if (pprof_add_comment(b->p, comment))
+			return -ENOMEM;
+	}
+	return 0;
+}
+
 int goheap_to_pprof(const struct go_heap *h, const struct gobin *g, enum goheap_view view,
 		    struct pprof **out, struct pp_err *err)
 {
-	int rc = -ENOMEM;
-	struct builder b = {.g = g};
-	uint64_t *locs = NULL;
-	char comment[320];
-
+	struct builder b;
+	int rc = builder_init(&b, g, h->rate, h->time_ns);
 	*out = NULL;
-	goheap_init(&b.pool);
-	b.p = pprof_new();
-	if (!b.p || u64map_init(&b.pcmap, 4096) || u64map_init(&b.locmap, 4096))
-		goto fail;
-	if (pprof_add_sample_type(b.p, "alloc_objects", "count") ||
-	    pprof_add_sample_type(b.p, "alloc_space", "bytes") ||
-	    pprof_add_sample_type(b.p, "inuse_objects", "count") ||
-	    pprof_add_sample_type(b.p, "inuse_space", "bytes") ||
-	    pprof_set_period(b.p, "space", "bytes", h->rate))
-		goto fail;
-	pprof_set_time(b.p, h->time_ns, 0);
-	snprintf(comment, sizeof(comment), "pushprof go heap: view=%s buckets=%zu rate=%" PRId64
-		 " cycle=%" PRIu32 "%s", goheap_view_name(view), h->n, h->rate, h->cycle >> 1,
-		 h->truncated_stacks ? " (some stacks truncated)" : "");
-	if (pprof_add_comment(b.p, comment))
-		goto fail;
-	if (!h->complete) {
-		snprintf(comment, sizeof(comment), "incomplete: %s", h->incomplete_reason);
-		if (pprof_add_comment(b.p, comment))
-			goto fail;
-	}
-	if (g->text_limit > g->text_start) {
-		const char *bid = g->gnu_build_id[0] ? g->gnu_build_id : g->go_build_id;
-		bool lines = g->has_pclntab;
-		b.mapping = pprof_mapping(b.p, g->text_start, g->text_limit,
-					  g->text_offset + (g->text_start - (g->text_vaddr + g->bias)),
-					  g->exe, bid, true, lines);
-		if (!b.mapping)
-			goto fail;
-	}
-	size_t maxstk = 1;
-	for (size_t i = 0; i < h->n; i++)
-		if (h->buckets[i].nstk > maxstk)
-			maxstk = h->buckets[i].nstk;
-	locs = malloc(2 * maxstk * sizeof(*locs));
-	if (!locs)
-		goto fail;
-
+	if (!rc)
+		rc = builder_comments(&b, h, view);
 	bool clear = view == GOHEAP_VIEW_RUNTIME && goheap_all_active_clear(h);
-	for (size_t i = 0; i < h->n; i++) {
-		const struct go_bucket *bk = &h->buckets[i];
-		struct go_memrec r = goheap_bucket_record(h, bk, view, clear);
-		/* WriteHeapProfile asks MemProfile with inuseZero = true: every
-		 * bucket; all-zero ones add nothing and are left out. */
-		if (!r.allocs && !r.frees && !r.alloc_bytes && !r.free_bytes)
-			continue;
-		/* writeHeapProto: hide leading runtime.* frames unless that
-		 * leaves nothing. */
-		size_t nlocs = 0;
-		uint32_t skip = 0;
-		for (; skip < bk->nstk; skip++) {
-			const struct pcinfo *pi = pc_info(&b, bk->stk[skip]);
-			if (!pi)
-				goto fail;
-			if (!pi->runtime_at_pc)
-				break;
-		}
-		if (skip == bk->nstk)
-			skip = 0;	/* Go keeps the whole stack then */
-		if ((rc = locs_for_stack(&b, bk->stk + skip, bk->nstk - skip, locs, &nlocs)))
-			goto fail;
-		if (nlocs == 0 && skip && (rc = locs_for_stack(&b, bk->stk, bk->nstk, locs, &nlocs)))
-			goto fail;
-		rc = -ENOMEM;
-		int64_t ao = (int64_t)r.allocs, ab = (int64_t)r.alloc_bytes;
-		int64_t io = (int64_t)(r.allocs - r.frees), ib = (int64_t)(r.alloc_bytes - r.free_bytes);
-		int64_t v[4];
-		scale_heap_sample(ao, ab, h->rate, &v[0], &v[1]);
-		scale_heap_sample(io, ib, h->rate, &v[2], &v[3]);
-		int64_t bsize = ao > 0 ? ab / ao : 0;
-		struct pprof_label lab = {.key = "bytes", .str = NULL, .num = bsize};
-		if (pprof_add_sample(b.p, locs, nlocs, v, &lab, bsize != 0 ? 1 : 0))
-			goto fail;
+	for (size_t i = 0; !rc && i < h->n; i++) {
+		struct go_memrec r = goheap_bucket_record(h, &h->buckets[i], view, clear);
+		rc = builder_add(&b, &h->buckets[i], &r);
 	}
-	rc = 0;
-	*out = b.p;
-	b.p = NULL;
-fail:
-	if (rc)
+	if (rc) {
 		pp_errf(err, rc, "building the heap profile: %s", strerror(-rc));
-	pprof_free(b.p);
-	free(locs);
-	free(b.pcs);
-	free(b.locs);
-	u64map_free(&b.pcmap);
-	u64map_free(&b.locmap);
-	goheap_free(&b.pool);
+	} else {
+		*out = b.p;
+		b.p = NULL;
+	}
+	builder_free(&b);
 	return rc;
 }
 
@@ -888,36 +1164,134 @@ int goheap_series_labels(pid_t pid, const struct gobin *g, const char *node,
 	return 0;
 }
 
+/*
+ * Encode and gzip at level 1 (gzip.BestSpeed), as runtime/pprof does for
+ * its own profiles: on a 100,000-bucket heap, level 6 costs more than
+ * reading and building together, for ~15% smaller output.
+ */
+static int encode_fast(const struct pprof *p, uint8_t **gz, size_t *gzlen, struct pp_err *err)
+{
+	uint8_t *raw = NULL, *buf = NULL;
+	size_t len = 0;
+	z_stream zs;
+	int rc = pprof_encode(p, false, &raw, &len, err);
+	if (rc)
+		return rc;
+	memset(&zs, 0, sizeof(zs));
+	rc = -ENOMEM;
+	if (len > UINT32_MAX) {
+		rc = pp_errf(err, -E2BIG, "profile of %zu bytes too large", len);
+		goto out;
+	}
+	if (deflateInit2(&zs, Z_BEST_SPEED, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
+		pp_errf(err, rc, "gzip: deflateInit failed");
+		goto out;
+	}
+	size_t cap = deflateBound(&zs, len);
+	if (!(buf = malloc(cap))) {
+		deflateEnd(&zs);
+		pp_errf(err, rc, "gzip: out of memory");
+		goto out;
+	}
+	zs.next_in = raw;
+	zs.avail_in = (uInt)len;
+	zs.next_out = buf;
+	zs.avail_out = (uInt)cap;
+	if (deflate(&zs, Z_FINISH) != Z_STREAM_END) {
+		deflateEnd(&zs);
+		rc = pp_errf(err, -EIO, "gzip: deflate failed");
+		goto out;
+	}
+	*gzlen = zs.total_out;
+	deflateEnd(&zs);
+	*gz = buf;
+	buf = NULL;
+	rc = 0;
+out:
+	free(buf);
+	free(raw);
+	return rc;
+}
+
+/* A snapshot streams the buckets straight into the profile builder. */
+struct snap_stream {
+	struct stream st;
+	struct builder *b;
+	enum goheap_view view;
+	bool all_cycles;	/* runtime view, second pass: no GC published yet */
+	bool any_active;	/* some bucket has published (or C%3) data */
+};
+
+static int snap_fn(struct stream *st, const struct go_heap *h, const struct go_bucket *bk)
+{
+	struct snap_stream *ss = (struct snap_stream *)st;
+	if (ss->view == GOHEAP_VIEW_RUNTIME && !ss->all_cycles) {
+		struct go_memrec a = goheap_bucket_record(h, bk, GOHEAP_VIEW_RUNTIME, false);
+		if (a.allocs || a.frees)
+			ss->any_active = true;
+	}
+	struct go_memrec r = goheap_bucket_record(h, bk, ss->view, ss->all_cycles);
+	ss->b->rate = h->rate;
+	return builder_add(ss->b, bk, &r);
+}
+
 int goheap_snapshot(pid_t pid, const struct gobin *g, const struct goheap_snapshot_opts *o,
 		    struct goheap_snapshot *out, struct pp_err *err)
 {
 	struct go_heap h;
+	struct builder b = {.p = NULL};
 	struct pprof *p = NULL;
 	int64_t t0 = now_ns(CLOCK_MONOTONIC);
 	int rc;
 
 	memset(out, 0, sizeof(*out));
-	goheap_init(&h);
-	if ((rc = goheap_read(pid, g, o->max_buckets, o->max_depth, &h, err)))
-		return rc;
-	if ((rc = goheap_to_pprof(&h, g, o->view, &p, err)))
-		goto out;
-	if ((rc = pprof_encode(p, true, &out->gz, &out->len, err)))
-		goto out;
-	if ((rc = goheap_series_labels(pid, g, o->node, o->trigger, o->view, o->external,
-				       &out->labels, err)))
-		goto out;
+	for (int pass = 0; pass < 2; pass++) {
+		struct snap_stream ss = {.st.fn = snap_fn, .b = &b, .view = o->view,
+					 .all_cycles = pass == 1};
+		goheap_init(&h);
+		builder_free(&b);
+		/* The rate and time are known once the walk has begun: snap_fn
+		 * passes the rate on, period and time are set at the end. */
+		if ((rc = builder_init(&b, g, 0, 0)))
+			goto nomem;
+		if ((rc = walk(pid, g, o->max_buckets, o->max_depth, &h, &ss.st, err)))
+			goto out;
+		/* runtime.MemProfile's "clear" case: nothing published by any GC
+		 * yet, so it reports every cycle - walk again, adding them all. */
+		if (o->view == GOHEAP_VIEW_RUNTIME && !ss.any_active && h.n && pass == 0)
+			continue;
+		break;
+	}
+	if ((rc = builder_comments(&b, &h, o->view)))
+		goto nomem;
+	if (pprof_set_period(b.p, "space", "bytes", h.rate)) {
+		rc = -ENOMEM;
+		goto nomem;
+	}
+	pprof_set_time(b.p, h.time_ns, 0);
+	p = b.p;
+	b.p = NULL;
+	builder_free(&b);	/* before encoding: the symbol caches are not needed */
 	out->buckets = h.n;
-	out->samples = pprof_sample_count(p);
 	out->complete = h.complete;
 	memcpy(out->incomplete_reason, h.incomplete_reason, sizeof(out->incomplete_reason));
 	out->truncated_stacks = h.truncated_stacks;
 	out->rate = h.rate;
 	out->read_ns = h.duration_ns;
+	if ((rc = encode_fast(p, &out->gz, &out->len, err)))
+		goto out;
+	if ((rc = goheap_series_labels(pid, g, o->node, o->trigger, o->view, o->external,
+				       &out->labels, err)))
+		goto out;
+	out->samples = pprof_sample_count(p);
 	out->total_ns = now_ns(CLOCK_MONOTONIC) - t0;
+	goto out;
+nomem:
+	pp_errf(err, rc, "building the heap profile: %s", strerror(-rc));
 out:
 	if (rc)
 		goheap_snapshot_free(out);
+	builder_free(&b);
 	pprof_free(p);
 	goheap_free(&h);
 	return rc;

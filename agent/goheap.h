@@ -112,6 +112,12 @@ bool goheap_all_active_clear(const struct go_heap *h);
 struct go_memrec goheap_bucket_record(const struct go_heap *h, const struct go_bucket *b,
 				      enum goheap_view view, bool all_clear);
 
+/* runtime/pprof's scaleHeapSample, with math.Exp computed bit for bit as
+ * Go does on amd64 (goheap_go_exp), so values match Go's own profile. */
+void goheap_scale_heap_sample(int64_t count, int64_t size, int64_t rate, int64_t *count_out,
+			      int64_t *size_out);
+double goheap_go_exp(double x);
+
 /*
  * Build the profile. g symbolizes the PCs (its bias must be right for the
  * process the buckets came from). Comments carry the view and, when
@@ -147,10 +153,13 @@ struct goheap_snapshot {
 	char incomplete_reason[192];
 	uint64_t truncated_stacks;
 	int64_t rate;
-	int64_t read_ns, total_ns;
+	int64_t read_ns;	/* the walk, which streams into the profile builder */
+	int64_t total_ns;	/* + encoding, gzip and labels */
 };
 
-/* Read + profile + labels for one attached gobin. Errors as goheap_read(). */
+/* Read + profile + labels for one attached gobin. The buckets stream into
+ * the profile builder as they are read (no go_heap is held). Errors as
+ * goheap_read(). */
 int goheap_snapshot(pid_t pid, const struct gobin *g, const struct goheap_snapshot_opts *o,
 		    struct goheap_snapshot *out, struct pp_err *err);
 void goheap_snapshot_free(struct goheap_snapshot *s);

@@ -71,6 +71,8 @@ static const char *cstr_at(const struct gopcln *t, size_t base, size_t blen, uin
 	return (const char *)s;
 }
 
+static bool inline_plausible(const struct gopcln *t);
+
 int gopcln_open(const struct gopcln_src *src, struct gopcln **out, struct pp_err *err)
 {
 	*out = NULL;
@@ -116,7 +118,8 @@ int gopcln_open(const struct gopcln_src *src, struct gopcln **out, struct pp_err
 		t->text_start = src->text_start;
 		memcpy(offs, &w[2], sizeof(offs));
 	} else {
-		t->text_start = w[2];
+		/* Go 1.26 writes 0 here (the runtime takes moduledata.text). */
+		t->text_start = w[2] ? w[2] : src->text_start;
 		memcpy(offs, &w[3], sizeof(offs));
 	}
 	/* funcname, cu, filetab, pctab, pclntable: each must lie inside the
@@ -149,8 +152,7 @@ int gopcln_open(const struct gopcln_src *src, struct gopcln **out, struct pp_err
 	case 118:
 		t->f_nameoff = 4; t->f_pcfile = 20; t->f_pcln = 24; t->f_npcdata = 28;
 		t->f_cuoff = 32; t->f_nfuncdata = 39; t->f_size = 40;
-		if (src->go_minor != 18)
-			t->inl_size = 20;	/* Go 1.19 inlinedCall */
+		t->inl_size = 20;	/* Go 1.18-1.19 inlinedCall */
 		break;
 	case 120:
 		t->f_nameoff = 4; t->f_pcfile = 20; t->f_pcln = 24; t->f_npcdata = 28;
@@ -164,6 +166,8 @@ int gopcln_open(const struct gopcln_src *src, struct gopcln **out, struct pp_err
 	} else {
 		t->inl_size = 0;
 	}
+	if (t->inl_size && !inline_plausible(t))
+		t->inl_size = 0;
 	*out = t;
 	return 0;
 }
@@ -293,6 +297,19 @@ long gopcln_find(const struct gopcln *t, uint64_t pc, struct gopcln_func *f)
 	return (long)lo;
 }
 
+long gopcln_find_name(const struct gopcln *t, const char *name, struct gopcln_func *f)
+{
+	for (uint64_t i = 0; i < t->nfunc; i++) {
+		struct gopcln_func tmp;
+		if (gopcln_func_at(t, i, &tmp) == 0 && tmp.name && !strcmp(tmp.name, name)) {
+			if (f)
+				*f = tmp;
+			return (long)i;
+		}
+	}
+	return -ENOENT;
+}
+
 /* Bounded varint (at most 5 bytes for a uint32). */
 static bool uvarint(const uint8_t *b, size_t len, size_t *pos, uint32_t *v)
 {
@@ -329,7 +346,8 @@ static int32_t pcvalue(const struct gopcln *t, const struct fn *fn, uint32_t off
 			return -1;	/* end of table without reaching target */
 		if (!uvarint(b, len, &pos, &uv))
 			return -1;
-		val += (int32_t)(-(uv & 1) ^ (uv >> 1));
+		/* wrapping add: hostile deltas must not be signed-overflow UB */
+		val = (int32_t)((uint32_t)val + (-(uv & 1) ^ (uv >> 1)));
 		if (!uvarint(b, len, &pos, &pcd))
 			return -1;
 		pc += (uint64_t)pcd * t->quantum;
@@ -400,6 +418,38 @@ static bool inl_entry(const struct gopcln *t, const struct fn *fn, int32_t ix,
 	*nameoff = no;
 	*parent_pc = (int32_t)ppc;
 	return true;
+}
+
+/*
+ * gofunc comes from heuristics (moduledata scan, symbol, Go 1.26 layout):
+ * before trusting it, decode the first inline-tree entry of a sample of
+ * functions. Each must name a function (printable, NUL-terminated in
+ * funcnametab) and have parentPc inside its function. A wrong base turns
+ * into "no inlined frames", never into made-up ones.
+ */
+static bool inline_plausible(const struct gopcln *t)
+{
+	uint64_t step = t->nfunc / 512 + 1, checked = 0, bad = 0;
+	for (uint64_t i = 0; i < t->nfunc; i += step) {
+		struct fn fn;
+		uint64_t end;
+		uint32_t tree, nameoff;
+		int32_t ppc;
+		if (fn_load(t, i, &fn, &end) < 0 || FUNCDATA_INLTREE >= fn.nfuncdata)
+			continue;
+		if (!rd32(t->tab, t->tab_len,
+			  fn.off + t->f_size + 4ull * fn.npcdata + 4ull * FUNCDATA_INLTREE, &tree) ||
+		    tree == UINT32_MAX)
+			continue;
+		checked++;
+		const char *name = NULL;
+		if (inl_entry(t, &fn, 0, &nameoff, &ppc))
+			name = fn_name(t, nameoff);
+		if (!name || name[0] < 0x21 || name[0] > 0x7e || ppc < 0 ||
+		    (uint64_t)ppc >= end - fn.entry)
+			bad++;
+	}
+	return checked == 0 || bad * 10 <= checked;
 }
 
 int gopcln_lookup(const struct gopcln *t, uint64_t pc, struct gopcln_frame *frames, int max)

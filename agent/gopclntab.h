@@ -13,10 +13,14 @@
  *                             funcdata are absolute pointers there; untested
  *                             here, there is no such toolchain on this host)
  *   0xfffffff0 Go 1.18-1.19   + inlined frames when gofunc is supplied
- *                             (Go 1.19 layout; a Go 1.18 binary stores
- *                             funcdata as pointers, so pass go_minor=18 to
- *                             disable inline decoding)
- *   0xfffffff1 Go 1.20+       + inlined frames (1.20 inline-tree layout)
+ *                             (tested with Go 1.19; 1.18 has the same layout)
+ *   0xfffffff1 Go 1.20+       + inlined frames (1.20 inline-tree layout; tested
+ *                             with Go 1.23 from bookworm-backports). Go 1.26
+ *                             writes textStart = 0: text_start below is used
+ *                             then (untested: no Go 1.26 toolchain here).
+ * A gofunc that does not decode plausibly (sampled inline-tree entries must
+ * name functions and point inside them) is ignored: no inlined frames rather
+ * than wrong ones.
  *
  * The table is hostile input: every offset and length is bounds-checked
  * against the buffers given; a corrupt table yields errors or fewer
@@ -42,15 +46,16 @@
 struct gopcln_src {
 	const uint8_t *tab;	/* .gopclntab section bytes */
 	size_t tab_len;
-	/* Start of the text segment (runtime.text = .text sh_addr). Used only
-	 * by Go 1.16-1.17 tables, which do not record it; later ones do. */
+	/* runtime.text (moduledata.text; .text sh_addr for internally linked
+	 * binaries). Used when the table does not record it: Go 1.16-1.17,
+	 * and Go 1.26+, whose header field is 0. */
 	uint64_t text_start;
 	/* Bytes starting at moduledata.gofunc ("go.func.*"), up to the end of
 	 * the section holding it; NULL -> no inlined frames. elfsym finds it. */
 	const uint8_t *gofunc;
 	size_t gofunc_len;
 	/* Go minor version if known (19 for go1.19.8), 0 when unknown. */
-	int go_minor;
+	int go_minor;		/* informational; the layout comes from the magic */
 };
 
 struct gopcln;
@@ -85,6 +90,10 @@ int gopcln_func_at(const struct gopcln *t, size_t i, struct gopcln_func *f);
 /* The function whose [entry, end) holds pc; -ENOENT if none. Returns its
  * index (>= 0) on success. */
 long gopcln_find(const struct gopcln *t, uint64_t pc, struct gopcln_func *f);
+
+/* The function named exactly name (linear scan: for one-off lookups such as
+ * locating runtime.mProf_Malloc in a stripped binary). Index or -ENOENT. */
+long gopcln_find_name(const struct gopcln *t, const char *name, struct gopcln_func *f);
 
 /*
  * pc -> frames, innermost first: the inlined calls at pc (if any), then the

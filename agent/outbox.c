@@ -4,6 +4,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,10 +14,12 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "metrics.h"
 #include "spool.h"
 #include "upload.h"
 
 struct outbox {
+	pthread_mutex_t lock;		/* pending, stats, local store: submit may come from any thread */
 	const struct config *cfg;
 	struct uploader *up;		/* NULL: no remote store */
 	struct spool *spool;		/* NULL: no spool directory */
@@ -23,7 +27,38 @@ struct outbox {
 	uint64_t local_bytes;		/* estimate of local_store usage */
 	uint64_t seq;
 	struct outbox_stats st;
+	/* After a failed delivery the network is left alone until retry_at
+	 * (backoff doubling from OFFLINE_MIN_NS to OFFLINE_MAX_NS): a store that
+	 * is down or hangs then costs one bounded attempt per backoff instead of
+	 * one per flush, so the run loop's windows stay on time and a shutdown
+	 * during an outage spools at once. Loop thread only. */
+	uint64_t retry_at, backoff;
+	char last_err[200];
+	/* spool counters already turned into metrics and log lines */
+	uint64_t rep_dropped_files, rep_dropped_profiles, rep_corrupt;
+	outbox_labeler_fn labeler;	/* metadata + relabelling, see outbox.h */
+	void *labeler_arg;
 };
+
+void outbox_set_labeler(struct outbox *o, outbox_labeler_fn fn, void *arg)
+{
+	pthread_mutex_lock(&o->lock);
+	o->labeler = fn;
+	o->labeler_arg = arg;
+	pthread_mutex_unlock(&o->lock);
+}
+
+static void spool_report(struct outbox *o);
+
+#define OFFLINE_MIN_NS 2000000000ull	/* 2 s */
+#define OFFLINE_MAX_NS 30000000000ull	/* 30 s */
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 static int mkdirs(const char *dir, mode_t mode)
 {
@@ -48,6 +83,7 @@ struct outbox *outbox_new(const struct config *cfg, struct pp_err *err)
 		pp_errf(err, -ENOMEM, "outbox: out of memory");
 		return NULL;
 	}
+	pthread_mutex_init(&o->lock, NULL);
 	o->cfg = cfg;
 	if (cfg->local_store.directory && cfg->local_store.directory[0]) {
 		int rc = mkdirs(cfg->local_store.directory, 0700);
@@ -80,6 +116,7 @@ void outbox_free(struct outbox *o)
 	uploader_free(o->up);
 	spool_close(o->spool);
 	spool_batch_free(&o->pending);
+	pthread_mutex_destroy(&o->lock);
 	free(o);
 }
 
@@ -169,21 +206,41 @@ static int write_local(struct outbox *o, const struct pp_labels *labels, const u
 	return 0;
 }
 
-int outbox_submit(struct outbox *o, const struct pp_labels *labels, const uint8_t *gz, size_t len,
+int outbox_submit(struct outbox *o, const struct pp_labels *in, const uint8_t *gz, size_t len,
 		  struct pp_err *err)
 {
+	struct pp_labels labels = { 0 };
 	int rc = 0;
 
-	if (!pp_labels_get(labels, "__name__"))
+	if (!pp_labels_get(in, "__name__"))
 		return pp_errf(err, -EINVAL, "outbox: profile without __name__ label");
+	char lbl[96];
+	snprintf(lbl, sizeof(lbl), "name=\"%.64s\"", pp_labels_get(in, "__name__"));
+	if (pp_labels_copy(&labels, in))
+		return pp_errf(err, -ENOMEM, "outbox: out of memory");
+	pthread_mutex_lock(&o->lock);
+	if (o->labeler) {
+		int keep = o->labeler(&labels, o->labeler_arg);
+		if (keep == 0 || !pp_labels_get(&labels, "__name__")) {
+			metric_inc("pushprof_profiles_relabel_dropped_total",
+				   "Profiles dropped by relabel_configs (keep/drop), by name.", lbl, 1);
+			pthread_mutex_unlock(&o->lock);
+			pp_labels_free(&labels);
+			return 0;
+		}
+	}
+	metric_inc("pushprof_profiles_submitted_total", "Profiles built and handed over, by name.",
+		   lbl, 1);
 	o->st.submitted++;
 	if (o->cfg->local_store.directory && o->cfg->local_store.directory[0])
-		rc = write_local(o, labels, gz, len, err);
+		rc = write_local(o, &labels, gz, len, err);
 	if (o->up) {
-		if (spool_batch_add(&o->pending, labels, gz, len))
-			return pp_errf(err, -ENOMEM, "outbox: out of memory");
+		if (spool_batch_add(&o->pending, &labels, gz, len))
+			rc = pp_errf(err, -ENOMEM, "outbox: out of memory");
 		o->st.pending = o->pending.n;
 	}
+	pthread_mutex_unlock(&o->lock);
+	pp_labels_free(&labels);
 	return rc;
 }
 
@@ -192,15 +249,28 @@ int outbox_submit_durable(struct outbox *o, const struct pp_labels *labels, cons
 {
 	int rc = outbox_submit(o, labels, gz, len, err);
 
-	if (rc || !o->spool || !o->pending.n)
+	if (rc || !o->spool)
 		return rc;
 	/* on disk before any network call: survives the server and the agent */
-	rc = spool_write(o->spool, &o->pending, err);
-	if (rc == 0) {
-		spool_batch_free(&o->pending);
-		o->st.pending = 0;
+	pthread_mutex_lock(&o->lock);
+	if (o->pending.n) {
+		rc = spool_write(o->spool, &o->pending, err);
+		if (rc == 0) {
+			spool_batch_free(&o->pending);
+			o->st.pending = 0;
+		}
 	}
+	spool_report(o);
+	pthread_mutex_unlock(&o->lock);
 	return rc;
+}
+
+/* The server refused the data itself (INVALID_ARGUMENT) or it can never
+ * fit a request: resending cannot help, and keeping it would block every
+ * batch behind it. */
+static bool permanent(int rc)
+{
+	return rc == -EINVAL || rc == -E2BIG;
 }
 
 static int send_batch(struct outbox *o, const struct spool_batch *b, struct pp_err *err)
@@ -217,9 +287,47 @@ static int send_batch(struct outbox *o, const struct spool_batch *b, struct pp_e
 	}
 	rc = uploader_write(o->up, s, b->n, NULL, err);
 	free(s);
-	if (rc == 0)
+	if (rc == 0) {
 		o->st.delivered += b->n;
+		metric_inc("pushprof_profiles_delivered_total",
+			   "Profiles accepted by the remote store.", NULL, (double)b->n);
+	}
 	return rc;
+}
+
+/* Spool gauges, and every drop (spool full) or corrupt file as a counter
+ * and a log line: the spool itself never prints. */
+static void spool_report(struct outbox *o)
+{
+	if (!o->spool)
+		return;
+	const struct spool_stats *ss = spool_stats(o->spool);
+	metric_set(metric_get("pushprof_spool_files", "Batches waiting in the spool.",
+			      METRIC_GAUGE, NULL), (double)ss->files);
+	metric_set(metric_get("pushprof_spool_bytes", "Bytes waiting in the spool.",
+			      METRIC_GAUGE, NULL), (double)ss->bytes);
+	uint64_t df = ss->dropped_files - o->rep_dropped_files;
+	uint64_t dp = ss->dropped_profiles - o->rep_dropped_profiles;
+	if (df || dp) {
+		pp_log(PP_WARN, "spool full, dropped the oldest profiles",
+		       "files=%" PRIu64 " profiles=%" PRIu64 " max_bytes=%" PRIu64
+		       " dropped_total=%" PRIu64, df, dp, o->cfg->spool.max_bytes,
+		       ss->dropped_profiles);
+		metric_inc("pushprof_spool_dropped_files_total",
+			   "Spool files removed (oldest first) to stay under spool.max_bytes.", NULL,
+			   (double)df);
+		metric_inc("pushprof_profiles_dropped_total", "Profiles given up, by cause.",
+			   "cause=\"spool_full\"", (double)dp);
+		o->st.dropped += dp;
+		o->rep_dropped_files = ss->dropped_files;
+		o->rep_dropped_profiles = ss->dropped_profiles;
+	}
+	if (ss->corrupt != o->rep_corrupt) {
+		metric_inc("pushprof_spool_corrupt_files_total",
+			   "Spool files that did not decode, moved aside as <name>.corrupt.", NULL,
+			   (double)(ss->corrupt - o->rep_corrupt));
+		o->rep_corrupt = ss->corrupt;
+	}
 }
 
 int outbox_flush(struct outbox *o, struct pp_err *err)
@@ -228,24 +336,82 @@ int outbox_flush(struct outbox *o, struct pp_err *err)
 
 	if (!o->up)
 		return 0;
+	uint64_t now = mono_ns();
+	bool offline = o->retry_at && now < o->retry_at;
+	if (offline)
+		rc = pp_errf(err, -EAGAIN, "remote store unavailable, next attempt in %.1fs; last "
+			     "error: %s", (double)(o->retry_at - now) / 1e9, o->last_err);
 	/* oldest first: what was spooled earlier (also by a previous run) */
-	while (o->spool) {
+	while (o->spool && !offline) {
 		struct spool_batch b;
 		char name[64];
 		struct pp_err perr = { 0 };
+		uint64_t corrupt0 = spool_stats(o->spool)->corrupt;
 		int got = spool_peek(o->spool, name, sizeof(name), &b, &perr);
-		if (perr.code)
-			pp_log(PP_WARN, "spool", "error=%s", pp_q(perr.msg));
+		uint64_t moved = spool_stats(o->spool)->corrupt - corrupt0;
+		if (moved)	/* err holds the last one */
+			pp_log(PP_WARN, "corrupt spool files moved aside", "files=%" PRIu64 " error=%s",
+			       moved, pp_q(perr.msg));
+		else if (perr.code)
+			pp_log(PP_WARN, "spool read failed", "error=%s", pp_q(perr.msg));
 		if (got <= 0)
 			break;
 		rc = send_batch(o, &b, err);
+		if (rc && permanent(rc)) {
+			pp_log(PP_ERROR, "dropping a spooled batch the server refused", "profiles=%zu error=%s",
+			       b.n, pp_q(err ? err->msg : ""));
+			o->st.dropped += b.n;
+			metric_inc("pushprof_profiles_dropped_total", "Profiles given up, by cause.",
+				   "cause=\"refused\"", (double)b.n);
+			rc = 0;
+		}
 		spool_batch_free(&b);
 		if (rc)
 			break;
 		spool_remove(o->spool, name);
 	}
-	if (o->pending.n && rc == 0)
-		rc = send_batch(o, &o->pending, err);
+	/* send without holding the lock: submitters never wait for the network */
+	struct spool_batch batch;
+	pthread_mutex_lock(&o->lock);
+	batch = o->pending;
+	memset(&o->pending, 0, sizeof(o->pending));
+	pthread_mutex_unlock(&o->lock);
+	if (batch.n && rc == 0) {
+		rc = send_batch(o, &batch, err);
+		if (rc && permanent(rc)) {
+			pp_log(PP_ERROR, "dropping profiles the server refused", "profiles=%zu error=%s",
+			       batch.n, pp_q(err ? err->msg : ""));
+			pthread_mutex_lock(&o->lock);
+			o->st.dropped += batch.n;
+			pthread_mutex_unlock(&o->lock);
+			metric_inc("pushprof_profiles_dropped_total", "Profiles given up, by cause.",
+				   "cause=\"refused\"", (double)batch.n);
+			spool_batch_free(&batch);
+		}
+	}
+	if (!offline) {
+		/* a refusal (permanent) still means the store answered */
+		if (rc) {
+			o->backoff = o->backoff ? o->backoff * 2 : OFFLINE_MIN_NS;
+			if (o->backoff > OFFLINE_MAX_NS)
+				o->backoff = OFFLINE_MAX_NS;
+			o->retry_at = mono_ns() + o->backoff;
+			snprintf(o->last_err, sizeof(o->last_err), "%.190s", err ? err->msg : "");
+		} else {
+			o->backoff = o->retry_at = 0;
+		}
+	}
+	pthread_mutex_lock(&o->lock);
+	/* put back what was not delivered, before anything submitted meanwhile */
+	if (batch.n && rc != 0) {
+		for (size_t i = 0; i < o->pending.n; i++)
+			spool_batch_add(&batch, &o->pending.v[i].labels, o->pending.v[i].profile,
+					o->pending.v[i].len);
+		spool_batch_free(&o->pending);
+		o->pending = batch;
+	} else {
+		spool_batch_free(&batch);
+	}
 	if (o->pending.n && rc != 0) {
 		o->st.failed_flushes++;
 		if (o->spool) {
@@ -263,16 +429,30 @@ int outbox_flush(struct outbox *o, struct pp_err *err)
 				bytes += o->pending.v[i].len;
 			if (bytes > o->cfg->spool.max_bytes) {
 				o->st.dropped += o->pending.n;
+				metric_inc("pushprof_profiles_dropped_total", "Profiles given up, by cause.",
+					   "cause=\"memory_full\"", (double)o->pending.n);
 				pp_log(PP_ERROR, "dropping undeliverable profiles", "count=%zu bytes=%" PRIu64,
 				       o->pending.n, bytes);
 				spool_batch_free(&o->pending);
 			}
 		}
-	} else if (rc == 0) {
-		spool_batch_free(&o->pending);
 	}
 	o->st.pending = o->pending.n;
+	pthread_mutex_unlock(&o->lock);
+	spool_report(o);
 	return rc;
+}
+
+void outbox_set_interrupt(struct outbox *o, bool (*fn)(void *arg), void *arg)
+{
+	if (o->up)
+		uploader_set_interrupt(o->up, fn, arg);
+}
+
+void outbox_set_deadline(struct outbox *o, uint64_t mono_ns_deadline)
+{
+	if (o->up)
+		uploader_set_deadline(o->up, mono_ns_deadline);
 }
 
 const struct outbox_stats *outbox_stats(const struct outbox *o)

@@ -12,6 +12,7 @@
 #ifndef PUSHPROF_OUTBOX_H
 #define PUSHPROF_OUTBOX_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -30,6 +31,16 @@ struct outbox_stats {
 struct outbox *outbox_new(const struct config *cfg, struct pp_err *err);
 void outbox_free(struct outbox *o);
 
+/*
+ * The series labels of every submitted profile pass through this hook
+ * (on a private copy, under the outbox's lock, so it is called from one
+ * thread at a time): the agent adds metadata and applies relabel_configs
+ * there. Return 1 to keep, 0 to drop the profile (counted), negative to
+ * keep it unchanged after an error.
+ */
+typedef int (*outbox_labeler_fn)(struct pp_labels *labels, void *arg);
+void outbox_set_labeler(struct outbox *o, outbox_labeler_fn fn, void *arg);
+
 /* Copies labels and bytes. Labels must include __name__. */
 int outbox_submit(struct outbox *o, const struct pp_labels *labels, const uint8_t *gz,
 		  size_t len, struct pp_err *err);
@@ -41,6 +52,10 @@ int outbox_submit_durable(struct outbox *o, const struct pp_labels *labels, cons
 /* Push what is pending, spooled batches first (oldest first); what cannot be
  * delivered goes to the spool. 0 when everything was delivered. */
 int outbox_flush(struct outbox *o, struct pp_err *err);
+/* Bound every later network attempt by this CLOCK_MONOTONIC time (shutdown). */
+void outbox_set_deadline(struct outbox *o, uint64_t mono_ns_deadline);
+/* See uploader_set_interrupt(). */
+void outbox_set_interrupt(struct outbox *o, bool (*fn)(void *arg), void *arg);
 const struct outbox_stats *outbox_stats(const struct outbox *o);
 
 #endif

@@ -285,7 +285,7 @@ int proc_cgroup(pid_t pid, const char *controller, char *buf, size_t len)
 	return p.found ? 0 : -ENOENT;
 }
 
-int proc_start_time(pid_t pid, uint64_t *ticks)
+int proc_stat(pid_t pid, struct proc_stat *st)
 {
 	char path[64], *s;
 	int rc;
@@ -294,24 +294,43 @@ int proc_start_time(pid_t pid, uint64_t *ticks)
 	rc = slurp(path, &s, NULL);
 	if (rc)
 		return rc;
-	/* comm may hold spaces and parentheses: fields restart after the last ')' */
+	/* comm may hold spaces and parentheses: fields restart after the last
+	 * ')', with field 3 (state) first */
 	char *p = strrchr(s, ')');
+	unsigned long long f[20];	/* fields 4..23 */
 	rc = -EINVAL;
-	if (p) {
-		p++;
-		for (int field = 2; field < 22 && p; field++) {
-			p = strchr(p + 1, ' ');
-		}
-		if (p) {
+	if (p && p[1] == ' ' && p[2]) {
+		st->state = p[2];
+		char *q = p + 3;
+		int i;
+		for (i = 0; i < 20; i++) {
 			char *end;
-			unsigned long long v = strtoull(p + 1, &end, 10);
-			if (end != p + 1) {
-				*ticks = v;
-				rc = 0;
-			}
+			while (*q == ' ')
+				q++;
+			errno = 0;
+			long long sv = strtoll(q, &end, 10);	/* some fields are signed */
+			if (end == q || errno)
+				break;
+			f[i] = (unsigned long long)sv;
+			q = end;
+		}
+		if (i == 20) {
+			st->flags = f[9 - 4];
+			st->start_time = f[22 - 4];
+			rc = 0;
 		}
 	}
 	free(s);
+	return rc;
+}
+
+int proc_start_time(pid_t pid, uint64_t *ticks)
+{
+	struct proc_stat st;
+	int rc = proc_stat(pid, &st);
+
+	if (rc == 0)
+		*ticks = st.start_time;
 	return rc;
 }
 

@@ -58,6 +58,13 @@ int proc_cgroup(pid_t pid, const char *controller, char *buf, size_t len);
 /* Every line of /proc/PID/cgroup as "controllers:path" calls of cb. */
 int proc_cgroup_each(pid_t pid, int (*cb)(const char *ctrls, const char *path, void *arg),
 		     void *arg);
+/* The fields of /proc/PID/stat the agent uses. */
+struct proc_stat {
+	char state;		/* R S D Z X ... */
+	unsigned long flags;	/* PF_* (PF_KTHREAD = 0x00200000) */
+	uint64_t start_time;	/* clock ticks since boot */
+};
+int proc_stat(pid_t pid, struct proc_stat *st);
 /* Start time in clock ticks since boot (field 22 of /proc/PID/stat):
  * with the pid it identifies a process across pid reuse. */
 int proc_start_time(pid_t pid, uint64_t *ticks);

@@ -187,6 +187,7 @@ struct symbolizer {
 	size_t nkmods;
 	struct kmod kernel;	/* vmlinux */
 	uint64_t kloaded_ms;
+	size_t kbytes;
 	bool kloaded;
 	/* vdso */
 	struct elfsym *vdso;
@@ -829,6 +830,17 @@ static int kallsyms_load(struct symbolizer *s, struct pp_err *err)
 		return rc;
 	}
 	qsort(v, nv, sizeof(*v), ksym_cmp);
+	/* Trim the growth slack: this table lives as long as the agent. */
+	struct ksym *tv = realloc(v, nv * sizeof(*v));
+	if (tv) {
+		v = tv;
+		cap = nv;
+	}
+	char *tn = realloc(names, nl);
+	if (tn) {
+		names = tn;
+		ncap = nl;
+	}
 	free(s->ksyms);
 	free(s->knames);
 	free(s->kmods);
@@ -848,6 +860,7 @@ static int kallsyms_load(struct symbolizer *s, struct pp_err *err)
 	s->kloaded = true;
 	s->kloaded_ms = now_ms();
 	s->st.kernel_symbols = nv;
+	s->kbytes = cap * sizeof(*v) + ncap + mcap * sizeof(*mods);
 	return 0;
 }
 
@@ -957,4 +970,5 @@ void sym_get_stats(const struct symbolizer *s, struct sym_stats *st)
 	st->bytes = s->bytes;
 	st->procs = s->nprocs;
 	st->kernel_symbols = s->nksyms;
+	st->kernel_bytes = s->kbytes;
 }

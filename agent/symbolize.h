@@ -30,6 +30,16 @@
  * that exited shortly before its window is resolved still resolves (when
  * its files are cached; sym_prepare() makes sure they are).
  *
+ * Typical use, per window:
+ *   sym_prepare(s, pid) when a pid is first seen (keeps short-lived ones
+ *     resolvable after exit; optional);
+ *   for each pid: collect its unique user addresses (sampled PC as is,
+ *     return addresses - 1), sym_resolve_user(s, pid, addrs, n, &batch),
+ *     turn batch.r[i] / batch.mappings into pprof Locations / Mappings;
+ *   kernel addresses of all pids: sym_resolve_kernel() once;
+ *   sym_forget(s, pid) for pids that exited.
+ * One sym_batch can be reused for every call (its memory is recycled).
+ *
  * Not thread-safe: one symbolizer per thread, or a lock around it.
  */
 #ifndef PUSHPROF_SYMBOLIZE_H
@@ -118,7 +128,7 @@ struct sym_stats {
 	size_t procs;			/* processes with cached maps */
 	uint64_t file_loads, file_load_errors, file_evictions, file_reloads;
 	uint64_t lookups, resolved;	/* addresses asked / given >= 1 frame */
-	size_t kernel_symbols;
+	size_t kernel_symbols, kernel_bytes;	/* kallsyms table held */
 };
 
 struct symbolizer;

@@ -22,6 +22,7 @@
  * - Not thread-safe: one caller at a time per uploader.
  */
 #include "upload.h"
+#include "metrics.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -67,6 +68,9 @@ struct uploader {
 	char *auth;			/* "Bearer <token>", NULL when none */
 	struct pp_labels headers;	/* lower-cased keys, checked legal */
 	struct upload_stats stats;
+	uint64_t hard_deadline;		/* CLOCK_MONOTONIC ns; 0 = none (shutdown bound) */
+	bool (*interrupt)(void *arg);	/* true: the agent is stopping */
+	void *interrupt_arg;
 	uint64_t rng;
 };
 
@@ -461,9 +465,33 @@ void uploader_free(struct uploader *u)
 	free(u);
 }
 
+void uploader_set_deadline(struct uploader *u, uint64_t mono_ns_deadline)
+{
+	u->hard_deadline = mono_ns_deadline;
+}
+
+void uploader_set_interrupt(struct uploader *u, bool (*fn)(void *arg), void *arg)
+{
+	u->interrupt = fn;
+	u->interrupt_arg = arg;
+}
+
 const struct upload_stats *uploader_stats(const struct uploader *u)
 {
 	return &u->stats;
+}
+
+#define SHUTDOWN_GRACE_NS 2000000000ull
+
+/* Asked to stop: bound this call and every retry by SHUTDOWN_GRACE_NS from now. */
+static bool interrupted(struct uploader *u)
+{
+	if (!u->interrupt || !u->interrupt(u->interrupt_arg))
+		return false;
+	uint64_t cut = mono_ns() + SHUTDOWN_GRACE_NS;
+	if (!u->hard_deadline || cut < u->hard_deadline)
+		u->hard_deadline = cut;
+	return true;
 }
 
 /* ---- one call --------------------------------------------------------- */
@@ -534,7 +562,25 @@ static void call_once(struct uploader *u, const uint8_t *buf, size_t len, uint64
 		/* The call's own deadline ends it; the extra second is a guard
 		 * against a stuck queue, after which the call is cancelled. */
 		gpr_timespec guard = gpr_time_add(deadline, gpr_time_from_seconds(1, GPR_TIMESPAN));
-		grpc_event ev = grpc_completion_queue_next(u->cq, guard, NULL);
+		grpc_event ev;
+		/* Wait in slices so a shutdown request can cut a hanging call
+		 * short: once interrupted, the call gets SHUTDOWN_GRACE_NS more. */
+		for (;;) {
+			gpr_timespec slice = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
+							  gpr_time_from_millis(100, GPR_TIMESPAN));
+			if (gpr_time_cmp(slice, guard) > 0)
+				slice = guard;
+			ev = grpc_completion_queue_next(u->cq, slice, NULL);
+			if (ev.type != GRPC_QUEUE_TIMEOUT || gpr_time_cmp(slice, guard) >= 0)
+				break;
+			if (interrupted(u)) {
+				gpr_timespec cut = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
+							gpr_time_from_nanos(SHUTDOWN_GRACE_NS,
+									    GPR_TIMESPAN));
+				if (gpr_time_cmp(cut, guard) < 0)
+					guard = cut;
+			}
+		}
 		if (ev.type == GRPC_QUEUE_TIMEOUT) {
 			grpc_call_cancel(call, NULL);
 			ev = grpc_completion_queue_next(u->cq, gpr_inf_future(GPR_CLOCK_REALTIME),
@@ -572,11 +618,28 @@ static void call_once(struct uploader *u, const uint8_t *buf, size_t len, uint64
 		grpc_call_unref(call);
 }
 
+/* Self-metrics: every attempt by status, bytes accepted, latency. */
+static void count_call(grpc_status_code status, size_t len, uint64_t ns)
+{
+	char lbl[64];
+
+	snprintf(lbl, sizeof(lbl), "status=\"%s\"", status_name(status));
+	metric_inc("pushprof_write_requests_total", "WriteRaw attempts by gRPC status.", lbl, 1);
+	if (status == GRPC_STATUS_OK)
+		metric_inc("pushprof_bytes_sent_total", "Request bytes accepted by the remote store.",
+			   NULL, (double)len);
+	metric_inc("pushprof_write_latency_seconds_sum", "Total time spent in WriteRaw attempts.",
+		   NULL, (double)ns / 1e9);
+	metric_inc("pushprof_write_latency_seconds_count", "WriteRaw attempts timed.", NULL, 1);
+}
+
 /* Send one encoded request with retries. */
 static int send_request(struct uploader *u, const uint8_t *buf, size_t len, size_t nseries,
 			struct pp_err *err)
 {
 	uint64_t start = mono_ns(), budget_end = start + 3 * u->timeout_ns;
+	if (u->hard_deadline && u->hard_deadline < budget_end)
+		budget_end = u->hard_deadline > start ? u->hard_deadline : start + 1000000;
 	uint64_t backoff = BACKOFF_INITIAL_NS;
 	uint64_t errors_before = grpc_errors_seen(NULL, 0);
 	struct call_result res = { 0 };
@@ -588,7 +651,9 @@ static int send_request(struct uploader *u, const uint8_t *buf, size_t len, size
 		uint64_t timeout = u->timeout_ns;
 		if (budget_end - now < timeout)
 			timeout = budget_end - now;
+		uint64_t t0 = mono_ns();
 		call_once(u, buf, len, timeout, &res);
+		count_call(res.status, len, mono_ns() - t0);
 		u->stats.last_status = (uint64_t)res.status;
 		if (res.status == GRPC_STATUS_OK) {
 			u->stats.requests_ok++;

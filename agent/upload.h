@@ -16,6 +16,7 @@
 #ifndef PUSHPROF_UPLOAD_H
 #define PUSHPROF_UPLOAD_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -43,6 +44,13 @@ void uploader_free(struct uploader *u);
  * *sent (optional) tells how many leading series were delivered. */
 int uploader_write(struct uploader *u, const struct upload_series *series, size_t n,
 		   size_t *sent, struct pp_err *err);
+/* No call (retries included) runs past this CLOCK_MONOTONIC time; 0 lifts
+ * it. The agent sets it when it stops, so a hanging server cannot hold a
+ * shutdown for 3 x timeout: what is not sent by then is spooled. */
+void uploader_set_deadline(struct uploader *u, uint64_t mono_ns_deadline);
+/* Polled (every 100 ms) while a call waits: when fn says the agent is
+ * stopping, the call and its retries get 2 s more at most. */
+void uploader_set_interrupt(struct uploader *u, bool (*fn)(void *arg), void *arg);
 const struct upload_stats *uploader_stats(const struct uploader *u);
 
 #endif

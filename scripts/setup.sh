@@ -11,7 +11,14 @@ PKGS=(
   # tests: Go workloads and `go tool pprof`, the gRPC test receiver, TLS certs
   golang-go python3 python3-grpcio python3-protobuf protobuf-compiler openssl
   libclang-rt-14-dev procps util-linux
+  # deploy tests: a real containerd for the CRI client, the chart rendered with
+  # Helm's template libraries, systemd-analyze for the unit, dpkg-dev for the .deb
+  containerd runc golang-github-masterminds-sprig-dev golang-gopkg-yaml.v3-dev
+  python3-yaml dpkg-dev systemd
 )
+# Node.js runs the Kubernetes schema validation (npm kubernetes-models); keep
+# an existing installation rather than replacing it with Debian's.
+command -v npm >/dev/null 2>&1 || PKGS+=(nodejs npm)
 
 if [ "$(id -u)" -ne 0 ]; then
   echo "setup.sh: run as root (sudo ./scripts/setup.sh)" >&2
@@ -28,6 +35,18 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
 else
   echo "setup.sh: all packages present"
+fi
+
+# --tests: also a newer Go toolchain from Debian's bookworm-backports, so the
+# Go table reader and heap profiles are tested against Go 1.20+ layouts too.
+if [ "${1:-}" = "--tests" ] && [ ! -x /usr/lib/go-1.23/bin/go ]; then
+  src=/etc/apt/sources.list.d/bookworm-backports.sources
+  if [ ! -e "$src" ] && ! grep -rqs bookworm-backports /etc/apt/sources.list /etc/apt/sources.list.d/; then
+    printf 'Types: deb\nURIs: http://deb.debian.org/debian\nSuites: bookworm-backports\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' > "$src"
+  fi
+  apt-get update >/dev/null || true
+  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends -t bookworm-backports \
+    golang-1.23-go || echo "setup.sh: golang-1.23-go unavailable; Go 1.23 variants of the tests are skipped"
 fi
 
 # tracepoints (OOM capture) need tracefs; cgroup2 beside v1 for cgroup ids

@@ -11,7 +11,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-./scripts/setup.sh || exit 1
+./scripts/setup.sh --tests || exit 1
 
 total_ok=0
 total_fail=0

@@ -41,17 +41,23 @@ try:
         sk.bind(("127.0.0.1", 0))
         free_port = sk.getsockname()[1]
     cfg, store = ct.write_config(d, body, http=f"127.0.0.1:{free_port}")
-    agent = ct.start_agent(cfg, "3s")
+    agent = ct.start_agent(cfg, "6s")
     started = ct.wait_started(agent)
     port = ct.logfields(started[-1]).get("http_port") if started else None
-    time.sleep(2.3)
-    try:
-        import urllib.request
-        metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read()
-        metrics = metrics.decode()
-        ready = urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5).status
-    except Exception as e:  # noqa: BLE001
-        metrics, ready = f"error: {e}", None
+    import urllib.request
+    # poll until two windows are counted (a loaded machine may lag a little)
+    deadline = time.time() + 5.0
+    metrics, ready = "error: no answer", None
+    while time.time() < deadline:
+        time.sleep(0.3)
+        try:
+            metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read()
+            metrics = metrics.decode()
+            ready = urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5).status
+        except Exception as e:  # noqa: BLE001
+            metrics, ready = f"error: {e}", None
+        if "\npushprof_cpu_windows_total 2\n" in metrics or "\npushprof_cpu_windows_total 3\n" in metrics:
+            break
     rc, log = ct.finish(agent)
     log = "".join(started) + log
     vals = {}
@@ -68,7 +74,7 @@ try:
     check(rc == 0, "agent exits 0", f"rc={rc}")
     nwin = len(ct.window_lines(log))
     calls = rcv.calls()
-    check(nwin == 3, "three windows in 3 s", f"{nwin}")
+    check(5 <= nwin <= 7, "one window per second over 6 s", f"{nwin}")
     check(len(calls) == nwin and all(c["status"] == "OK" for c in calls),
           "one accepted WriteRaw per window", f"{calls}")
     series = rcv.series()

@@ -1,8 +1,10 @@
 """Helpers shared by the Go heap tests: build the Go workloads, run them
 until they signal readiness, and compare heap profiles per function through
 `go tool pprof` (a parser this project did not write)."""
+import atexit
 import os
 import re
+import shutil
 import signal
 import subprocess
 import time
@@ -21,10 +23,37 @@ VARIANTS = {
 }
 
 
-def build(name, outdir, variant="plain"):
-    """Build tests/goheap/NAME.go as OUTDIR/NAME-VARIANT."""
-    out = os.path.join(outdir, f"{name}-{variant}")
-    pptest.go_build(os.path.join(HERE, name + ".go"), out, VARIANTS[variant])
+def tmpdir(prefix):
+    """A temp dir removed when the test ends (kept with PUSHPROF_KEEP_TMP=1)."""
+    d = pptest.tmpdir(prefix)
+    if not os.environ.get("PUSHPROF_KEEP_TMP"):
+        atexit.register(shutil.rmtree, d, True)
+    return d
+
+
+GO123 = "/usr/lib/go-1.23/bin/go"    # scripts/setup.sh --tests installs it when it can
+
+
+def toolchains():
+    """(tag, go binary): Debian's Go 1.19, and Go 1.23 when installed."""
+    res = [("go1.19", "go")]
+    if os.access(GO123, os.X_OK):
+        res.append(("go1.23", GO123))
+    else:
+        print("note: Go 1.23 not installed, its variants are skipped")
+    return res
+
+
+def build(name, outdir, variant="plain", go="go"):
+    """Build tests/goheap/NAME.go as OUTDIR/NAME-VARIANT[-TOOLCHAIN]."""
+    suffix = "" if go == "go" else "-" + os.path.basename(os.path.dirname(os.path.dirname(go)))
+    out = os.path.join(outdir, f"{name}-{variant}{suffix}")
+    env = pptest.go_env()
+    if go != "go":
+        env["GOCACHE"] = env["GOCACHE"] + "-" + os.path.basename(os.path.dirname(os.path.dirname(go)))
+        env["GOTOOLCHAIN"] = "local"
+    pptest.run([go, "build", *VARIANTS[variant], "-o", out, os.path.join(HERE, name + ".go")],
+               timeout=300, env=env, check_rc=0)
     return out
 
 
@@ -68,7 +97,8 @@ _TOP = re.compile(r"^\s*(-?\d+)B?\s+\S+%\s+\S+%\s+(-?\d+)B?\s+\S+%\s+(.+?)\s*$")
 
 def per_function(profile, sample_index):
     """{function: (flat, cum)} in exact units (bytes, counts)."""
-    out = pptest.pprof("-top", "-unit=B", "-nodecount=1000000",
+    out = pptest.pprof("-top", "-unit=B", "-nodecount=1000000", "-nodefraction=0",
+                       "-edgefraction=0",
                        f"-sample_index={sample_index}", profile)
     res = {}
     started = False
@@ -133,3 +163,72 @@ def snapshot_stats(stderr):
                 fields["reason"] = m.group(1)
             return fields
     return {}
+
+
+_SAMPLE = re.compile(r"^\s*(-?\d+\s+)*-?\d+:( \d+)* ?$")
+
+
+def per_function_all(profile):
+    """{sample_type: {function: (flat, cum)}} from one `go tool pprof -raw`
+    (cheaper than four -top runs on profiles with 100,000+ samples). flat =
+    the leaf (innermost inlined) function, cum counts a function once per
+    sample."""
+    out = raw(profile)
+    types, samples, locs = [], [], {}
+    section, cur = None, None
+    for line in out.splitlines():
+        if line.startswith("Samples:"):
+            section = "samples_hdr"
+            continue
+        if line.startswith("Locations"):
+            section = "locs"
+            continue
+        if line.startswith("Mappings"):
+            section = None
+            continue
+        if section == "samples_hdr":
+            types = [t.split("/")[0] for t in line.split()]
+            section = "samples"
+            continue
+        if section == "samples":
+            if _SAMPLE.match(line):
+                vals, ids = line.split(":", 1)
+                samples.append(([int(x) for x in vals.split()], [int(x) for x in ids.split()]))
+            continue
+        if section == "locs":
+            m = re.match(r"^\s+(\d+): 0x[0-9a-f]+ M=\d+ (\S+)", line)
+            if m:
+                cur = int(m.group(1))
+                locs[cur] = [m.group(2)]
+                continue
+            m = re.match(r"^\s+(\S+) \S+:\d+ s=\d+$", line)
+            if m and cur is not None:
+                locs[cur].append(m.group(1))
+    res = {t: {} for t in types}
+    for vals, ids in samples:
+        fns = [fn for i in ids for fn in locs.get(i, ["?"])]
+        if not fns:
+            continue
+        for t, v in zip(types, vals):
+            d = res[t]
+            f, c = d.get(fns[0], (0, 0))
+            d[fns[0]] = (f + v, c)
+            for fn in set(fns):
+                f, c = d.get(fn, (0, 0))
+                d[fn] = (f, c + v)
+    # Functions whose every value is 0 are not shown by pprof either.
+    return {t: {fn: fc for fn, fc in d.items() if fc != (0, 0)} for t, d in res.items()}
+
+
+def compare_raw(own, snap):
+    a, b = per_function_all(own), per_function_all(snap)
+    diffs = []
+    if set(a) != set(b) or set(a) != set(SAMPLE_TYPES):
+        return [f"sample types differ: {sorted(a)} vs {sorted(b)}"]
+    for si in SAMPLE_TYPES:
+        if not a[si]:
+            diffs.append(f"{si}: the program's own profile has no functions")
+        for fn in sorted(set(a[si]) | set(b[si])):
+            if a[si].get(fn) != b[si].get(fn):
+                diffs.append(f"{si} {fn}: own={a[si].get(fn)} snapshot={b[si].get(fn)}")
+    return diffs

@@ -15,6 +15,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +26,7 @@
 
 #include "gobin.h"
 #include "goheap.h"
+#include "pprof.h"
 
 static const char *src_name(enum gobin_source s)
 {
@@ -140,6 +142,34 @@ static int cmd_bench(pid_t pid, int iters, uint32_t max_buckets)
 		reads = h.remote_reads;
 		goheap_free(&h);
 	}
+	struct rusage ru_read;
+	getrusage(RUSAGE_SELF, &ru_read);
+	/* The parts of a snapshot: build (symbolize + pprof) and encode. */
+	double build_min = 1e9, enc_min = 1e9;
+	for (int i = 0; i < iters; i++) {
+		struct go_heap h;
+		struct pprof *p = NULL;
+		uint8_t *buf = NULL;
+		size_t blen = 0;
+		goheap_init(&h);
+		if (goheap_read(pid, g, max_buckets, 128, &h, &err))
+			return 1;
+		clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
+		if (goheap_to_pprof(&h, g, GOHEAP_VIEW_RUNTIME, &p, &err))
+			return 1;
+		clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
+		if (ms(&c0, &c1) < build_min)
+			build_min = ms(&c0, &c1);
+		clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
+		if (pprof_encode(p, false, &buf, &blen, &err))
+			return 1;
+		clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
+		if (ms(&c0, &c1) < enc_min)
+			enc_min = ms(&c0, &c1);
+		free(buf);
+		pprof_free(p);
+		goheap_free(&h);
+	}
 	for (int i = 0; i < iters; i++) {
 		struct goheap_snapshot s;
 		struct goheap_snapshot_opts o = {.view = GOHEAP_VIEW_RUNTIME,
@@ -170,14 +200,68 @@ static int cmd_bench(pid_t pid, int iters, uint32_t max_buckets)
 	printf("buckets=%zu complete=%d remote_reads=%" PRIu64 " samples=%zu pprof_gz_bytes=%zu "
 	       "attach_ms=%.2f read_ms_min=%.2f read_ms_median=%.2f snapshot_ms_min=%.2f "
 	       "snapshot_ms_median=%.2f read_cpu_ms_min=%.2f snapshot_cpu_ms_min=%.2f "
-	       "peak_rss_kb=%ld\n",
+	       "build_cpu_ms_min=%.2f encode_nogzip_cpu_ms_min=%.2f "
+	       "peak_rss_kb_after_reads=%ld peak_rss_kb=%ld\n",
 	       buckets, complete, reads, samples, len, attach, rd[0], rd[iters / 2], sn[0],
-	       sn[iters / 2], rdc[0], snc[0], ru.ru_maxrss);
+	       sn[iters / 2], rdc[0], snc[0], build_min, enc_min, ru_read.ru_maxrss, ru.ru_maxrss);
 	free(rd);
 	free(sn);
 	free(rdc);
 	free(snc);
 	gobin_free(g);
+	return 0;
+}
+
+/* gobin_share: analyze pid1, share with pid2; both snapshots must equal
+ * fresh ones. Prints "bias1=.. bias2=.. same_vars=B" and writes 4 files. */
+static int write_file(const char *path, const uint8_t *buf, size_t len)
+{
+	FILE *f = fopen(path, "wb");
+	if (!f)
+		return 1;
+	size_t n = fwrite(buf, 1, len, f);
+	fclose(f);
+	return n != len;
+}
+
+static int cmd_share(pid_t p1, pid_t p2, const char *prefix)
+{
+	struct gobin *g1, *g2, *fresh;
+	struct pp_err err = {0};
+	if (gobin_open_pid(p1, &g1, &err)) {
+		printf("open: %s\n", err.msg);
+		return 1;
+	}
+	int rc = gobin_share(g1, p2, &g2, &err);
+	if (rc) {
+		printf("share rc=%d msg=%s\n", rc, err.msg);
+		gobin_free(g1);
+		return 0;
+	}
+	if (gobin_open_pid(p2, &fresh, &err)) {
+		printf("open2: %s\n", err.msg);
+		return 1;
+	}
+	printf("bias1=0x%" PRIx64 " bias2=0x%" PRIx64 " same_vars=%d\n", g1->bias, g2->bias,
+	       g2->mbuckets_addr == fresh->mbuckets_addr && g2->rate_addr == fresh->rate_addr &&
+		       g2->cycle_addr == fresh->cycle_addr && g2->bias == fresh->bias);
+	gobin_free(g1);	/* the shared analysis must outlive it */
+	const struct gobin *gs[2] = {g2, fresh};
+	for (int i = 0; i < 2; i++) {
+		struct goheap_snapshot s;
+		struct goheap_snapshot_opts o = {.view = GOHEAP_VIEW_RUNTIME, .max_buckets = 100000,
+						 .max_depth = 128, .trigger = "on_demand"};
+		char path[4096];
+		if (goheap_snapshot(p2, gs[i], &o, &s, &err)) {
+			printf("snapshot: %s\n", err.msg);
+			return 1;
+		}
+		snprintf(path, sizeof(path), "%s-%s.pb.gz", prefix, i ? "fresh" : "shared");
+		write_file(path, s.gz, s.len);
+		goheap_snapshot_free(&s);
+	}
+	gobin_free(g2);
+	gobin_free(fresh);
 	return 0;
 }
 
@@ -197,8 +281,109 @@ static int cmd_enable(pid_t pid)
 	return 0;
 }
 
+/*
+ * Random buckets (as an OOM capture from BPF could deliver: garbage PCs,
+ * empty and deep stacks, frees above allocs) through goheap_to_pprof, both
+ * views, encode and validate with Parca's rules. Prints "ok N" or the error.
+ */
+static uint64_t rnd(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
+static int cmd_fuzz_profile(const char *path, int iters)
+{
+	struct gobin *g;
+	struct pp_err err = {0};
+	if (gobin_open(path, &g, &err)) {
+		printf("open: %s\n", err.msg);
+		return 1;
+	}
+	g->text_start = g->text_vaddr;
+	g->text_limit = g->text_vaddr + g->text_memsz;
+	uint64_t seed = 0x9e3779b97f4a7c15ULL, stk[200];
+	for (int it = 0; it < iters; it++) {
+		struct go_heap h;
+		goheap_init(&h);
+		h.rate = (int64_t)(rnd(&seed) % 3 == 0 ? 1 : rnd(&seed) % 1000000);
+		h.cycle = (uint32_t)rnd(&seed);
+		size_t nb = rnd(&seed) % 300;
+		for (size_t i = 0; i < nb; i++) {
+			uint32_t n = (uint32_t)(rnd(&seed) % (i % 17 == 0 ? 200 : 40));
+			for (uint32_t k = 0; k < n; k++) {
+				uint64_t r = rnd(&seed);
+				stk[k] = r % 4 == 0 ? r : g->text_vaddr + r % (g->text_memsz + 64);
+				if (k && r % 5 == 0)
+					stk[k] = stk[k - 1];	/* recursion */
+				if (r % 11 == 0)
+					stk[k] = r % 22 ? 0 : 1;	/* null PCs */
+			}
+			struct go_memrec a, f[3];
+			uint64_t *m = &a.allocs;
+			for (int k = 0; k < 4; k++)
+				m[k] = rnd(&seed) % 1000;
+			for (int j = 0; j < 3; j++) {
+				m = &f[j].allocs;
+				for (int k = 0; k < 4; k++)
+					m[k] = rnd(&seed) % 1000;
+			}
+			if (goheap_add_bucket(&h, 0x1000 + 8 * i, rnd(&seed) % 100000, stk, n, n > 30,
+					      &a, f)) {
+				printf("add_bucket failed\n");
+				return 1;
+			}
+		}
+		if (it % 7 == 0)
+			goheap_set_incomplete(&h, "fuzz %d", it);
+		for (int v = 0; v < 2; v++) {
+			struct pprof *p = NULL;
+			uint8_t *buf = NULL;
+			size_t len = 0;
+			if (goheap_to_pprof(&h, g, v ? GOHEAP_VIEW_LATEST : GOHEAP_VIEW_RUNTIME, &p, &err) ||
+			    pprof_encode(p, false, &buf, &len, &err) || pprof_validate(buf, len, &err)) {
+				printf("iteration %d: %s\n", it, err.msg);
+				return 1;
+			}
+			free(buf);
+			pprof_free(p);
+		}
+		goheap_free(&h);
+	}
+	gobin_free(g);
+	printf("ok %d\n", iters);
+	return 0;
+}
+
+/* stdin: "count size rate" lines -> "count size rate c s c_glibc s_glibc" */
+static int cmd_scale(void)
+{
+	long long c, s, r;
+	while (scanf("%lld %lld %lld", &c, &s, &r) == 3) {
+		int64_t oc, os, gc = 0, gs = 0;
+		goheap_scale_heap_sample(c, s, r, &oc, &os);
+		if (c && s && r > 1) {
+			double sc = 1 / (1 - exp(-((double)s / (double)c) / (double)r));
+			gc = (int64_t)((double)c * sc);
+			gs = (int64_t)((double)s * sc);
+		} else {
+			gc = c && s ? c : 0;
+			gs = c && s ? s : 0;
+		}
+		printf("%lld %lld %lld %lld %lld %lld %lld\n", c, s, r, (long long)oc,
+		       (long long)os, (long long)gc, (long long)gs);
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
+	if (argc >= 2 && !strcmp(argv[1], "scale"))
+		return cmd_scale();
+	if (argc >= 4 && !strcmp(argv[1], "fuzz-profile"))
+		return cmd_fuzz_profile(argv[2], atoi(argv[3]));
 	if (argc >= 3 && !strcmp(argv[1], "vars"))
 		return cmd_vars(argv[2]);
 	if (argc >= 3 && !strcmp(argv[1], "kill-then-read"))
@@ -206,6 +391,8 @@ int main(int argc, char **argv)
 	if (argc >= 4 && !strcmp(argv[1], "bench"))
 		return cmd_bench(atoi(argv[2]), atoi(argv[3]),
 				 argc >= 5 ? (uint32_t)strtoul(argv[4], NULL, 10) : 1000000);
+	if (argc >= 5 && !strcmp(argv[1], "share"))
+		return cmd_share(atoi(argv[2]), atoi(argv[3]), argv[4]);
 	if (argc >= 3 && !strcmp(argv[1], "enable"))
 		return cmd_enable(atoi(argv[2]));
 	fprintf(stderr, "usage: goheap_tool vars FILE | kill-then-read PID | "

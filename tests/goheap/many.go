@@ -1,9 +1,9 @@
-// many.go - a workload with more than 100,000 distinct heap-profile
-// buckets: a recursion that takes one of two call sites at each of LEVELS
-// levels reaches 2^LEVELS distinct stacks, and each leaf retains one
-// allocation. Run with GODEBUG=memprofilerate=1 so every allocation makes
-// its bucket. Writes its own heap profile to argv[2], then creates argv[3]
-// and idles.
+// many.go - a workload with N distinct heap-profile buckets (N up to 2^20):
+// a recursion that takes one of two call sites at each of LEVELS levels
+// (2^LEVELS >= N) reaches N distinct stacks, and each leaf retains one
+// allocation. Run with PP_MEMPROFILERATE=1 so every allocation makes its
+// bucket. Writes its own heap profile to argv[2], then creates argv[3] and
+// idles.
 package main
 
 import (
@@ -51,15 +51,19 @@ func setRate() {
 func main() {
 	setRate()
 	if len(os.Args) < 4 {
-		os.Stderr.WriteString("usage: many LEVELS PROFILE READYFILE\n")
+		os.Stderr.WriteString("usage: many N PROFILE READYFILE\n")
 		os.Exit(2)
 	}
-	levels, err := strconv.Atoi(os.Args[1])
-	if err != nil || levels < 1 || levels > 20 {
+	n, err := strconv.Atoi(os.Args[1])
+	if err != nil || n < 1 || n > 1<<20 {
 		os.Exit(2)
 	}
-	keep = make([]*[32]byte, 0, 1<<levels)
-	for i := 0; i < 1<<levels; i++ {
+	levels := 1
+	for 1<<levels < n {
+		levels++
+	}
+	keep = make([]*[32]byte, 0, n)
+	for i := 0; i < n; i++ {
 		walk(i, levels)
 	}
 	debug.SetGCPercent(-1)

@@ -13,7 +13,7 @@ import ghlib  # noqa: E402
 import pptest  # noqa: E402
 from pptest import check, done  # noqa: E402
 
-tmp = pptest.tmpdir("pushprof-gobin-")
+tmp = ghlib.tmpdir("pushprof-gobin-")
 
 
 def vars_of(path):
@@ -36,11 +36,11 @@ def symtab(path):
     return res
 
 
-goversion = pptest.run(["go", "env", "GOVERSION"], env=pptest.go_env()).stdout.strip()
-for name in ("truth", "norate", "many"):
-    for variant in ("plain", "pie"):
-        tag = f"{name}/{variant}"
-        binary = ghlib.build(name, tmp, variant)
+for name, variant, tc, go in [(n, v, tc, go) for tc, go in ghlib.toolchains()
+                              for n in ("truth", "norate", "many") for v in ("plain", "pie")]:
+        goversion = pptest.run([go, "env", "GOVERSION"], env=pptest.go_env()).stdout.strip()
+        tag = f"{tc}/{name}/{variant}"
+        binary = ghlib.build(name, tmp, variant, go)
         twin = binary + ".stripped"
         subprocess.run(["objcopy", "--strip-all", binary, twin], check=True)
         nm = symtab(binary)
@@ -63,11 +63,47 @@ for name in ("truth", "norate", "many"):
 
 # A real -ldflags='-s -w' build (different layout from its unstripped twin,
 # so checked by reading the live values elsewhere; here: found at all).
-for variant in ("stripped", "stripped-pie"):
-    v = vars_of(ghlib.build("norate", tmp, variant))
-    check(v.get("source") == "code" and all(v.get(k, "0x0") != "0x0"
-                                           for k in ("mbuckets", "rate", "cycle")),
-          f"norate/{variant}: variables located", str(v))
+for tc, go in ghlib.toolchains():
+    for variant in ("stripped", "stripped-pie"):
+        v = vars_of(ghlib.build("norate", tmp, variant, go))
+        check(v.get("source") == "code" and all(v.get(k, "0x0") != "0x0"
+                                               for k in ("mbuckets", "rate", "cycle")),
+              f"{tc} norate/{variant}: variables located", str(v))
+
+# GNU build id (the Go linker writes one with -B), read against readelf.
+gnu = "0123456789abcdef0123456789abcdef01234567"
+out = os.path.join(tmp, "truth-gnu-build-id")
+pptest.go_build(os.path.join(ghlib.HERE, "truth.go"), out, (f"-ldflags=-B 0x{gnu}",))
+v = vars_of(out)
+re_out = pptest.run(["readelf", "-n", out]).stdout
+m = re.search(r"Build ID: ([0-9a-f]+)", re_out)
+check(m and v.get("gnu_build_id") == m.group(1) == gnu, "GNU build id = readelf's",
+      f"{v.get('gnu_build_id')} vs {m and m.group(1)}")
+check(vars_of(os.path.join(tmp, "truth-plain")).get("gnu_build_id") == "-",
+      "no GNU build id note: none reported")
+
+# gobin_share: two processes of one PIE executable (different load biases)
+# share one analysis; the second one's snapshot equals a fresh analysis'.
+pie = os.path.join(tmp, "truth-pie")
+other = os.path.join(tmp, "truth-plain")
+with ghlib.Workload(pie, [os.path.join(tmp, "o1.pb.gz")], os.path.join(tmp, "r1")) as w1, \
+        ghlib.Workload(pie, [os.path.join(tmp, "o2.pb.gz")], os.path.join(tmp, "r2")) as w2, \
+        ghlib.Workload(other, [os.path.join(tmp, "o3.pb.gz")], os.path.join(tmp, "r3")) as w3:
+    prefix = os.path.join(tmp, "share")
+    r = pptest.run([ghlib.TOOL, "share", str(w1.pid), str(w2.pid), prefix])
+    kv = dict(x.split("=", 1) for x in r.stdout.split() if "=" in x)
+    check(r.returncode == 0 and kv.get("same_vars") == "1",
+          "shared analysis attached to a second process: same addresses as a fresh one",
+          r.stdout + r.stderr)
+    check(kv.get("bias1") != kv.get("bias2"), "the two PIE processes have different biases",
+          r.stdout)
+    if r.returncode == 0:
+        diffs = ghlib.compare(prefix + "-fresh.pb.gz", prefix + "-shared.pb.gz")
+        check(not diffs, "snapshot through the shared analysis = through a fresh one",
+              "; ".join(diffs[:5]))
+    r = pptest.run([ghlib.TOOL, "share", str(w1.pid), str(w3.pid), prefix + "x"])
+    check("share rc=-2 " in r.stdout and "another executable" in r.stdout,
+          "sharing with a process of another executable is refused", r.stdout)
 
 # Not Go: a C binary.
 r = pptest.run([ghlib.TOOL, "vars", "/usr/bin/true"])

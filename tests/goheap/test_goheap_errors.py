@@ -16,7 +16,7 @@ import ghlib  # noqa: E402
 import pptest  # noqa: E402
 from pptest import check, done  # noqa: E402
 
-tmp = pptest.tmpdir("pushprof-goheap-err-")
+tmp = ghlib.tmpdir("pushprof-goheap-err-")
 out = os.path.join(tmp, "out.pb.gz")
 
 
@@ -57,8 +57,12 @@ r = pptest.pushprof("snapshot", "--pid", "1", "--view", "newest")
 check(r.returncode == 2, "bad --view: exit 2", f"{r.returncode} {r.stderr}")
 
 # Rate 0: a program that references no heap profile.
-for variant in ("plain", "stripped"):
-    binary = ghlib.build("norate", tmp, variant)
+norate_builds = [("plain", "go"), ("stripped", "go")]
+norate_builds += [("stripped", go) for _, go in ghlib.toolchains()[1:]]
+for variant, go in norate_builds:
+    binary = ghlib.build("norate", tmp, variant, go)
+    if go != "go":
+        variant += "-go1.23"
     with ghlib.Workload(binary, [], os.path.join(tmp, "ready")) as w:
         r = snap(w.pid)
         check(r.returncode == 5, f"{variant} rate-0 program: exit 5", f"{r.returncode} {r.stderr}")
@@ -107,7 +111,7 @@ with ghlib.Workload(binary, [], os.path.join(tmp, "ready")) as w:
 
 # Exit before the read: attached, then SIGKILLed, then goheap_read().
 many = ghlib.build("many", tmp, "plain")
-w = ghlib.Workload(many, ["16", os.path.join(tmp, "many-own.pb.gz")],
+w = ghlib.Workload(many, ["65536", os.path.join(tmp, "many-own.pb.gz")],
                    os.path.join(tmp, "ready"), env={"PP_MEMPROFILERATE": "1"})
 r = pptest.run([ghlib.TOOL, "kill-then-read", str(w.pid)])
 w.stop()
@@ -119,7 +123,7 @@ check(r.returncode == 0 and "rc=-3 " in r.stdout and "exited" in r.stdout,
 outcomes = {}
 random.seed(4)
 for i in range(6):
-    w = ghlib.Workload(many, ["16", os.path.join(tmp, "many-own.pb.gz")],
+    w = ghlib.Workload(many, ["65536", os.path.join(tmp, "many-own.pb.gz")],
                        os.path.join(tmp, "ready"), env={"PP_MEMPROFILERATE": "1"})
     o = os.path.join(tmp, f"race{i}.pb.gz")
     sp = subprocess.Popen([pptest.PUSHPROF, "snapshot", "--pid", str(w.pid), "--output", o,

@@ -12,7 +12,7 @@ import ghlib  # noqa: E402
 import pptest  # noqa: E402
 from pptest import check, done  # noqa: E402
 
-tmp = pptest.tmpdir("pushprof-goheap-hostile-")
+tmp = ghlib.tmpdir("pushprof-goheap-hostile-")
 binary = ghlib.build("truth", tmp, "plain")
 r = pptest.run([ghlib.TOOL, "vars", binary])
 v = dict(kv.split("=", 1) for kv in r.stdout.split())
@@ -40,19 +40,27 @@ with ghlib.Workload(binary, [os.path.join(tmp, "own.pb.gz")], os.path.join(tmp, 
     def u64(addr):
         return struct.unpack("<Q", rd(addr, 8))[0]
 
-    buckets = []
-    b = u64(mbuckets)
-    while b and len(buckets) < 100000:
-        buckets.append(b)
-        b = u64(b + 8)
+    def walk():
+        res = []
+        b = u64(mbuckets)
+        while b and len(res) < 100000:
+            res.append(b)
+            b = u64(b + 8)
+        return res
+
+    buckets = walk()
     n = len(buckets)
     check(n > 20, "the workload has buckets", str(n))
 
     r, st, _ = snap(w.pid)
-    check(r.returncode == 0 and st.get("complete") == "true" and st.get("buckets") == str(n),
-          f"intact list: complete, {n} buckets", r.stderr)
+    check(r.returncode == 0 and st.get("complete") == "true" and
+          st.get("buckets") == str(len(walk())), "intact list: complete, every bucket",
+          r.stderr)
 
     def corrupt(addr, data, what, want_reason, want_buckets):
+        # The idle program may still prepend a bucket (e.g. its first
+        # sleep): count from the list as it is now.
+        want_buckets += walk().index(buckets[0])
         old = rd(addr, len(data))
         wr(addr, data)
         try:
@@ -72,6 +80,17 @@ with ghlib.Workload(binary, [os.path.join(tmp, "own.pb.gz")], os.path.join(tmp, 
     corrupt(buckets[-1] + 8, struct.pack("<Q", buckets[2]), "loop", "loops", n)
     # A loop onto itself.
     corrupt(buckets[5] + 8, struct.pack("<Q", buckets[5]), "self loop", "loops", 6)
+    # A loop longer than half of max_buckets: the limit is reached before the
+    # loop is seen, and still no bucket is kept twice.
+    old = rd(buckets[-1] + 8, 8)
+    wr(buckets[-1] + 8, struct.pack("<Q", buckets[1]))
+    try:
+        r, st, _ = snap(w.pid, "--max-buckets", str(n + n // 2))
+    finally:
+        wr(buckets[-1] + 8, old)
+    check(r.returncode == 0 and st.get("complete") == "false" and
+          "loops" in st.get("reason", "") and st.get("buckets") == str(len(walk())),
+          "loop found at the bucket limit: each bucket once, reason 'loops'", r.stderr)
     corrupt(buckets[3] + 40, struct.pack("<Q", 1 << 40), "nstk 2^40", "claims", 3)
     corrupt(buckets[3] + 40, struct.pack("<Q", 1025), "nstk 1025", "claims", 3)
     corrupt(buckets[2] + 8, struct.pack("<Q", 0x10), "pointer to unmapped memory",
@@ -87,5 +106,12 @@ with ghlib.Workload(binary, [os.path.join(tmp, "own.pb.gz")], os.path.join(tmp, 
     if r.returncode == 0:
         frames = ghlib.max_frames_of(out, "main.deepRetain")
         check(0 < frames <= 5, "max_stack_depth 5: at most 5 frames kept", str(frames))
+
+# Buckets as an OOM capture could deliver them (garbage PCs, empty, deep and
+# recursive stacks, frees above allocs): both views build a profile that
+# passes Parca's rules.
+r = pptest.run([ghlib.TOOL, "fuzz-profile", binary, "150"], timeout=300)
+check(r.returncode == 0 and r.stdout.startswith("ok 150"),
+      "150 random bucket sets: valid profiles in both views", r.stdout + r.stderr[-500:])
 
 done()

@@ -16,19 +16,21 @@ import ghlib  # noqa: E402
 import pptest  # noqa: E402
 from pptest import check, done  # noqa: E402
 
-tmp = pptest.tmpdir("pushprof-goheap-truth-")
+tmp = ghlib.tmpdir("pushprof-goheap-truth-")
 RATES = (("default", None, 524288), ("rate1", "1", 1))
 
-for variant in ghlib.VARIANTS:
-    binary = ghlib.build("truth", tmp, variant)
+builds = [(variant, "go1.19", "go") for variant in ghlib.VARIANTS]
+builds += [(variant, tc, go) for tc, go in ghlib.toolchains()[1:] for variant in ghlib.VARIANTS]
+for variant, tc, go in builds:
+    binary = ghlib.build("truth", tmp, variant, go)
     for rname, rate, want_period in RATES:
-        tag = f"{variant}/{rname}"
-        own = os.path.join(tmp, f"own-{variant}-{rname}.pb.gz")
-        snap = os.path.join(tmp, f"snap-{variant}-{rname}.pb.gz")
+        tag = f"{tc}/{variant}/{rname}"
+        own = os.path.join(tmp, f"own-{tc}-{variant}-{rname}.pb.gz")
+        snap = os.path.join(tmp, f"snap-{tc}-{variant}-{rname}.pb.gz")
         env = {"PP_MEMPROFILERATE": rate} if rate else {}
         with ghlib.Workload(binary, [own], os.path.join(tmp, "ready"), env=env) as w:
             r = pptest.pushprof("snapshot", "--pid", str(w.pid), "--output", snap)
-            latest = os.path.join(tmp, f"latest-{variant}-{rname}.pb.gz")
+            latest = os.path.join(tmp, f"latest-{tc}-{variant}-{rname}.pb.gz")
             rl = pptest.pushprof("snapshot", "--pid", str(w.pid), "--view", "latest",
                                  "--output", latest)
         if not check(r.returncode == 0, f"{tag}: snapshot exits 0", r.stderr):
@@ -59,6 +61,29 @@ for variant in ghlib.VARIANTS:
                 newer = [f for f in fl if f.startswith("runtime/pprof.") and f not in fr]
                 check(bool(newer), f"{tag}: latest includes allocations not yet published "
                       "(runtime/pprof.* while writing the profile)", str(sorted(fl)[:20]))
+
+# Before any GC: every sample is in the unpublished cycles; runtime.MemProfile
+# then adds them all (its "clear" case), and so must the runtime view.
+import signal  # noqa: E402
+import time  # noqa: E402
+
+binary = ghlib.build("nogc", tmp, "plain")
+own = os.path.join(tmp, "own-nogc.pb.gz")
+snap = os.path.join(tmp, "snap-nogc.pb.gz")
+ready = os.path.join(tmp, "ready-nogc")
+with ghlib.Workload(binary, [own], ready) as w:
+    r = pptest.pushprof("snapshot", "--pid", str(w.pid), "--output", snap)
+    w.p.send_signal(signal.SIGUSR1)
+    deadline = time.time() + 30
+    while not os.path.exists(ready + ".done") and time.time() < deadline:
+        time.sleep(0.02)
+if check(r.returncode == 0, "no GC yet: snapshot exits 0", r.stderr):
+    diffs = ghlib.compare(own, snap)
+    check(not diffs, "no GC yet: runtime view equals the program's own profile (all cycles)",
+          "; ".join(diffs[:8]))
+    fns = ghlib.per_function(snap, "inuse_space")
+    check(fns.get("main.grow", (0, 0))[0] > 0, "no GC yet: main.grow's memory is there",
+          str(fns))
 
 # --push: delivered with the series labels.
 from receiver import Receiver  # noqa: E402

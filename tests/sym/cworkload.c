@@ -8,6 +8,7 @@
 #include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #ifndef VARIANT
 #define VARIANT 1
@@ -45,6 +46,7 @@ int main(void)
 	printf("ADDR %s %p\n", "alpha", (void *)FN(pp_func_alpha));
 	printf("ADDR %s %p\n", "beta", (void *)FN(pp_func_beta));
 	printf("ADDR %s %p\n", "delta", (void *)pp_static_delta);
+	printf("ADDR pid %#lx\n", (unsigned long)getpid());
 	printf("READY\n");
 	while (fgets(line, sizeof(line), stdin)) {
 		line[strcspn(line, "\n")] = '\0';

@@ -6,10 +6,12 @@
  *   symtool info FILE                  build ids, Go version, counts
  *   symtool elfsym FILE VADDR...       ELF symbol at link-time address
  *   symtool findsym FILE NAME          any symbol's value and size
+ *   symtool gofunc FILE NAME           pclntab function by name: entry end
  *   symtool load FILE                  load only; exit 0 or print the error, exit 2
  *   symtool resolve PID ADDR...        symbolizer, user addresses of a live process
  *   symtool kernel ADDR...             symbolizer, kernel addresses (kallsyms)
  *   symtool bench PID ROUNDS ADDR...   cold + warm resolve timing, cache figures
+ *   symtool benchfile FILE N           load time, memory, lookup time for N PCs
  *   symtool torture FILE...            load each file and exercise every lookup;
  *                                      FILE ending in .pcln = raw pclntab bytes.
  *                                      One "ok|error NAME detail" line per file.
@@ -120,7 +122,8 @@ static int torture(int argc, char **argv)
 			if (gopcln_open(&src, &t, &err) < 0) {
 				printf("error %s %s\n", path, err.msg);
 			} else {
-				printf("ok %s frames=%u\n", path, exercise_pcln(t));
+				printf("ok %s inline=%d frames=%u\n", path, gopcln_has_inline(t),
+				       exercise_pcln(t));
 				gopcln_close(t);
 			}
 			free(tab);
@@ -271,7 +274,8 @@ static int symbolizer_cmd(int argc, char **argv)
 		sym_resolve_kernel(s, &ka, 1, &kb, NULL);
 		t1 = now_s();
 		sym_get_stats(s, &st);
-		printf("kallsyms_load_ms %.1f\nkernel_symbols %zu\n", (t1 - t0) * 1e3, st.kernel_symbols);
+		printf("kallsyms_load_ms %.1f\nkernel_symbols %zu\nkernel_bytes %zu\n", (t1 - t0) * 1e3,
+		       st.kernel_symbols, st.kernel_bytes);
 		sym_batch_free(&kb);
 	}
 	if (rc < 0)
@@ -284,6 +288,37 @@ static int symbolizer_cmd(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+	if (argc >= 4 && !strcmp(argv[1], "benchfile")) {
+		double t0 = now_s();
+		struct elfsym *e;
+		if (load(argv[2], &e))
+			return 2;
+		double t1 = now_s();
+		long n = atol(argv[3]);
+		uint64_t lo = 0, hi = 0;
+		if (e->pcln)
+			gopcln_text_range(e->pcln, &lo, &hi);
+		else if (e->nsyms)
+			lo = e->syms[0].addr, hi = e->syms[e->nsyms - 1].addr + 1;
+		uint64_t x = 88172645463325252ull;
+		long hits = 0;
+		double t2 = now_s();
+		for (long i = 0; i < n && hi > lo; i++) {
+			x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+			uint64_t pc = lo + x % (hi - lo);
+			struct gopcln_frame fr[16];
+			if (e->pcln && gopcln_lookup(e->pcln, pc, fr, 16) > 0)
+				hits++;
+			else if (elfsym_lookup(e, pc, NULL))
+				hits++;
+		}
+		double t3 = now_s();
+		printf("load_ms %.2f\nbytes %zu\nsyms %zu\npcln_funcs %zu\nlookups %ld\nhits %ld\n"
+		       "us_per_lookup %.3f\n", (t1 - t0) * 1e3, e->bytes, e->nsyms,
+		       e->pcln ? gopcln_nfunc(e->pcln) : 0, n, hits, (t3 - t2) * 1e6 / (n ? n : 1));
+		elfsym_free(e);
+		return 0;
+	}
 	if (argc >= 2 && !strcmp(argv[1], "torture"))
 		return torture(argc, argv);
 	if (argc >= 2 && !strcmp(argv[1], "serve"))
@@ -353,6 +388,14 @@ int main(int argc, char **argv)
 			for (int k = 0; k < n; k++)
 				printf("  %s\t%s\t%d\t%d\n", fr[k].func ? fr[k].func : "?",
 				       fr[k].file ? fr[k].file : "?", fr[k].line, fr[k].inlined);
+		}
+	} else if (!strcmp(cmd, "gofunc") && argc > 3) {
+		struct gopcln_func f;
+		if (!e->pcln || gopcln_find_name(e->pcln, argv[3], &f) < 0) {
+			printf("error not found\n");
+			rc = 1;
+		} else {
+			printf("%" PRIx64 " %" PRIx64 "\n", f.entry, f.end);
 		}
 	} else if (!strcmp(cmd, "elfsym")) {
 		for (int i = 3; i < argc; i++) {

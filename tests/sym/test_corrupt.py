@@ -32,6 +32,13 @@ pptest.run(["cc", "-O1", "-shared", "-fPIC", "-o", srcs["lib"], os.path.join(H, 
 srcs["go"] = pptest.go_build(os.path.join(H, "goworkload.go"), os.path.join(d, "go"))
 srcs["go-pie-s"] = pptest.go_build(os.path.join(H, "goworkload.go"), os.path.join(d, "go-pie-s"),
                                    ["-buildmode=pie", "-ldflags=-s -w"])
+# cgo + PIE: externally linked, the pclntab found by its header inside .data.rel.ro
+cgo_src = os.path.join(d, "gw_cgo.go")
+with open(os.path.join(H, "goworkload.go")) as f:
+    open(cgo_src, "w").write(f.read().replace("\nimport (", '\nimport "C"\nimport (', 1))
+srcs["go-cgo-pie-s"] = os.path.join(d, "go-cgo-pie-s")
+pptest.run(["go", "build", "-buildmode=pie", "-ldflags=-s -w", "-o", srcs["go-cgo-pie-s"],
+            cgo_src], env=dict(pptest.go_env(), CGO_ENABLED="1"), timeout=300, check_rc=0)
 
 
 def sections(path):
@@ -87,7 +94,8 @@ for name, path in srcs.items():
         emit(f"{name}.shfield{i}", bytes(b))
     secs = sections(path)
     for sec in (".symtab", ".strtab", ".dynsym", ".dynstr", ".gopclntab", ".data.rel.ro.gopclntab",
-                ".note.go.buildid", ".note.gnu.build-id", ".go.buildinfo", ".noptrdata", ".rodata"):
+                ".note.go.buildid", ".note.gnu.build-id", ".go.buildinfo", ".noptrdata", ".rodata",
+                ".data.rel.ro"):
         if sec in secs:
             off, sz = secs[sec]
             for i in range(8):
@@ -130,4 +138,7 @@ check(errs, "empty file is an error with a message", str(errs))
 good = [l for l in lines if l.startswith("ok") and l.split()[1].endswith(".raw.pcln")]
 check(len(good) == 2 and all(int(l.split("frames=")[1]) > 1000 for l in good),
       "unmodified raw pclntabs decode (control)", str(good))
+# There symtool hands the table itself as gofunc: a wrong base must be
+# detected and give no inlined frames rather than made-up ones.
+check(good and all("inline=0" in l for l in good), "implausible gofunc rejected", str(good))
 done()

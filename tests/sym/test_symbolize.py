@@ -306,6 +306,31 @@ try:
     p.wait()
     sv.close()
 
+    # --- deleted binary, and a binary only visible in another mount namespace ----
+    sv = Serve()
+    os.makedirs(os.path.join(d, "del"))
+    x = os.path.join(d, "del", "cw")
+    shutil.copy(exes["pie"], x)
+    p, printed = start([x])
+    os.unlink(x)
+    r = sv.resolve(p.pid, [printed["alpha"]])[printed["alpha"]]
+    check(r["frames"] and r["frames"][0][0] == "pp_func_alpha_v1"
+          and r["map"]["path"] == x + " (deleted)",
+          "deleted binary resolves through /proc/PID/map_files", str(r))
+    stop(p)
+    mnt = os.path.join(d, "nsmnt")
+    os.makedirs(mnt)
+    p, printed = start(["unshare", "--mount", "--propagation", "private", "--fork", "sh", "-c",
+                        f"mount -t tmpfs none {mnt} && cp {exes['pie']} {mnt}/cw-ns && "
+                        f"exec {mnt}/cw-ns"])
+    pid = printed.get("pid")
+    r = sv.resolve(pid, [printed["alpha"]]).get(printed["alpha"], {}) if pid else {}
+    check(pid and not os.path.exists(f"{mnt}/cw-ns") and r.get("frames")
+          and r["frames"][0][0] == "pp_func_alpha_v1" and r["map"]["path"] == f"{mnt}/cw-ns",
+          "binary in another mount namespace (container) resolves", str(r))
+    stop(p)
+    sv.close()
+
     # --- bounds: max files and max bytes --------------------------------------------
     p, printed = start([exes["pie"]])
     libc = real_path(p.pid, "libc.so.6")

@@ -45,6 +45,10 @@ int main(void)
 	CHECK(proc_cgroup_each(self, cg_count_cb, &n) == 0 && n > 0, "cgroup lines");
 	CHECK(proc_cgroup(self, NULL, buf, sizeof(buf)) == 0 && buf[0] == '/', "cgroup path %s", buf);
 	CHECK(proc_cgroup(self, "memory", buf, sizeof(buf)) == 0 && buf[0] == '/', "memory cgroup %s", buf);
+	struct proc_stat st;
+	CHECK(proc_stat(self, &st) == 0 && st.state == 'R' && !(st.flags & 0x00200000UL) &&
+	      st.start_time == t1, "stat of self: running, not a kernel thread, same start time");
+	CHECK(proc_stat(2, &st) != 0 || (st.flags & 0x00200000UL), "pid 2 (kthreadd) is a kernel thread");
 	pid_t tg = 0;
 	CHECK(proc_tgid(self, &tg) == 0 && tg == self, "tgid");
 	CHECK(proc_root_path(42, "/usr/bin/x", buf, sizeof(buf)) == 0 && strcmp(buf, "/proc/42/root/usr/bin/x") == 0, "root path");

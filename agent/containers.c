@@ -1,0 +1,861 @@
+#include "containers.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <grpc/byte_buffer_reader.h>
+#include <grpc/grpc.h>
+#include <grpc/grpc_security.h>
+#include <grpc/support/alloc.h>
+#include <grpc/support/time.h>
+
+#include "proto/runtime.pb-c.h"
+
+#define CGROUP_FILE_MAX (64 * 1024)
+#define CRI_MAX_MESSAGE (64 * 1024 * 1024)
+#define META_VALUE_MAX 256
+
+/* ---- small string helpers ------------------------------------------------- */
+
+static void copyn(char *dst, size_t cap, const char *src, size_t n)
+{
+	if (n >= cap)
+		n = cap - 1;
+	memcpy(dst, src, n);
+	dst[n] = '\0';
+}
+
+static bool has_prefix(const char *s, size_t n, const char *p)
+{
+	size_t pn = strlen(p);
+	return n >= pn && memcmp(s, p, pn) == 0;
+}
+
+static bool has_suffix(const char *s, size_t n, const char *suf)
+{
+	size_t sn = strlen(suf);
+	return n >= sn && memcmp(s + n - sn, suf, sn) == 0;
+}
+
+static bool eq(const char *s, size_t n, const char *lit)
+{
+	return strlen(lit) == n && memcmp(s, lit, n) == 0;
+}
+
+static bool all_hex(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!isxdigit((unsigned char)s[i]))
+			return false;
+	return n > 0;
+}
+
+/* Runtime ids after a "cri-containerd-" style prefix: be liberal but bounded. */
+static bool id_ok(const char *s, size_t n)
+{
+	if (n == 0 || n > CONTAINER_ID_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!(isalnum((unsigned char)s[i]) || s[i] == '-' || s[i] == '_' || s[i] == '.'))
+			return false;
+	return true;
+}
+
+/*
+ * A pod UID as kubelet writes it into cgroup names: 8-4-4-4-12 hex with '-'
+ * (cgroupfs) or '_' (systemd, which reserves '-'), or 32 plain hex digits
+ * (static pods use a config hash as UID).
+ */
+static bool parse_pod_uid(const char *s, size_t n, char out[POD_UID_MAX + 1])
+{
+	if (n == 32 && all_hex(s, n)) {
+		copyn(out, POD_UID_MAX + 1, s, n);
+		return true;
+	}
+	if (n != 36)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		bool sep = i == 8 || i == 13 || i == 18 || i == 23;
+		if (sep ? (s[i] != '-' && s[i] != '_') : !isxdigit((unsigned char)s[i]))
+			return false;
+	}
+	for (size_t i = 0; i < n; i++)
+		out[i] = s[i] == '_' ? '-' : (char)tolower((unsigned char)s[i]);
+	out[n] = '\0';
+	return true;
+}
+
+/* "kubepods-burstable-pod<uid>" / "pod<uid>": the uid after a "pod" word. */
+static bool find_pod_uid(const char *b, size_t n, char out[POD_UID_MAX + 1])
+{
+	for (size_t p = 0; p + 3 <= n; p++) {
+		if (memcmp(b + p, "pod", 3) != 0 || (p > 0 && b[p - 1] != '-'))
+			continue;
+		if (parse_pod_uid(b + p + 3, n - p - 3, out))
+			return true;
+	}
+	return false;
+}
+
+static void set_qos_from(struct cgroup_info *ci, const char *b, size_t n, bool *in_kubepods)
+{
+	/* cgroupfs: /kubepods/burstable/...; systemd: kubepods-burstable.slice */
+	if (eq(b, n, "kubepods") || has_suffix(b, n, "-kubepods")) {
+		*in_kubepods = true;
+		return;
+	}
+	/* a pod slice name alone also tells: kubepods-burstable-pod<uid> */
+	if (memmem(b, n, "kubepods-pod", 12))
+		*in_kubepods = true;
+	if (memmem(b, n, "kubepods-burstable-pod", 22))
+		strcpy(ci->qos, "burstable");
+	else if (memmem(b, n, "kubepods-besteffort-pod", 23))
+		strcpy(ci->qos, "besteffort");
+	else if (has_suffix(b, n, "kubepods-burstable") || (*in_kubepods && eq(b, n, "burstable")))
+		strcpy(ci->qos, "burstable");
+	else if (has_suffix(b, n, "kubepods-besteffort") || (*in_kubepods && eq(b, n, "besteffort")))
+		strcpy(ci->qos, "besteffort");
+}
+
+static const struct {
+	const char *prefix, *runtime;
+} scope_prefixes[] = {
+	{ "cri-containerd-", "containerd" },
+	{ "crio-conmon-", NULL },	/* CRI-O's monitor process, not the container */
+	{ "crio-", "cri-o" },
+	{ "docker-", "docker" },
+	{ "libpod-conmon-", NULL },
+	{ "libpod-", "podman" },
+};
+
+/* "<prefix><id>" -> 1 container, 0 not a container name, -1 a monitor scope. */
+static int container_from_name(struct cgroup_info *ci, const char *b, size_t n)
+{
+	for (size_t i = 0; i < sizeof(scope_prefixes) / sizeof(scope_prefixes[0]); i++) {
+		if (!has_prefix(b, n, scope_prefixes[i].prefix))
+			continue;
+		if (!scope_prefixes[i].runtime)
+			return -1;
+		size_t pl = strlen(scope_prefixes[i].prefix);
+		if (!id_ok(b + pl, n - pl))
+			return 0;
+		copyn(ci->container_id, sizeof(ci->container_id), b + pl, n - pl);
+		strcpy(ci->runtime, scope_prefixes[i].runtime);
+		return 1;
+	}
+	return 0;
+}
+
+int cgroup_info_from_path(const char *path, struct cgroup_info *ci)
+{
+	const char *p = path;
+	bool in_kubepods = false, prev_docker = false;
+	char unit[SYSTEMD_UNIT_MAX + 1] = "";
+
+	memset(ci, 0, sizeof(*ci));
+	copyn(ci->path, sizeof(ci->path), path, strnlen(path, sizeof(ci->path) - 1));
+	while (*p) {
+		while (*p == '/')
+			p++;
+		const char *c = p;
+		while (*p && *p != '/')
+			p++;
+		size_t n = (size_t)(p - c);
+		if (!n)
+			break;
+
+		/* Colon form "kubepods-burstable-pod<uid>.slice:cri-containerd:<id>". */
+		const char *c1 = memchr(c, ':', n);
+		if (c1) {
+			const char *c2 = memchr(c1 + 1, ':', (size_t)(c + n - c1 - 1));
+			size_t sn = (size_t)(c1 - c);
+			if (has_suffix(c, sn, ".slice"))
+				sn -= 6;
+			set_qos_from(ci, c, sn, &in_kubepods);
+			find_pod_uid(c, sn, ci->pod_uid);
+			if (c2) {
+				size_t pn = (size_t)(c2 - c1 - 1), idn = (size_t)(c + n - c2 - 1);
+				const char *rt = NULL;
+				if (eq(c1 + 1, pn, "cri-containerd"))
+					rt = "containerd";
+				else if (eq(c1 + 1, pn, "crio"))
+					rt = "cri-o";
+				else if (eq(c1 + 1, pn, "docker"))
+					rt = "docker";
+				if (rt && id_ok(c2 + 1, idn)) {
+					copyn(ci->container_id, sizeof(ci->container_id), c2 + 1, idn);
+					strcpy(ci->runtime, rt);
+				}
+			}
+			prev_docker = false;
+			continue;
+		}
+
+		size_t bn = n;
+		bool scope = false, service = false;
+		if (has_suffix(c, n, ".slice")) {
+			bn -= 6;
+		} else if (has_suffix(c, n, ".scope")) {
+			bn -= 6;
+			scope = true;
+		} else if (has_suffix(c, n, ".service")) {
+			service = true;
+		}
+
+		set_qos_from(ci, c, bn, &in_kubepods);
+		if (!service && !scope && find_pod_uid(c, bn, ci->pod_uid)) {
+			prev_docker = false;
+			continue;
+		}
+		int cont = service ? 0 : container_from_name(ci, c, bn);
+		if (cont == 0 && !scope && !service && n == 64 && all_hex(c, n)) {
+			/* cgroupfs: bare id; only a docker parent tells the runtime */
+			copyn(ci->container_id, sizeof(ci->container_id), c, n);
+			strcpy(ci->runtime, prev_docker ? "docker" : "");
+			cont = 1;
+		}
+		if (cont == 0 && (service || scope) && n <= SYSTEMD_UNIT_MAX)
+			copyn(unit, sizeof(unit), c, n);
+		prev_docker = eq(c, n, "docker");
+	}
+	if (ci->pod_uid[0] && !ci->qos[0] && in_kubepods)
+		strcpy(ci->qos, "guaranteed");
+	if (!ci->container_id[0])
+		strcpy(ci->systemd_unit, unit);
+	return 0;
+}
+
+int cgroup_info_from_text(const char *text, size_t len, struct cgroup_info *ci)
+{
+	struct cgroup_info line, unit_src;
+	bool have_any = false, have_ctr = false, have_unit = false;
+	const char *p = text, *end = text + len;
+	char path[4096];
+
+	memset(ci, 0, sizeof(*ci));
+	memset(&unit_src, 0, sizeof(unit_src));
+	while (p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		const char *le = nl ? nl : end;
+		const char *c1 = memchr(p, ':', (size_t)(le - p));
+		const char *c2 = c1 ? memchr(c1 + 1, ':', (size_t)(le - c1 - 1)) : NULL;
+		if (c2 && le - c2 - 1 > 0 && c2[1] == '/') {
+			bool v2 = c1 - p == 1 && p[0] == '0' && c2 == c1 + 1;
+			bool sysd = eq(c1 + 1, (size_t)(c2 - c1 - 1), "name=systemd");
+			copyn(path, sizeof(path), c2 + 1, (size_t)(le - c2 - 1));
+			cgroup_info_from_path(path, &line);
+			if (!have_any) {
+				*ci = line;
+				have_any = true;
+			}
+			if (!have_ctr && (line.container_id[0] || line.pod_uid[0])) {
+				*ci = line;
+				have_ctr = true;
+			}
+			if ((v2 || sysd) && !have_unit) {
+				unit_src = line;
+				have_unit = true;
+				if (!have_ctr)
+					*ci = line;
+			}
+		}
+		p = le + 1;
+	}
+	if (!have_any)
+		return -EINVAL;
+	if (!ci->container_id[0] && !ci->systemd_unit[0] && unit_src.systemd_unit[0])
+		strcpy(ci->systemd_unit, unit_src.systemd_unit);
+	return 0;
+}
+
+int cgroup_info_for_pid(pid_t pid, struct cgroup_info *ci)
+{
+	char fn[64], *buf;
+	ssize_t n, total = 0;
+	int fd, rc;
+
+	snprintf(fn, sizeof(fn), "/proc/%d/cgroup", (int)pid);
+	fd = open(fn, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT || errno == ESRCH ? -ENOENT : -errno;
+	buf = malloc(CGROUP_FILE_MAX);
+	if (!buf) {
+		close(fd);
+		return -ENOMEM;
+	}
+	while (total < CGROUP_FILE_MAX &&
+	       (n = read(fd, buf + total, (size_t)(CGROUP_FILE_MAX - total))) > 0)
+		total += n;
+	rc = total == 0 ? -ENOENT : 0;	/* a zombie's cgroup file reads empty */
+	close(fd);
+	if (!rc)
+		rc = cgroup_info_from_text(buf, (size_t)total, ci);
+	free(buf);
+	return rc;
+}
+
+void meta_label_sanitize(char *s)
+{
+	for (; *s; s++)
+		if (!(isalnum((unsigned char)*s) || *s == '_'))
+			*s = '_';
+}
+
+int cgroup_info_meta_labels(const struct cgroup_info *ci, struct pp_labels *out)
+{
+	int rc = 0;
+
+	if (ci->path[0])
+		rc |= pp_labels_set(out, "__meta_process_cgroup", ci->path);
+	if (ci->pod_uid[0])
+		rc |= pp_labels_set(out, "__meta_kubernetes_pod_uid", ci->pod_uid);
+	if (ci->qos[0])
+		rc |= pp_labels_set(out, "__meta_kubernetes_pod_qos_class", ci->qos);
+	if (ci->container_id[0]) {
+		char v[CONTAINER_ID_MAX + 32];
+		if (ci->runtime[0])
+			snprintf(v, sizeof(v), "%s://%s", ci->runtime, ci->container_id);
+		else
+			snprintf(v, sizeof(v), "%s", ci->container_id);
+		rc |= pp_labels_set(out, "__meta_container_id", ci->container_id);
+		if (ci->pod_uid[0])
+			rc |= pp_labels_set(out, "__meta_kubernetes_pod_container_id", v);
+		if (ci->runtime[0])
+			rc |= pp_labels_set(out, "__meta_container_runtime", ci->runtime);
+	}
+	if (ci->systemd_unit[0])
+		rc |= pp_labels_set(out, "__meta_systemd_unit", ci->systemd_unit);
+	return rc ? -ENOMEM : 0;
+}
+
+/* ---- CRI client ------------------------------------------------------------------ */
+
+const char *const cri_default_sockets[] = {
+	"/run/containerd/containerd.sock",
+	"/var/run/containerd/containerd.sock",
+	"/run/crio/crio.sock",
+	"/var/run/crio/crio.sock",
+	"/run/k3s/containerd/containerd.sock",
+	"/var/snap/microk8s/common/run/containerd.sock",
+	"/run/cri-dockerd.sock",
+	"/var/run/cri-dockerd.sock",
+	NULL,
+};
+
+const char *cri_socket_detect(void)
+{
+	struct stat st;
+
+	for (size_t i = 0; cri_default_sockets[i]; i++)
+		if (stat(cri_default_sockets[i], &st) == 0 && S_ISSOCK(st.st_mode))
+			return cri_default_sockets[i];
+	return NULL;
+}
+
+struct cri_pod {
+	char *id, *name, *ns, *uid;
+	struct pp_labels labels, annotations;
+};
+
+struct cri_ctr {
+	char *id, *sandbox_id, *name;
+};
+
+struct containers {
+	pthread_mutex_t mu;
+	bool enabled;
+	char socket[256];
+	grpc_channel *ch;
+	grpc_completion_queue *cq;
+	uint64_t ttl_ns, timeout_ns;
+	uint64_t last_attempt_ns;	/* 0 = never */
+	bool version_known;
+	/* ids that were unknown right after a refresh: no refresh for them until the TTL */
+	char miss[32][CONTAINER_ID_MAX + 1];
+	unsigned nmiss;
+	struct cri_ctr *ctrs;
+	size_t nctrs;
+	struct cri_pod *pods;
+	size_t npods;
+	struct containers_stats st;
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int cri_call(struct containers *c, const char *method, const ProtobufCMessage *req,
+		    uint8_t **resp, size_t *resp_len, struct pp_err *err)
+{
+	size_t n = protobuf_c_message_get_packed_size(req);
+	uint8_t *buf = malloc(n ? n : 1);
+	grpc_metadata_array init_md, trail_md;
+	grpc_byte_buffer *send, *recv = NULL;
+	grpc_status_code status = GRPC_STATUS_UNKNOWN;
+	grpc_slice details = grpc_empty_slice();
+	grpc_call *call;
+	grpc_op ops[6];
+	grpc_event ev;
+	int rc = 0;
+
+	*resp = NULL;
+	*resp_len = 0;
+	if (!buf)
+		return pp_errf(err, -ENOMEM, "out of memory");
+	protobuf_c_message_pack(req, buf);
+	grpc_slice s = grpc_slice_from_copied_buffer((const char *)buf, n);
+	free(buf);
+	send = grpc_raw_byte_buffer_create(&s, 1);
+	grpc_slice_unref(s);
+
+	gpr_timespec deadline = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
+					     gpr_time_from_nanos((int64_t)c->timeout_ns, GPR_TIMESPAN));
+	grpc_slice m = grpc_slice_from_static_string(method);
+	call = grpc_channel_create_call(c->ch, NULL, GRPC_PROPAGATE_DEFAULTS, c->cq, m, NULL,
+					deadline, NULL);
+	grpc_metadata_array_init(&init_md);
+	grpc_metadata_array_init(&trail_md);
+	memset(ops, 0, sizeof(ops));
+	ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+	ops[1].op = GRPC_OP_SEND_MESSAGE;
+	ops[1].data.send_message.send_message = send;
+	ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+	ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
+	ops[3].data.recv_initial_metadata.recv_initial_metadata = &init_md;
+	ops[4].op = GRPC_OP_RECV_MESSAGE;
+	ops[4].data.recv_message.recv_message = &recv;
+	ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+	ops[5].data.recv_status_on_client.trailing_metadata = &trail_md;
+	ops[5].data.recv_status_on_client.status = &status;
+	ops[5].data.recv_status_on_client.status_details = &details;
+
+	if (!call || grpc_call_start_batch(call, ops, 6, (void *)c, NULL) != GRPC_CALL_OK) {
+		rc = pp_errf(err, -EIO, "%s: cannot start gRPC call", method);
+		goto out;
+	}
+	/* The deadline makes the call finish; wait a little longer for its event. */
+	ev = grpc_completion_queue_pluck(c->cq, (void *)c,
+					 gpr_time_add(deadline, gpr_time_from_seconds(5, GPR_TIMESPAN)),
+					 NULL);
+	if (ev.type != GRPC_OP_COMPLETE) {
+		grpc_call_cancel(call, NULL);
+		ev = grpc_completion_queue_pluck(c->cq, (void *)c,
+						 gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
+		rc = pp_errf(err, -ETIMEDOUT, "%s: no answer from %s", method, c->socket);
+		goto out;
+	}
+	if (status != GRPC_STATUS_OK) {
+		char *d = grpc_slice_to_c_string(details);
+		rc = pp_errf(err, status == GRPC_STATUS_DEADLINE_EXCEEDED ? -ETIMEDOUT : -EIO,
+			     "%s on %s: gRPC status %d: %.200s", method, c->socket, (int)status,
+			     d ? d : "");
+		gpr_free(d);
+		goto out;
+	}
+	if (!recv) {
+		rc = pp_errf(err, -EPROTO, "%s: no response message", method);
+		goto out;
+	}
+	grpc_byte_buffer_reader rd;
+	if (!grpc_byte_buffer_reader_init(&rd, recv)) {
+		rc = pp_errf(err, -EPROTO, "%s: unreadable response", method);
+		goto out;
+	}
+	grpc_slice all = grpc_byte_buffer_reader_readall(&rd);
+	grpc_byte_buffer_reader_destroy(&rd);
+	size_t len = GRPC_SLICE_LENGTH(all);
+	*resp = malloc(len ? len : 1);
+	if (!*resp) {
+		rc = pp_errf(err, -ENOMEM, "out of memory");
+	} else {
+		memcpy(*resp, GRPC_SLICE_START_PTR(all), len);
+		*resp_len = len;
+	}
+	grpc_slice_unref(all);
+out:
+	if (send)
+		grpc_byte_buffer_destroy(send);
+	if (recv)
+		grpc_byte_buffer_destroy(recv);
+	grpc_metadata_array_destroy(&init_md);
+	grpc_metadata_array_destroy(&trail_md);
+	grpc_slice_unref(details);
+	if (call)
+		grpc_call_unref(call);
+	return rc;
+}
+
+static void free_lists(struct cri_ctr *ctrs, size_t nctrs, struct cri_pod *pods, size_t npods)
+{
+	for (size_t i = 0; i < nctrs; i++) {
+		free(ctrs[i].id);
+		free(ctrs[i].sandbox_id);
+		free(ctrs[i].name);
+	}
+	free(ctrs);
+	for (size_t i = 0; i < npods; i++) {
+		free(pods[i].id);
+		free(pods[i].name);
+		free(pods[i].ns);
+		free(pods[i].uid);
+		pp_labels_free(&pods[i].labels);
+		pp_labels_free(&pods[i].annotations);
+	}
+	free(pods);
+}
+
+static int cmp_ctr(const void *a, const void *b)
+{
+	return strcmp(((const struct cri_ctr *)a)->id, ((const struct cri_ctr *)b)->id);
+}
+
+static int cmp_pod(const void *a, const void *b)
+{
+	return strcmp(((const struct cri_pod *)a)->id, ((const struct cri_pod *)b)->id);
+}
+
+/* Kubernetes' own keys are not user pod labels. */
+static bool internal_key(const char *k)
+{
+	return !strncmp(k, "io.kubernetes.", 14) || !strncmp(k, "io.cri-containerd.", 18) ||
+	       !strcmp(k, "kubectl.kubernetes.io/last-applied-configuration");
+}
+
+static char *dup_or_empty(const char *s)
+{
+	return strdup(s ? s : "");
+}
+
+static int fetch_version(struct containers *c, struct pp_err *err)
+{
+	Runtime__V1__VersionRequest req = RUNTIME__V1__VERSION_REQUEST__INIT;
+	Runtime__V1__VersionResponse *vr;
+	uint8_t *buf;
+	size_t len;
+	int rc;
+
+	req.version = "v1";
+	rc = cri_call(c, "/runtime.v1.RuntimeService/Version", &req.base, &buf, &len, err);
+	if (rc)
+		return rc;
+	vr = runtime__v1__version_response__unpack(NULL, len, buf);
+	free(buf);
+	if (!vr)
+		return pp_errf(err, -EPROTO, "Version: malformed response");
+	snprintf(c->st.runtime_name, sizeof(c->st.runtime_name), "%s", vr->runtime_name);
+	snprintf(c->st.runtime_version, sizeof(c->st.runtime_version), "%s",
+		 vr->runtime_version);
+	runtime__v1__version_response__free_unpacked(vr, NULL);
+	c->version_known = true;
+	return 0;
+}
+
+/* Called with mu held. */
+static int refresh_locked(struct containers *c, struct pp_err *uerr)
+{
+	struct pp_err local = { 0 };
+	struct pp_err *err = uerr ? uerr : &local;
+	Runtime__V1__ListPodSandboxRequest preq = RUNTIME__V1__LIST_POD_SANDBOX_REQUEST__INIT;
+	Runtime__V1__ListContainersRequest creq = RUNTIME__V1__LIST_CONTAINERS_REQUEST__INIT;
+	Runtime__V1__ListPodSandboxResponse *pr = NULL;
+	Runtime__V1__ListContainersResponse *cr = NULL;
+	struct cri_pod *pods = NULL;
+	struct cri_ctr *ctrs = NULL;
+	size_t npods = 0, nctrs = 0;
+	uint8_t *buf = NULL;
+	size_t len;
+	int rc;
+
+	c->last_attempt_ns = now_ns();
+	if (!c->version_known) {
+		rc = fetch_version(c, err);
+		if (rc)
+			goto fail;
+	}
+	rc = cri_call(c, "/runtime.v1.RuntimeService/ListPodSandbox", &preq.base, &buf, &len, err);
+	if (rc)
+		goto fail;
+	pr = runtime__v1__list_pod_sandbox_response__unpack(NULL, len, buf);
+	free(buf);
+	buf = NULL;
+	if (!pr) {
+		rc = pp_errf(err, -EPROTO, "ListPodSandbox: malformed response");
+		goto fail;
+	}
+	rc = cri_call(c, "/runtime.v1.RuntimeService/ListContainers", &creq.base, &buf, &len, err);
+	if (rc)
+		goto fail;
+	cr = runtime__v1__list_containers_response__unpack(NULL, len, buf);
+	free(buf);
+	buf = NULL;
+	if (!cr) {
+		rc = pp_errf(err, -EPROTO, "ListContainers: malformed response");
+		goto fail;
+	}
+
+	pods = calloc(pr->n_items ? pr->n_items : 1, sizeof(*pods));
+	ctrs = calloc(cr->n_containers ? cr->n_containers : 1, sizeof(*ctrs));
+	if (!pods || !ctrs)
+		goto oom;
+	for (size_t i = 0; i < pr->n_items; i++) {
+		const Runtime__V1__PodSandbox *s = pr->items[i];
+		const Runtime__V1__PodSandboxMetadata *md = s->metadata;
+		struct cri_pod *p = &pods[npods++];
+		p->id = dup_or_empty(s->id);
+		p->name = dup_or_empty(md ? md->name : NULL);
+		p->ns = dup_or_empty(md ? md->namespace_ : NULL);
+		p->uid = dup_or_empty(md ? md->uid : NULL);
+		if (!p->id || !p->name || !p->ns || !p->uid)
+			goto oom;
+		for (size_t k = 0; k < s->n_labels; k++)
+			if (s->labels[k]->key && s->labels[k]->value &&
+			    !internal_key(s->labels[k]->key) &&
+			    pp_labels_set(&p->labels, s->labels[k]->key, s->labels[k]->value))
+				goto oom;
+		for (size_t k = 0; k < s->n_annotations; k++)
+			if (s->annotations[k]->key && s->annotations[k]->value &&
+			    !internal_key(s->annotations[k]->key) &&
+			    strlen(s->annotations[k]->value) <= META_VALUE_MAX &&
+			    pp_labels_set(&p->annotations, s->annotations[k]->key,
+					  s->annotations[k]->value))
+				goto oom;
+	}
+	for (size_t i = 0; i < cr->n_containers; i++) {
+		const Runtime__V1__Container *x = cr->containers[i];
+		struct cri_ctr *t = &ctrs[nctrs++];
+		t->id = dup_or_empty(x->id);
+		t->sandbox_id = dup_or_empty(x->pod_sandbox_id);
+		t->name = dup_or_empty(x->metadata ? x->metadata->name : NULL);
+		if (!t->id || !t->sandbox_id || !t->name)
+			goto oom;
+	}
+	c->nmiss = 0;
+	qsort(pods, npods, sizeof(*pods), cmp_pod);
+	qsort(ctrs, nctrs, sizeof(*ctrs), cmp_ctr);
+	free_lists(c->ctrs, c->nctrs, c->pods, c->npods);
+	c->ctrs = ctrs;
+	c->nctrs = nctrs;
+	c->pods = pods;
+	c->npods = npods;
+	c->st.refreshes++;
+	c->st.connected = true;
+	c->st.containers = nctrs;
+	c->st.pods = npods;
+	runtime__v1__list_pod_sandbox_response__free_unpacked(pr, NULL);
+	runtime__v1__list_containers_response__free_unpacked(cr, NULL);
+	return 0;
+oom:
+	rc = pp_errf(err, -ENOMEM, "out of memory");
+fail:
+	free(buf);
+	free_lists(ctrs, nctrs, pods, npods);
+	if (pr)
+		runtime__v1__list_pod_sandbox_response__free_unpacked(pr, NULL);
+	if (cr)
+		runtime__v1__list_containers_response__free_unpacked(cr, NULL);
+	c->st.errors++;
+	c->st.connected = false;
+	snprintf(c->st.last_error, sizeof(c->st.last_error), "%.255s", err->msg);
+	return rc;
+}
+
+struct containers *containers_new(const char *socket, uint64_t ttl_ns, uint64_t timeout_ns,
+				  struct pp_err *err)
+{
+	struct containers *c = calloc(1, sizeof(*c));
+	char target[300];
+
+	if (!c) {
+		pp_errf(err, -ENOMEM, "out of memory");
+		return NULL;
+	}
+	pthread_mutex_init(&c->mu, NULL);
+	c->ttl_ns = ttl_ns ? ttl_ns : 10ull * 1000000000ull;
+	c->timeout_ns = timeout_ns ? timeout_ns : 2ull * 1000000000ull;
+	if (!socket || !*socket)
+		socket = cri_socket_detect();
+	if (socket && !strncmp(socket, "unix://", 7))
+		socket += 7;
+	if (!socket || !*socket || !strcmp(socket, "none"))
+		return c;	/* cgroup-only */
+	if (strlen(socket) >= sizeof(c->socket)) {
+		pp_errf(err, -ENAMETOOLONG, "CRI socket path too long: %.64s...", socket);
+		containers_free(c);
+		return NULL;
+	}
+	strcpy(c->socket, socket);
+	strcpy(c->st.socket, socket);
+	snprintf(target, sizeof(target), "unix://%s", socket);
+
+	grpc_init();
+	grpc_arg args[1];
+	args[0].type = GRPC_ARG_INTEGER;
+	args[0].key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
+	args[0].value.integer = CRI_MAX_MESSAGE;
+	grpc_channel_args ca = { 1, args };
+	grpc_channel_credentials *creds = grpc_insecure_credentials_create();
+	c->ch = grpc_channel_create(target, creds, &ca);
+	grpc_channel_credentials_release(creds);
+	c->cq = grpc_completion_queue_create_for_pluck(NULL);
+	if (!c->ch || !c->cq) {
+		pp_errf(err, -EIO, "cannot create gRPC channel to %s", target);
+		containers_free(c);
+		return NULL;
+	}
+	c->enabled = true;
+	return c;
+}
+
+void containers_free(struct containers *c)
+{
+	if (!c)
+		return;
+	free_lists(c->ctrs, c->nctrs, c->pods, c->npods);
+	if (c->ch)
+		grpc_channel_destroy(c->ch);
+	if (c->cq) {
+		grpc_completion_queue_shutdown(c->cq);
+		grpc_completion_queue_destroy(c->cq);
+	}
+	if (c->socket[0])
+		grpc_shutdown();
+	pthread_mutex_destroy(&c->mu);
+	free(c);
+}
+
+int containers_refresh(struct containers *c, struct pp_err *err)
+{
+	int rc;
+
+	if (!c->enabled)
+		return pp_errf(err, -ENOTCONN, "no CRI socket configured or found");
+	pthread_mutex_lock(&c->mu);
+	rc = refresh_locked(c, err);
+	pthread_mutex_unlock(&c->mu);
+	return rc;
+}
+
+void containers_get_stats(struct containers *c, struct containers_stats *st)
+{
+	pthread_mutex_lock(&c->mu);
+	*st = c->st;
+	pthread_mutex_unlock(&c->mu);
+}
+
+static const struct cri_ctr *find_ctr(const struct containers *c, const char *id)
+{
+	struct cri_ctr key = { .id = (char *)id };
+	return c->nctrs ? bsearch(&key, c->ctrs, c->nctrs, sizeof(key), cmp_ctr) : NULL;
+}
+
+static const struct cri_pod *find_pod(const struct containers *c, const char *id)
+{
+	struct cri_pod key = { .id = (char *)id };
+	return c->npods ? bsearch(&key, c->pods, c->npods, sizeof(key), cmp_pod) : NULL;
+}
+
+static const struct cri_pod *find_pod_by_uid(const struct containers *c, const char *uid)
+{
+	const struct cri_pod *best = NULL;
+	for (size_t i = 0; i < c->npods; i++)
+		if (!strcmp(c->pods[i].uid, uid))
+			best = &c->pods[i];
+	return best;
+}
+
+static int add_prefixed(struct pp_labels *out, const char *prefix, const struct pp_labels *src)
+{
+	char name[512];
+
+	for (size_t i = 0; i < src->n; i++) {
+		snprintf(name, sizeof(name), "%s%s", prefix, src->v[i].name);
+		meta_label_sanitize(name);
+		if (pp_labels_set(out, name, src->v[i].value))
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+int containers_meta_labels_ci(struct containers *c, const struct cgroup_info *ci,
+			      struct pp_labels *out)
+{
+	int rc = cgroup_info_meta_labels(ci, out);
+
+	if (rc || !c || !c->enabled || (!ci->container_id[0] && !ci->pod_uid[0]))
+		return rc;
+
+	pthread_mutex_lock(&c->mu);
+	const char *id = ci->container_id;
+	uint64_t now = now_ns();
+	bool stale = !c->last_attempt_ns || now - c->last_attempt_ns >= c->ttl_ns;
+	const struct cri_ctr *t = id[0] ? find_ctr(c, id) : NULL;
+	/* a sandbox's own (pause) process carries the sandbox id */
+	const struct cri_pod *p = id[0] && !t ? find_pod(c, id) : NULL;
+	if (!stale && id[0] && !t && !p && c->st.connected &&
+	    now - c->last_attempt_ns >= 1000000000ull) {
+		/* unknown id: maybe started since the last list; once per id per TTL */
+		bool missed = false;
+		for (unsigned i = 0; i < c->nmiss && i < 32 && !missed; i++)
+			missed = !strcmp(c->miss[i], id);
+		stale = !missed;
+	}
+	if (stale) {
+		struct pp_err e = { 0 };
+		refresh_locked(c, &e);	/* failure: counted, cgroup labels still go out */
+		t = id[0] ? find_ctr(c, id) : NULL;
+		p = id[0] && !t ? find_pod(c, id) : NULL;
+		if (id[0] && !t && !p && c->st.connected)
+			strcpy(c->miss[c->nmiss++ % 32], id);
+	}
+	if (id[0]) {
+		c->st.lookups++;
+		if (t || p)
+			c->st.hits++;
+	}
+	if (t)
+		p = find_pod(c, t->sandbox_id);
+	if (!p && ci->pod_uid[0])
+		p = find_pod_by_uid(c, ci->pod_uid);
+	if (t && t->name[0])
+		rc |= pp_labels_set(out, "__meta_kubernetes_pod_container_name", t->name);
+	if (t && !ci->runtime[0] && c->st.runtime_name[0]) {
+		/* cgroupfs paths hold a bare id: the runtime that listed it says who runs it */
+		char v[CONTAINER_ID_MAX + 80];
+		snprintf(v, sizeof(v), "%s://%s", c->st.runtime_name, ci->container_id);
+		rc |= pp_labels_set(out, "__meta_kubernetes_pod_container_id", v);
+		rc |= pp_labels_set(out, "__meta_container_runtime", c->st.runtime_name);
+	}
+	if (p) {
+		if (p->ns[0])
+			rc |= pp_labels_set(out, "__meta_kubernetes_namespace", p->ns);
+		if (p->name[0])
+			rc |= pp_labels_set(out, "__meta_kubernetes_pod_name", p->name);
+		if (p->uid[0])
+			rc |= pp_labels_set(out, "__meta_kubernetes_pod_uid", p->uid);
+		rc |= add_prefixed(out, "__meta_kubernetes_pod_label_", &p->labels);
+		rc |= add_prefixed(out, "__meta_kubernetes_pod_annotation_", &p->annotations);
+	}
+	pthread_mutex_unlock(&c->mu);
+	return rc ? -ENOMEM : 0;
+}
+
+int containers_meta_labels(struct containers *c, pid_t pid, struct pp_labels *out)
+{
+	struct cgroup_info ci;
+	int rc = cgroup_info_for_pid(pid, &ci);
+
+	if (rc)
+		return rc;
+	return containers_meta_labels_ci(c, &ci, out);
+}

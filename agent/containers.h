@@ -1,0 +1,116 @@
+/*
+ * containers.h - which container, pod and systemd unit a process belongs to.
+ *
+ * Two sources, cheapest first:
+ *  1. /proc/PID/cgroup: the path shapes that kubelet (systemd and cgroupfs
+ *     drivers), containerd, CRI-O, docker and podman create give the
+ *     container id, runtime, pod UID, QoS class and systemd unit without
+ *     asking anyone. Works with no container runtime reachable.
+ *  2. The container runtime's CRI API (runtime.v1 ListContainers and
+ *     ListPodSandbox over gRPC on its unix socket) gives the names users
+ *     filter on: namespace, pod, container, pod labels. Both lists are
+ *     cached and refreshed at most once per TTL (and once more, rate
+ *     limited, when an unknown container shows up), so a profile costs no
+ *     RPC. A missing or broken runtime degrades to cgroup-derived labels:
+ *     errors are counted and kept as the last error, never returned per
+ *     process.
+ *
+ * Results are `__meta_*` labels for relabel_configs (see docs/labels.md);
+ * the relabel step drops them unless a rule copies them to real labels.
+ */
+#ifndef PUSHPROF_CONTAINERS_H
+#define PUSHPROF_CONTAINERS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "err.h"
+#include "labels.h"
+
+#define CONTAINER_ID_MAX 128
+#define POD_UID_MAX 40
+#define SYSTEMD_UNIT_MAX 256
+
+/* What a cgroup path says; every field "" when unknown. */
+struct cgroup_info {
+	char container_id[CONTAINER_ID_MAX + 1];	/* runtime's id, usually 64 hex */
+	char runtime[16];		/* "containerd", "cri-o", "docker", "podman" or "" */
+	char pod_uid[POD_UID_MAX + 1];	/* with dashes, as the API server shows it */
+	char qos[16];			/* "guaranteed", "burstable", "besteffort" or "" */
+	char systemd_unit[SYSTEMD_UNIT_MAX + 1];	/* "nginx.service", "session-3.scope" */
+	char path[512];			/* the cgroup path the fields came from */
+};
+
+/* One cgroup path ("/kubepods.slice/..."). Returns 0; fields stay "" if unknown. */
+int cgroup_info_from_path(const char *path, struct cgroup_info *ci);
+/*
+ * The text of /proc/PID/cgroup (v1 "N:ctrls:/path" lines and/or the v2
+ * "0::/path" line): the first line naming a container or pod wins, the
+ * unit comes from the v2 or name=systemd line. -EINVAL if no line parses.
+ */
+int cgroup_info_from_text(const char *text, size_t len, struct cgroup_info *ci);
+/* Read and parse /proc/PID/cgroup. -ENOENT when the process is gone. */
+int cgroup_info_for_pid(pid_t pid, struct cgroup_info *ci);
+
+/*
+ * Add the __meta_* labels a cgroup_info gives: __meta_process_cgroup,
+ * __meta_kubernetes_pod_uid, __meta_kubernetes_pod_qos_class,
+ * __meta_kubernetes_pod_container_id ("<runtime>://<id>" as Kubernetes
+ * writes it, bare id when the runtime is unknown), __meta_container_id,
+ * __meta_container_runtime, __meta_systemd_unit. Empty fields add nothing.
+ */
+int cgroup_info_meta_labels(const struct cgroup_info *ci, struct pp_labels *out);
+
+/* Prometheus's label-name sanitising: every byte outside [a-zA-Z0-9_] -> '_'. */
+void meta_label_sanitize(char *name);
+
+/* ---- CRI metadata ----------------------------------------------------------- */
+
+/* Sockets tried in order when none is configured. */
+extern const char *const cri_default_sockets[];
+
+/* The first default socket that exists as a unix socket, or NULL. */
+const char *cri_socket_detect(void);
+
+struct containers;
+
+struct containers_stats {
+	uint64_t refreshes;		/* successful list refreshes */
+	uint64_t errors;		/* failed CRI calls */
+	uint64_t lookups, hits;		/* containers_meta_labels() with a container id */
+	size_t containers, pods;	/* in the cache now */
+	bool connected;			/* last CRI call succeeded */
+	char socket[256];		/* "" when none */
+	char runtime_name[64], runtime_version[64];	/* from Version, when known */
+	char last_error[256];
+};
+
+/*
+ * socket: a path or "unix://path"; NULL or "" -> cri_socket_detect() (none
+ * found -> cgroup-only mode); "none" -> CRI disabled. ttl_ns: how long the
+ * lists are trusted (0 -> 10 s). timeout_ns per call (0 -> 2 s).
+ * Never fails because the runtime is down: only on bad arguments / ENOMEM.
+ */
+struct containers *containers_new(const char *socket, uint64_t ttl_ns, uint64_t timeout_ns,
+				  struct pp_err *err);
+void containers_free(struct containers *c);
+
+/*
+ * Add every __meta_* label known for pid: cgroup-derived ones plus, when
+ * the runtime knows the container, __meta_kubernetes_namespace,
+ * __meta_kubernetes_pod_name, __meta_kubernetes_pod_container_name,
+ * __meta_kubernetes_pod_label_<name>, __meta_kubernetes_pod_annotation_<name>
+ * (values up to 256 bytes). Thread-safe. -ENOENT when the process is gone,
+ * -ENOMEM; a CRI failure is not an error here.
+ */
+int containers_meta_labels(struct containers *c, pid_t pid, struct pp_labels *out);
+/* Same from an already parsed cgroup_info (tests, callers with the text). */
+int containers_meta_labels_ci(struct containers *c, const struct cgroup_info *ci,
+			      struct pp_labels *out);
+/* Refresh now, ignoring the TTL. 0 or the CRI error (also counted). */
+int containers_refresh(struct containers *c, struct pp_err *err);
+void containers_get_stats(struct containers *c, struct containers_stats *st);
+
+#endif

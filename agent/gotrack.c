@@ -1,0 +1,388 @@
+#include "gotrack.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "gobin.h"
+#include "goheap.h"
+#include "log.h"
+#include "oom.h"
+#include "metrics.h"
+#include "procinfo.h"
+
+#define NOT_GO_CACHE 4096	/* not Go, or a Go binary that cannot be analyzed */
+
+struct tracked {
+	pid_t pid;
+	uint64_t start;		/* proc_start_time: tells a reused pid apart */
+	struct gobin *g;
+	uint64_t last_pressure_ns;	/* 0 = never */
+};
+
+struct exe_id {
+	dev_t dev;
+	ino_t ino;
+	struct timespec mtime;
+};
+
+struct gotrack {
+	const struct config *cfg;
+	struct oom_watch *oom;
+	struct tracked *v;
+	size_t n, cap;
+	struct exe_id not_go[NOT_GO_CACHE];	/* ring of executables known not to be Go */
+	size_t not_go_n, not_go_next;
+	struct metric *m_tracked, *m_enabled;
+};
+
+struct gotrack *gotrack_new(const struct config *cfg)
+{
+	struct gotrack *t = calloc(1, sizeof(*t));
+
+	if (!t)
+		return NULL;
+	t->cfg = cfg;
+	t->m_tracked = metric_get("pushprof_go_processes_tracked",
+				  "Go processes tracked for heap profiles.", METRIC_GAUGE, NULL);
+	t->m_enabled = metric_get("pushprof_go_profiling_enabled_total",
+				  "Go processes whose MemProfileRate the agent set from 0 "
+				  "(go_heap.enable_profiling).", METRIC_COUNTER, NULL);
+	return t;
+}
+
+void gotrack_set_oom(struct gotrack *t, struct oom_watch *w)
+{
+	t->oom = w;
+}
+
+void gotrack_free(struct gotrack *t)
+{
+	if (!t)
+		return;
+	for (size_t i = 0; i < t->n; i++)
+		gobin_free(t->v[i].g);
+	free(t->v);
+	free(t);
+}
+
+static struct tracked *find(struct gotrack *t, pid_t pid)
+{
+	for (size_t i = 0; i < t->n; i++)
+		if (t->v[i].pid == pid)
+			return &t->v[i];
+	return NULL;
+}
+
+static int exe_id(pid_t pid, struct exe_id *id)
+{
+	char path[64];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
+	if (stat(path, &st))
+		return -errno;
+	id->dev = st.st_dev;
+	id->ino = st.st_ino;
+	id->mtime = st.st_mtim;
+	return 0;
+}
+
+static bool known_not_go(const struct gotrack *t, const struct exe_id *id)
+{
+	for (size_t i = 0; i < t->not_go_n; i++) {
+		const struct exe_id *e = &t->not_go[i];
+		if (e->dev == id->dev && e->ino == id->ino && e->mtime.tv_sec == id->mtime.tv_sec &&
+		    e->mtime.tv_nsec == id->mtime.tv_nsec)
+			return true;
+	}
+	return false;
+}
+
+static void remember_not_go(struct gotrack *t, const struct exe_id *id)
+{
+	t->not_go[t->not_go_next] = *id;
+	t->not_go_next = (t->not_go_next + 1) % NOT_GO_CACHE;
+	if (t->not_go_n < NOT_GO_CACHE)
+		t->not_go_n++;
+}
+
+int gotrack_add(struct gotrack *t, pid_t pid)
+{
+	struct pp_err err = { 0 };
+	struct exe_id id;
+	struct gobin *g = NULL;
+
+	if (!t->cfg->go_heap.enabled)
+		return 0;
+	struct tracked *old = find(t, pid);
+	uint64_t start = 0;
+	if (old) {
+		if (proc_start_time(pid, &start))
+			return 0;	/* gone: the caller removes it */
+		if (old->start == start)
+			return 0;
+		/* the pid now names another process: the old gobin describes
+		 * another binary's memory layout */
+		pp_log(PP_DEBUG, "pid reused, tracking the new process afresh", "pid=%d", (int)pid);
+		gotrack_remove(t, pid);
+	}
+	/* cheap checks first: whole-host scans call this for every process */
+	if (exe_id(pid, &id))
+		return 0;	/* gone, or a kernel thread */
+	if (known_not_go(t, &id))
+		return 0;
+	if (!start && proc_start_time(pid, &start))
+		return 0;
+	int rc = gobin_open_pid(pid, &g, &err);
+	if (rc == -ENOEXEC) {
+		remember_not_go(t, &id);
+		return 0;
+	}
+	if (rc == -ESRCH)
+		return 0;
+	if (rc) {
+		/* once per executable: whole-host scans come back every second */
+		remember_not_go(t, &id);
+		pp_log(PP_WARN, "go process not tracked", "pid=%d error=%s", (int)pid,
+		       pp_q(err.msg));
+		gobin_free(g);
+		return rc;
+	}
+	if (t->cfg->go_heap.enable_profiling) {
+		int64_t old = 0;
+		int w = gobin_enable_profiling(g, GOBIN_DEFAULT_RATE, &old, &err);
+		if (w == 1) {
+			metric_add(t->m_enabled, 1);
+			pp_log(PP_INFO, "enabled memory profiling in a Go process",
+			       "pid=%d exe=%s wrote=runtime.MemProfileRate value=%d", (int)pid,
+			       pp_q(g->exe ? g->exe : ""), GOBIN_DEFAULT_RATE);
+		} else if (w < 0) {
+			pp_log(PP_WARN, "cannot enable memory profiling", "pid=%d error=%s",
+			       (int)pid, pp_q(err.msg));
+		}
+	}
+	if (t->n == t->cap) {
+		size_t cap = t->cap ? t->cap * 2 : 16;
+		struct tracked *nv = realloc(t->v, cap * sizeof(*nv));
+		if (!nv) {
+			gobin_free(g);
+			return -ENOMEM;
+		}
+		t->v = nv;
+		t->cap = cap;
+	}
+	t->v[t->n++] = (struct tracked){ .pid = pid, .start = start, .g = g };
+	metric_set(t->m_tracked, (double)t->n);
+	pp_log(PP_DEBUG, "tracking go process", "pid=%d go=%s vars=%s", (int)pid,
+	       g->go_version[0] ? g->go_version : "unknown",
+	       g->vars.source == GOBIN_VARS_SYMTAB ? "symtab" : "code");
+	if (t->oom) {
+		struct pp_err oerr = { 0 };
+		if (oom_watch_track(t->oom, pid, &oerr) < 0)
+			pp_log(PP_WARN, "go process not armed for OOM capture", "pid=%d error=%s",
+			       (int)pid, pp_q(oerr.msg));
+	}
+	return 1;
+}
+
+void gotrack_remove(struct gotrack *t, pid_t pid)
+{
+	struct tracked *e = find(t, pid);
+
+	if (!e)
+		return;
+	gobin_free(e->g);
+	*e = t->v[--t->n];
+	metric_set(t->m_tracked, (double)t->n);
+}
+
+size_t gotrack_count(const struct gotrack *t)
+{
+	return t->n;
+}
+
+/* Snapshot one process; false when it is gone (caller drops it). */
+static bool snapshot(struct gotrack *t, struct tracked *e, struct outbox *o, const char *trigger,
+		     enum goheap_view view)
+{
+	struct pp_err err = { 0 };
+	struct goheap_snapshot s = { 0 };
+	const struct go_heap_config *gh = &t->cfg->go_heap;
+	struct goheap_snapshot_opts opts = {
+		.view = view,
+		.max_buckets = gh->max_buckets,
+		.max_depth = gh->max_stack_depth,
+		.trigger = trigger,
+		.node = t->cfg->node,
+		.external = &t->cfg->external_labels,
+	};
+	char lbl[96];
+	int rc = goheap_snapshot(e->pid, e->g, &opts, &s, &err);
+
+	if (rc == -ESRCH) {
+		goheap_snapshot_free(&s);
+		return false;
+	}
+	const char *result = rc == 0 ? (s.complete ? "complete" : "incomplete")
+			     : rc == GOHEAP_EDISABLED ? "profiling_disabled" : "error";
+	snprintf(lbl, sizeof(lbl), "trigger=\"%s\",result=\"%s\"", trigger, result);
+	metric_inc("pushprof_go_heap_snapshots_total", "Go heap snapshots taken, by outcome.", lbl, 1);
+	if (rc == GOHEAP_EDISABLED) {
+		/* say so once per process, not every interval */
+		pp_log(PP_DEBUG, "go heap: memory profiling disabled in process", "pid=%d",
+		       (int)e->pid);
+	} else if (rc) {
+		pp_log(PP_WARN, "go heap snapshot failed", "pid=%d trigger=%s error=%s", (int)e->pid,
+		       trigger, pp_q(err.msg));
+	} else {
+		if (outbox_submit(o, &s.labels, s.gz, s.len, &err))
+			pp_log(PP_WARN, "cannot hand over a heap profile", "pid=%d error=%s",
+			       (int)e->pid, pp_q(err.msg));
+		pp_log(strcmp(trigger, "interval") ? PP_INFO : PP_DEBUG, "go heap snapshot",
+		       "pid=%d trigger=%s view=%s buckets=%zu samples=%zu complete=%s%s%s "
+		       "read_ms=%.2f bytes=%zu", (int)e->pid, trigger, goheap_view_name(view),
+		       s.buckets, s.samples, s.complete ? "true" : "false",
+		       s.complete ? "" : " reason=", s.complete ? "" : pp_q(s.incomplete_reason),
+		       (double)s.read_ns / 1e6, s.len);
+	}
+	goheap_snapshot_free(&s);
+	return true;
+}
+
+/* Still the process that was analyzed? */
+static bool same_process(const struct tracked *e)
+{
+	uint64_t st;
+	return proc_start_time(e->pid, &st) == 0 && st == e->start;
+}
+
+void gotrack_snapshot_all(struct gotrack *t, struct outbox *o)
+{
+	pid_t reused[64];
+	size_t nreused = 0;
+
+	for (size_t i = 0; i < t->n;) {
+		pid_t pid = t->v[i].pid;
+		if (!same_process(&t->v[i])) {
+			/* exited, or exited and the pid came back as another process */
+			if (nreused < sizeof(reused) / sizeof(reused[0]))
+				reused[nreused++] = pid;
+			gotrack_remove(t, pid);
+			continue;
+		}
+		if (snapshot(t, &t->v[i], o, "interval", GOHEAP_VIEW_RUNTIME))
+			i++;
+		else
+			gotrack_remove(t, pid);
+	}
+	/* a live process under a reused pid is still a target: analyze it */
+	for (size_t i = 0; i < nreused; i++)
+		gotrack_add(t, reused[i]);
+}
+
+int gotrack_scan_host(struct gotrack *t)
+{
+	DIR *d = opendir("/proc");
+	int added = 0;
+
+	if (!d)
+		return -errno;
+	for (struct dirent *e; (e = readdir(d));) {
+		if (!isdigit((unsigned char)e->d_name[0]))
+			continue;
+		char *end;
+		long pid = strtol(e->d_name, &end, 10);
+		if (*end || pid <= 0 || pid > INT32_MAX)
+			continue;
+		if (gotrack_add(t, (pid_t)pid) > 0)
+			added++;
+	}
+	closedir(d);
+	return added;
+}
+
+static int read_u64_file(const char *path, uint64_t *v)
+{
+	char buf[64];
+	FILE *f = fopen(path, "re");
+
+	if (!f)
+		return -errno;
+	if (!fgets(buf, sizeof(buf), f)) {
+		fclose(f);
+		return -EIO;
+	}
+	fclose(f);
+	if (!strncmp(buf, "max", 3)) {
+		*v = UINT64_MAX;
+		return 0;
+	}
+	char *end;
+	errno = 0;
+	unsigned long long x = strtoull(buf, &end, 10);
+	if (errno || end == buf)
+		return -EINVAL;
+	*v = x;
+	return 0;
+}
+
+int gotrack_memcg_usage(pid_t pid, uint64_t *usage, uint64_t *limit)
+{
+	char cg[2048], path[2300];
+	int rc;
+
+	/* cgroup v2 first, when the process has a v2 path and the files exist */
+	if (proc_cgroup(pid, NULL, cg, sizeof(cg)) == 0) {
+		snprintf(path, sizeof(path), "/sys/fs/cgroup%s/memory.current", cg);
+		if (read_u64_file(path, usage) == 0) {
+			snprintf(path, sizeof(path), "/sys/fs/cgroup%s/memory.max", cg);
+			return read_u64_file(path, limit);
+		}
+	}
+	rc = proc_cgroup(pid, "memory", cg, sizeof(cg));
+	if (rc)
+		return rc;
+	snprintf(path, sizeof(path), "/sys/fs/cgroup/memory%s/memory.usage_in_bytes", cg);
+	if ((rc = read_u64_file(path, usage)))
+		return rc;
+	snprintf(path, sizeof(path), "/sys/fs/cgroup/memory%s/memory.limit_in_bytes", cg);
+	if ((rc = read_u64_file(path, limit)))
+		return rc;
+	/* v1 reports "no limit" as a huge page-rounded number */
+	if (*limit >= (1ull << 60))
+		*limit = UINT64_MAX;
+	return 0;
+}
+
+int gotrack_check_pressure(struct gotrack *t, struct outbox *o, uint64_t now_ns)
+{
+	const struct pressure_config *p = &t->cfg->go_heap.pressure;
+	int taken = 0;
+
+	if (!p->enabled)
+		return 0;
+	for (size_t i = 0; i < t->n; i++) {
+		struct tracked *e = &t->v[i];
+		uint64_t usage, limit;
+		if (e->last_pressure_ns && now_ns - e->last_pressure_ns < p->cooldown_ns)
+			continue;
+		if (gotrack_memcg_usage(e->pid, &usage, &limit) || limit == UINT64_MAX || !limit)
+			continue;
+		if (usage * 100 < (uint64_t)p->threshold_percent * limit)
+			continue;
+		e->last_pressure_ns = now_ns;
+		pp_log(PP_INFO, "memory pressure: taking a heap snapshot before the OOM killer",
+		       "pid=%d usage=%" PRIu64 " limit=%" PRIu64 " threshold_percent=%u",
+		       (int)e->pid, usage, limit, p->threshold_percent);
+		snapshot(t, e, o, "pressure", GOHEAP_VIEW_LATEST);
+		taken++;
+	}
+	return taken;
+}

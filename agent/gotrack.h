@@ -1,0 +1,55 @@
+/*
+ * gotrack.h - the Go programs among the agent's targets, for heap profiles.
+ *
+ * The run loop reports targets as they come and go; gotrack keeps an
+ * analyzed, attached gobin per Go process (non-Go executables are
+ * remembered by device/inode so an exec storm of the same binary costs one
+ * ELF look each), takes the periodic snapshots (go_heap.interval) and the
+ * pre-OOM ones (go_heap.pressure: a memory cgroup above threshold_percent
+ * of its limit, at most once per cooldown), and hands profiles to the
+ * outbox. With go_heap.enable_profiling it turns on memory profiling in Go
+ * programs that have it off (MemProfileRate 0), logging each one.
+ *
+ * Single-threaded: called from the run loop only.
+ */
+#ifndef PUSHPROF_GOTRACK_H
+#define PUSHPROF_GOTRACK_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "config.h"
+#include "outbox.h"
+
+struct gotrack;
+
+struct oom_watch;
+
+struct gotrack *gotrack_new(const struct config *cfg);
+/* Also hand every newly tracked Go process to the OOM watcher (go_heap.on_oom). */
+void gotrack_set_oom(struct gotrack *t, struct oom_watch *w);
+void gotrack_free(struct gotrack *t);
+
+/* A target appeared: returns 1 when it is a Go program now tracked, 0 when
+ * not Go (or already tracked), negative on errors worth a log line. */
+int gotrack_add(struct gotrack *t, pid_t pid);
+void gotrack_remove(struct gotrack *t, pid_t pid);
+/* Whole-host mode (no targets: the target set reports no changes): look at
+ * every process in /proc and track the Go ones not tracked yet (not-Go
+ * executables are cached, so this is a stat per process). Returns how many
+ * were added. */
+int gotrack_scan_host(struct gotrack *t);
+size_t gotrack_count(const struct gotrack *t);
+
+/* One snapshot of every tracked process (trigger "interval"). */
+void gotrack_snapshot_all(struct gotrack *t, struct outbox *o);
+/* Poll memory cgroups; snapshot (trigger "pressure") those above threshold.
+ * Returns how many snapshots were taken. */
+int gotrack_check_pressure(struct gotrack *t, struct outbox *o, uint64_t now_ns);
+
+/* Memory cgroup usage and limit of a process (v2 memory.current/max, else
+ * v1 memory.usage_in_bytes/limit_in_bytes). limit UINT64_MAX = unlimited. */
+int gotrack_memcg_usage(pid_t pid, uint64_t *usage, uint64_t *limit);
+
+#endif

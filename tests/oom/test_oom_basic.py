@@ -1,0 +1,64 @@
+"""A Go program leaking from one function is OOM-killed in a 100 MiB memory
+cgroup, five times in a row: each kill yields one complete profile whose top
+inuse_space function is the leaking one, with the OOM labels and the
+victim's RSS figures in the comments."""
+import os
+
+from pptest import check, tmpdir
+import oomlib
+
+KILLS = int(os.environ.get("OOM_KILLS", "5"))
+
+
+def main():
+    oomlib.cleanup_stale()
+    d = tmpdir()
+    leak, _, _ = oomlib.build_workloads(d)
+    out = os.path.join(d, "out")
+    os.makedirs(out)
+    w = oomlib.Watcher(out)
+    ok = 0
+    times = []
+    try:
+        for i in range(KILLS):
+            with oomlib.Cgroup(f"basic{i}", 100) as cg:
+                rc, res, tr = oomlib.oom_one(w, cg, [leak])
+                check(tr is not None, f"kill {i}: victim tracked before it leaks")
+                check(rc == -9, f"kill {i}: victim was SIGKILLed (status {rc})")
+                if not check(res is not None and res["event"] == "profile",
+                             f"kill {i}: a profile, not an event", str(res)):
+                    continue
+                check(res["complete"], f"kill {i}: profile complete", res["reason"])
+                lab = res["labels"]
+                want = {"__name__": "memory", "trigger": "oom", "pid": str(res["pid"]),
+                        "comm": "leak", "executable": leak, "cgroup": cg.rel,
+                        "oom_complete": "true"}
+                for k, v in want.items():
+                    check(lab.get(k) == v, f"kill {i}: label {k}={v}", str(lab.get(k)))
+                check(lab.get("node"), f"kill {i}: label node set")
+                check("oom_incomplete_reason" not in lab, f"kill {i}: no incomplete reason")
+                top = oomlib.top_inuse(res["file"])
+                check(top == "main.leakyAllocator", f"kill {i}: top inuse_space function",
+                      str(top))
+                cm = " ".join(oomlib.comments(res["file"]))
+                check("anon_rss=" in cm and "total_vm=" in cm and "pgtables=" in cm,
+                      f"kill {i}: RSS figures in the comments", cm)
+                # the cgroup limit is 100 MiB: most of it is anonymous memory
+                check(60 * 1024 <= res["anon_rss_kb"] <= 110 * 1024,
+                      f"kill {i}: anon_rss from mark_victim", str(res["anon_rss_kb"]))
+                check(res["rate"] == 524288, f"kill {i}: MemProfileRate read at capture",
+                      str(res["rate"]))
+                times.append(res["capture_ns"])
+                ok += 1
+        check(w.alive(), "watcher alive after the kills")
+    finally:
+        st = w.stop()
+    check(ok == KILLS, f"{KILLS} kills -> {KILLS} profiles", f"{ok}")
+    check(st is not None and st["profiles"] == KILLS and st["events"] == 0,
+          "watcher counted every profile and no event", str(st))
+    print(f"capture_ns per kill: {times}")
+    oomlib.finish(d)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,272 @@
+"""Helpers for the reliability tests: the real agent (PUSHPROF from the
+environment, so the ASan build runs these too), the real test receiver as a
+separate process (so it can be stopped, hung and restarted on the same
+port), configs, /metrics and the agent's log."""
+import glob
+import hashlib
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import pptest
+from pptest import PUSHPROF, SOURCE_DIR
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+RECEIVER = os.path.join(SOURCE_DIR, "tests", "lib", "receiver.py")
+
+
+def build_go(name, out_dir):
+    return pptest.go_build(os.path.join(HERE, name + ".go"), os.path.join(out_dir, name))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def sha(data):
+    return hashlib.sha256(data).hexdigest()
+
+
+def file_hashes(paths):
+    out = {}
+    for p in paths:
+        with open(p, "rb") as f:
+            out[p] = sha(f.read())
+    return out
+
+
+def write_config(path, remote=None, spool=None, store=None, interval="1s", freq=49,
+                 go_heap=None, targets="", extra="", timeout="1s", http=None,
+                 level="info", cpu=True):
+    http = http if http is not None else f"127.0.0.1:{free_port()}"
+    t = (f"node: rel-node\nlog: {{level: {level}}}\nhttp_address: \"{http}\"\n"
+         f"cpu: {{enabled: {'true' if cpu else 'false'}, frequency_hz: {freq}, "
+         f"interval: {interval}}}\n")
+    t += f"go_heap: {go_heap}\n" if go_heap else "go_heap: {enabled: false}\n"
+    if remote:
+        t += f"remote_store: {{address: \"{remote}\", insecure: true, timeout: {timeout}}}\n"
+    t += f"spool: {{directory: \"{spool or ''}\"}}\n" if not extra.count("spool:") else ""
+    if store:
+        t += f"local_store: {{directory: {store}}}\n"
+    t += targets + extra
+    with open(path, "w") as f:
+        f.write(t)
+    return path
+
+
+class Rcv:
+    """tests/lib/receiver.py in its own process."""
+
+    def __init__(self, out, port, *flags):
+        self.out, self.port = out, port
+        os.makedirs(out, exist_ok=True)
+        self.p = subprocess.Popen([sys.executable, RECEIVER, "--port", str(port), "--out", out,
+                                   *flags], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  text=True)
+        line = self.p.stdout.readline()
+        if "listening" not in line:
+            raise RuntimeError(f"receiver did not start: {line} {self.p.stderr.read()}")
+
+    def stop(self):
+        if self.p.poll() is None:
+            self.p.send_signal(signal.SIGTERM)
+            try:
+                self.p.wait(10)
+            except subprocess.TimeoutExpired:
+                self.p.kill()
+                self.p.wait()
+
+    def _read(self, name):
+        path = os.path.join(self.out, name)
+        if not os.path.exists(path):
+            return []
+        with open(path) as f:
+            return [json.loads(l) for l in f if l.strip()]
+
+    def calls(self):
+        return self._read("calls.jsonl")
+
+    def series(self):
+        return [s for r in self._read("requests.jsonl") for s in r["series"]]
+
+    def request_hashes(self):
+        """[(n, bytes, [sha256 of each profile])] of the accepted requests, in order."""
+        calls = {c["n"]: c for c in self.calls()}
+        out = []
+        for r in self._read("requests.jsonl"):
+            hs = []
+            for s in r["series"]:
+                for f in s["files"]:
+                    with open(os.path.join(self.out, f), "rb") as fh:
+                        hs.append(sha(fh.read()))
+            out.append((r["n"], calls.get(r["n"], {}).get("bytes", r["bytes"]), hs))
+        return out
+
+    def superseded(self):
+        """Accepted requests whose every profile came again in a later request:
+        the agent saw them fail (typically its deadline passed just after the
+        server accepted) and resent them; at-least-once makes these the
+        duplicates. Returns (calls, series, bytes) of those."""
+        reqs = self.request_hashes()
+        calls = series = nbytes = 0
+        for i, (n, b, hs) in enumerate(reqs):
+            later = set(h for _, _, l in reqs[i + 1:] for h in l)
+            if hs and all(h in later for h in hs):
+                calls, series, nbytes = calls + 1, series + len(hs), nbytes + b
+        return calls, series, nbytes
+
+    def hashes(self):
+        """sha256 of every raw_profile received -> series labels."""
+        out = {}
+        for s in self.series():
+            for f in s["files"]:
+                with open(os.path.join(self.out, f), "rb") as fh:
+                    out[sha(fh.read())] = s["labels"]
+        return out
+
+
+class Agent:
+    """`pushprof run` with its log (stderr) in a file."""
+
+    def __init__(self, config, log_path, args=()):
+        self.log_path = log_path
+        self.logf = open(log_path, "a")
+        self.start_off = os.path.getsize(log_path)
+        self.p = subprocess.Popen([PUSHPROF, "run", "--config", config, *args],
+                                  stdout=subprocess.DEVNULL, stderr=self.logf)
+        self.pid = self.p.pid
+        self.port = None
+        self.started = self.wait_log("agent started", 30)
+        if self.started:
+            m = re.search(r"http_port=(\d+)", self.started)
+            self.port = int(m.group(1)) if m else None
+
+    def log(self):
+        with open(self.log_path) as f:
+            f.seek(self.start_off)
+            return f.read()
+
+    def wait_log(self, needle, timeout, after=0):
+        """The first log line (after `after` matches) containing needle."""
+        end = time.time() + timeout
+        while time.time() < end:
+            hits = [l for l in self.log().splitlines() if needle in l]
+            if len(hits) > after:
+                return hits[after]
+            if self.p.poll() is not None:
+                return None
+            time.sleep(0.1)
+        return None
+
+    def count(self, needle):
+        return sum(1 for l in self.log().splitlines() if needle in l)
+
+    def windows(self):
+        return [l for l in self.log().splitlines() if 'msg="cpu window"' in l]
+
+    def get(self, path, timeout=5):
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}",
+                                        timeout=timeout) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode()
+
+    def metrics(self):
+        """{'name{labels}': value}"""
+        _, text = self.get("/metrics")
+        vals = {}
+        for line in text.splitlines():
+            if line and not line.startswith("#"):
+                k, _, v = line.rpartition(" ")
+                vals[k] = float(v)
+        return vals
+
+    def stop(self, sig=signal.SIGTERM, timeout=30):
+        """Signal and wait: (rc, seconds taken). rc 99 = sanitizer report."""
+        t = time.time()
+        if self.p.poll() is None:
+            self.p.send_signal(sig)
+        try:
+            rc = self.p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            rc = self.p.wait()
+        took = time.time() - t
+        self.logf.close()
+        if sanitizer_report(self.log()):
+            print("sanitizer report in the agent's log:\n" + self.log()[-4000:])
+            rc = 99
+        return rc, took
+
+
+def sanitizer_report(log):
+    return "runtime error:" in log or "Sanitizer" in log or "LeakSanitizer" in log
+
+
+def msum(vals, name):
+    """Sum of a metric over all its label sets."""
+    return sum(v for k, v in vals.items() if k == name or k.startswith(name + "{"))
+
+
+def spool_files(d):
+    return sorted(glob.glob(os.path.join(d, "*.spool")))
+
+
+def local_files(d):
+    return sorted(glob.glob(os.path.join(d, "*.pb.gz")))
+
+
+def wait_for(pred, timeout, step=0.2):
+    end = time.time() + timeout
+    while time.time() < end:
+        if pred():
+            return True
+        time.sleep(step)
+    return pred()
+
+
+_pb = None
+
+
+def decode(path):
+    """A profile file (gzip or not) as a protobuf Profile."""
+    import gzip
+    global _pb
+    if _pb is None:
+        import receiver
+        _pb = receiver.load_protos()[0]
+    with open(path, "rb") as f:
+        raw = f.read()
+    if raw[:2] == b"\x1f\x8b":
+        raw = gzip.decompress(raw)
+    p = _pb.Profile()
+    p.ParseFromString(raw)
+    return p
+
+
+def pprof_parses(path):
+    try:
+        pptest.pprof("-raw", "-symbolize=none", path)
+        return True
+    except Exception as e:  # noqa: BLE001
+        print(f"  pprof: {e}")
+        return False
+
+
+def sanitized():
+    """True when PUSHPROF is an ASan build (slower, several times the memory)."""
+    try:
+        with open(PUSHPROF, "rb") as f:
+            return b"__asan_init" in f.read()
+    except OSError:
+        return False

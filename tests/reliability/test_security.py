@@ -1,0 +1,123 @@
+"""Security properties of the running agent.
+
+- The bearer token (from remote_store.bearer_token_file, or env
+  PUSHPROF_BEARER_TOKEN) never shows in argv, the log (debug level, also
+  when the server rejects it) or /metrics, and the receiver sees it.
+- Spool and local_store: directories 0700, files 0600, even under umask 000.
+- The HTTP endpoint binds loopback when http_address is not set."""
+import os
+import signal
+import socket
+import stat
+import time
+
+import rellib as rl
+from pptest import check, done, tmpdir
+
+TOKEN = "tok-" + os.urandom(12).hex()
+d = tmpdir("pushprof-rel-security-")
+rcv = rl.Rcv(os.path.join(d, "rcv"), rl.free_port(), "--token", TOKEN)
+agent = None
+
+
+def secret_free(agent, what):
+    with open(f"/proc/{agent.pid}/cmdline", "rb") as f:
+        argv = f.read().decode(errors="replace")
+    status, metrics = agent.get("/metrics")
+    check(TOKEN not in argv, f"{what}: token not in argv")
+    check(TOKEN not in metrics, f"{what}: token not in /metrics")
+    return argv
+
+
+try:
+    # -- token from a file; spool and local store under umask 000 -----------
+    tok = os.path.join(d, "token")
+    with open(tok, "w") as f:
+        f.write(TOKEN + "\n")
+    os.chmod(tok, 0o600)
+    spool, store = os.path.join(d, "spool"), os.path.join(d, "store")
+    extra = (f"remote_store: {{address: \"127.0.0.1:{rcv.port}\", insecure: true, "
+             f"bearer_token_file: {tok}, timeout: 2s}}\n")
+    cfg = rl.write_config(os.path.join(d, "a.yaml"), spool=spool, store=store, level="debug",
+                          extra=extra)
+    old = os.umask(0)
+    try:
+        agent = rl.Agent(cfg, os.path.join(d, "file.log"))
+    finally:
+        os.umask(old)
+    rl.wait_for(lambda: len(rcv.calls()) >= 2, 15)
+    secret_free(agent, "token file")
+    calls = rcv.calls()
+    check(calls and all(c["auth"] == "ok" for c in calls), "the receiver got the token",
+          str([c["auth"] for c in calls][:3]))
+    # the server goes away: undelivered profiles spool (created under umask 000)
+    rcv.stop()
+    rl.wait_for(lambda: rl.spool_files(spool), 15)
+    files = rl.spool_files(spool) + rl.local_files(store)
+    modes = {oct(stat.S_IMODE(os.stat(f).st_mode)) for f in files}
+    check(rl.spool_files(spool) and modes == {"0o600"},
+          "spool and local_store files are 0600 (umask 000)", str(modes))
+    dmodes = [oct(stat.S_IMODE(os.stat(p).st_mode)) for p in (spool, store)]
+    check(dmodes == ["0o700", "0o700"], "spool and local_store directories are 0700",
+          str(dmodes))
+    rc, _ = agent.stop()
+    log = agent.log()
+    check(rc == 0 and TOKEN not in log, "token file: not in the (debug) log")
+
+    # -- token from the environment; a wrong one is rejected without echo -----
+    rcv = rl.Rcv(os.path.join(d, "rcv2"), rcv.port, "--token", TOKEN)
+    extra = (f"remote_store: {{address: \"127.0.0.1:{rcv.port}\", insecure: true, "
+             f"timeout: 2s}}\n")
+    cfg = rl.write_config(os.path.join(d, "b.yaml"), level="debug", extra=extra)
+    for label, value in (("env", TOKEN), ("env, wrong token", TOKEN[::-1])):
+        os.environ["PUSHPROF_BEARER_TOKEN"] = value
+        try:
+            agent = rl.Agent(cfg, os.path.join(d, f"{label}.log"))
+        finally:
+            del os.environ["PUSHPROF_BEARER_TOKEN"]
+        time.sleep(3.5)
+        secret_free(agent, label)
+        rc, _ = agent.stop()
+        log = agent.log()
+        check(rc == 0 and TOKEN not in log and TOKEN[::-1] not in log,
+              f"{label}: token not in the (debug) log")
+    auths = {c["auth"] for c in rcv.calls()}
+    check(auths == {"ok", "wrong"}, "the receiver saw the right token, then the wrong one",
+          str(auths))
+    check("UNAUTHENTICATED" in log, "the wrong token is reported as UNAUTHENTICATED")
+
+    # -- HTTP binds loopback by default ---------------------------------------
+    cfg = os.path.join(d, "c.yaml")
+    with open(cfg, "w") as f:
+        f.write("node: sec\ncpu: {interval: 1s}\ngo_heap: {enabled: false}\n")
+    def port_free():
+        with socket.socket() as s:
+            return s.connect_ex(("127.0.0.1", 7071)) != 0
+    rl.wait_for(port_free, 30, 1)
+    agent = rl.Agent(cfg, os.path.join(d, "http.log"))
+    inodes = set()
+    for fd in os.listdir(f"/proc/{agent.pid}/fd"):
+        try:
+            link = os.readlink(f"/proc/{agent.pid}/fd/{fd}")
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            inodes.add(link[8:-1])
+    listening = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as f:
+            for line in f.readlines()[1:]:
+                parts = line.split()
+                if parts[3] == "0A" and parts[9] in inodes:
+                    listening.append(parts[1])
+    print(f"agent listens on {listening} (hex addr:port)")
+    check(listening == ["0100007F:1B9F"], "default http_address: 127.0.0.1:7071 only",
+          str(listening))
+    check(agent.get("/healthz")[0] == 200, "/healthz answers on loopback")
+    rc, _ = agent.stop()
+    check(rc == 0, "agent exits 0")
+finally:
+    if agent and agent.p.poll() is None:
+        agent.p.kill()
+    rcv.stop()
+done()

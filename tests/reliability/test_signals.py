@@ -1,0 +1,107 @@
+"""Signals against the real agent.
+
+SIGTERM and SIGINT: exit 0 within 5 s, the partial window (10 s window cut
+after ~2 s) is flushed to the receiver, the BPF program is gone afterwards.
+SIGHUP: an invalid new config is rejected with its FILE:LINE:COL error and
+the agent keeps working on the old one; a valid one takes effect (the new
+external label shows up in the next profiles)."""
+import os
+import re
+import signal
+import subprocess
+import time
+
+import rellib as rl
+from pptest import check, done, run, tmpdir
+
+d = tmpdir("pushprof-rel-signals-")
+busy = rl.build_go("busyalloc", d)
+work = subprocess.Popen([busy, "0"])
+rcv = rl.Rcv(os.path.join(d, "rcv"), rl.free_port())
+targets = f"targets:\n  - pids: [{work.pid}]\n"
+agent = None
+try:
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        name = signal.Signals(sig).name
+        before = len(rcv.series())
+        cfg = rl.write_config(os.path.join(d, f"{name}.yaml"), remote=f"127.0.0.1:{rcv.port}",
+                              interval="10s", targets=targets, timeout="5s")
+        agent = rl.Agent(cfg, os.path.join(d, f"{name}.log"))
+        m = re.search(r"bpf_prog_id=(\d+)", agent.started or "")
+        prog = m.group(1) if m else None
+        check(prog and run(["bpftool", "prog", "show", "id", prog]).returncode == 0,
+              f"{name}: BPF program {prog} loaded while running")
+        code, body = agent.get("/readyz")
+        check(code == 503 and "first" in body,
+              f"{name}: /readyz 503 until the first window is built", f"{code} {body}")
+        check(agent.get("/healthz")[0] == 200, f"{name}: /healthz 200 meanwhile")
+        time.sleep(2)
+        rc, took = agent.stop(sig)
+        print(f"{name}: rc={rc} in {took:.2f}s")
+        check(rc == 0, f"{name}: exit 0", f"rc={rc}")
+        check(took < 5, f"{name}: exits within 5 s", f"{took:.1f}s")
+        new = rcv.series()[before:]
+        # at-least-once: a request accepted just after the agent's deadline
+        # comes again, so count distinct profiles
+        distinct = {rl.sha(open(os.path.join(rcv.out, s["files"][0]), "rb").read())
+                    for s in new}
+        check(len(distinct) == 1, f"{name}: the partial window was pushed",
+              f"{len(new)} series, {len(distinct)} distinct")
+        if new:
+            p = rl.decode(os.path.join(rcv.out, new[0]["files"][0]))
+            check(1e9 < p.duration_nanos < 5e9 and len(p.sample) > 0,
+                  f"{name}: it covers the ~2 s run, with samples", f"{p.duration_nanos}")
+        show = run(["bpftool", "prog", "show", "id", prog]) if prog else None
+        check(show is not None and show.returncode != 0,
+              f"{name}: BPF program detached and unloaded", show.stdout if show else "")
+        check("agent stopped" in agent.log(), f"{name}: 'agent stopped' logged")
+
+    # SIGHUP
+    path = os.path.join(d, "hup.yaml")
+    base = dict(remote=f"127.0.0.1:{rcv.port}", interval="1s", targets=targets,
+                http=f"127.0.0.1:{rl.free_port()}")
+    rl.write_config(path, extra="external_labels: {gen: one}\n", **base)
+    agent = rl.Agent(path, os.path.join(d, "hup.log"))
+    check(agent.wait_log('msg="cpu window"', 10, after=1) is not None, "SIGHUP: agent running")
+    good = open(path).read()
+    with open(path, "w") as f:
+        f.write(good.replace("cpu: {", "cpu: {bogus_key: 1, "))
+    nwin = len(agent.windows())
+    agent.p.send_signal(signal.SIGHUP)
+    rej = agent.wait_log("config reload rejected", 10)
+    check(rej is not None and re.search(re.escape(path) + r":\d+:\d+: ", rej) is not None,
+          "SIGHUP with an invalid config: rejected with FILE:LINE:COL", str(rej))
+    print(rej)
+    time.sleep(3)
+    check(len(agent.windows()) >= nwin + 2, "SIGHUP invalid: windows continue",
+          f"{nwin} -> {len(agent.windows())}")
+    check(agent.p.poll() is None and agent.get("/readyz")[0] == 200,
+          "SIGHUP invalid: still running and ready")
+    last = rcv.series()[-1]["labels"]
+    check(last.get("gen") == "one", "SIGHUP invalid: the old config stays", str(last))
+
+    with open(path, "w") as f:
+        f.write(good.replace("gen: one", "gen: two"))
+    n_before = len(rcv.series())
+    agent.p.send_signal(signal.SIGHUP)
+    check(agent.wait_log("config reloaded", 10) is not None, "SIGHUP valid: 'config reloaded'")
+    rl.wait_for(lambda: any(s["labels"].get("gen") == "two" for s in rcv.series()[n_before:]),
+                15)
+    new = rcv.series()[n_before:]
+    gens = [s["labels"].get("gen") for s in new]
+    print(f"after the valid reload: gen labels {gens}")
+    check("two" in gens, "SIGHUP valid: the new external label appears in the next profiles",
+          str(gens))
+    check(gens and gens[-1] == "two" and agent.p.poll() is None,
+          "SIGHUP valid: still running with the new config")
+    check(rl.wait_for(lambda: agent.get("/readyz")[0] == 200, 10),
+          "SIGHUP valid: /readyz 200 after the restart")
+    rc, took = agent.stop(signal.SIGTERM)
+    check(rc == 0 and took < 5, "after reloads: SIGTERM exits 0 within 5 s",
+          f"rc={rc} {took:.1f}s")
+finally:
+    if agent and agent.p.poll() is None:
+        agent.p.kill()
+    work.kill()
+    rcv.stop()
+done()
