@@ -1611,6 +1611,7 @@ static const struct field remote_fields[] = {
 	{ "headers", F_CUSTOM, 0, 0, 0, 0, NULL, f_headers },
 	{ "timeout", F_DUR, RS(timeout_ns), 1 * NS_PER_MS, 3600 * NS_PER_S, 0, NULL, NULL },
 	{ "max_request_bytes", F_SIZE, RS(max_request_bytes), 1 << 10, 1 << 30, 0, NULL, NULL },
+	{ "debuginfo_upload", F_BOOL, RS(debuginfo_upload), 0, 0, 0, NULL, NULL },
 	{ NULL, 0, 0, 0, 0, 0, NULL, NULL },
 };
 
@@ -1731,6 +1732,7 @@ int config_defaults(struct config *c, struct pp_err *err)
 	c->oom_score_adj = -1000;
 	c->remote_store.timeout_ns = 10 * NS_PER_S;
 	c->remote_store.max_request_bytes = 4u << 20;
+	c->remote_store.debuginfo_upload = true;
 	c->local_store.max_bytes = 1ull << 30;
 	c->spool.max_bytes = 256ull << 20;
 	c->cpu.enabled = true;
@@ -2061,6 +2063,7 @@ int config_dump(const struct config *c, FILE *out)
 	put_labels(out, 2, "headers", &r->headers);
 	put_kv_dur(out, 2, "timeout", r->timeout_ns);
 	put_kv_size(out, 2, "max_request_bytes", r->max_request_bytes);
+	put_kv_bool(out, 2, "debuginfo_upload", r->debuginfo_upload);
 	fputs("local_store:\n", out);
 	put_kv_str(out, 2, "directory", c->local_store.directory);
 	put_kv_size(out, 2, "max_bytes", c->local_store.max_bytes);

@@ -31,6 +31,7 @@ struct remote_store_config {
 	struct pp_labels headers;	/* extra gRPC metadata */
 	uint64_t timeout_ns;		/* per call; default 10s */
 	uint64_t max_request_bytes;	/* default 4 MiB */
+	bool debuginfo_upload;		/* upload unsymbolized ELF files; default true */
 };
 
 struct store_config {

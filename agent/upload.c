@@ -836,3 +836,201 @@ out:
 	free(buf);
 	return rc;
 }
+
+/* ---- any method: unary or client stream (debuginfo) ------------------- */
+
+/* Wait for the one outstanding batch; false when it failed or timed out
+ * (the call is then cancelled and the batch drained). */
+static bool wait_batch(struct uploader *u, grpc_call *call, gpr_timespec *guard)
+{
+	grpc_event ev;
+
+	for (;;) {
+		gpr_timespec slice = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
+						  gpr_time_from_millis(100, GPR_TIMESPAN));
+		if (gpr_time_cmp(slice, *guard) > 0)
+			slice = *guard;
+		ev = grpc_completion_queue_next(u->cq, slice, NULL);
+		if (ev.type != GRPC_QUEUE_TIMEOUT || gpr_time_cmp(slice, *guard) >= 0)
+			break;
+		if (interrupted(u)) {
+			gpr_timespec cut = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
+							gpr_time_from_nanos(SHUTDOWN_GRACE_NS,
+									    GPR_TIMESPAN));
+			if (gpr_time_cmp(cut, *guard) < 0)
+				*guard = cut;
+		}
+	}
+	if (ev.type == GRPC_QUEUE_TIMEOUT) {
+		grpc_call_cancel(call, NULL);
+		ev = grpc_completion_queue_next(u->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+		return false;
+	}
+	return ev.type == GRPC_OP_COMPLETE && ev.success;
+}
+
+int uploader_call(struct uploader *u, const char *method, uploader_next_fn next, void *arg,
+		  uint64_t timeout_ns, uint8_t **resp, size_t *resp_len, int *status_out,
+		  struct pp_err *err)
+{
+	grpc_metadata md[1 + 32];
+	size_t nmd = 0;
+	grpc_metadata_array initial_md, trailing_md;
+	grpc_byte_buffer *recv = NULL;
+	grpc_slice details = grpc_empty_slice();
+	const char *error_string = NULL;
+	grpc_status_code status = GRPC_STATUS_UNKNOWN;
+	grpc_op ops[4];
+	int rc = 0, nerr = 0;
+	char why[160] = "";
+
+	*resp = NULL;
+	*resp_len = 0;
+	if (status_out)
+		*status_out = GRPC_STATUS_UNKNOWN;
+	if ((rc = refresh_token(u, err)))
+		return rc;
+	uint64_t now = mono_ns();
+	if (u->hard_deadline && (u->hard_deadline <= now ||
+				 u->hard_deadline - now < timeout_ns))
+		timeout_ns = u->hard_deadline > now ? u->hard_deadline - now : 1000000;
+	grpc_metadata_array_init(&initial_md);
+	grpc_metadata_array_init(&trailing_md);
+	if (u->auth) {
+		md[nmd].key = grpc_slice_from_static_string("authorization");
+		md[nmd].value = grpc_slice_from_copied_string(u->auth);
+		nmd++;
+	}
+	for (size_t i = 0; i < u->headers.n && nmd < sizeof(md) / sizeof(md[0]); i++) {
+		md[nmd].key = grpc_slice_from_copied_string(u->headers.v[i].name);
+		md[nmd].value = grpc_slice_from_copied_string(u->headers.v[i].value);
+		nmd++;
+	}
+	gpr_timespec deadline = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
+					     gpr_time_from_nanos((int64_t)timeout_ns, GPR_TIMESPAN));
+	gpr_timespec guard = gpr_time_add(deadline, gpr_time_from_seconds(1, GPR_TIMESPAN));
+	grpc_call *call = grpc_channel_create_call(u->channel, NULL, GRPC_PROPAGATE_DEFAULTS, u->cq,
+						   grpc_slice_from_copied_string(method), NULL,
+						   deadline, NULL);
+	if (!call) {
+		rc = pp_errf(err, -EIO, "%s: cannot create a call", method);
+		goto out;
+	}
+	memset(ops, 0, sizeof(ops));
+	ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+	ops[0].data.send_initial_metadata.count = nmd;
+	ops[0].data.send_initial_metadata.metadata = nmd ? md : NULL;
+	bool stream_ok = grpc_call_start_batch(call, ops, 1, call, NULL) == GRPC_CALL_OK &&
+			 wait_batch(u, call, &guard);
+	while (stream_ok) {
+		const uint8_t *msg = NULL;
+		size_t len = 0;
+		int n = next(arg, &msg, &len);
+		if (n < 0) {
+			nerr = n;
+			snprintf(why, sizeof(why), "request not produced (%s)", strerror(-n));
+			grpc_call_cancel(call, NULL);
+			stream_ok = false;
+			break;
+		}
+		if (n == 0)
+			break;
+		grpc_slice payload = grpc_slice_from_copied_buffer((const char *)msg, len);
+		grpc_byte_buffer *send = grpc_raw_byte_buffer_create(&payload, 1);
+		grpc_slice_unref(payload);
+		memset(ops, 0, sizeof(ops));
+		ops[0].op = GRPC_OP_SEND_MESSAGE;
+		ops[0].data.send_message.send_message = send;
+		stream_ok = grpc_call_start_batch(call, ops, 1, call, NULL) == GRPC_CALL_OK &&
+			    wait_batch(u, call, &guard);
+		grpc_byte_buffer_destroy(send);
+		if (stream_ok)
+			u->stats.bytes_sent += len;
+	}
+	/* Always collect the status: it says why a broken stream broke. */
+	memset(ops, 0, sizeof(ops));
+	size_t nops = 0;
+	if (stream_ok)
+		ops[nops++].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+	ops[nops].op = GRPC_OP_RECV_INITIAL_METADATA;
+	ops[nops++].data.recv_initial_metadata.recv_initial_metadata = &initial_md;
+	ops[nops].op = GRPC_OP_RECV_MESSAGE;
+	ops[nops++].data.recv_message.recv_message = &recv;
+	ops[nops].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+	ops[nops].data.recv_status_on_client.trailing_metadata = &trailing_md;
+	ops[nops].data.recv_status_on_client.status = &status;
+	ops[nops].data.recv_status_on_client.status_details = &details;
+	ops[nops++].data.recv_status_on_client.error_string = &error_string;
+	if (grpc_call_start_batch(call, ops, nops, call, NULL) != GRPC_CALL_OK) {
+		rc = pp_errf(err, -EIO, "%s: grpc_call_start_batch failed", method);
+		goto out;
+	}
+	/* the status batch completes once the call ends; give it the guard
+	 * (the call's deadline ends it anyway) */
+	wait_batch(u, call, &guard);
+	if (status_out)
+		*status_out = status;
+	u->stats.last_status = (uint64_t)status;
+	if (nerr) {
+		rc = pp_errf(err, nerr, "%s: %s", method, why);
+		goto out;
+	}
+	if (status != GRPC_STATUS_OK) {
+		char d[320] = "";
+		size_t dl = GRPC_SLICE_LENGTH(details);
+		if (dl) {
+			if (dl >= sizeof(d))
+				dl = sizeof(d) - 1;
+			memcpy(d, GRPC_SLICE_START_PTR(details), dl);
+			d[dl] = '\0';
+		} else if (error_string) {
+			snprintf(d, sizeof(d), "%s", error_string);
+		}
+		u->stats.requests_failed++;
+		rc = pp_errf(err, status == GRPC_STATUS_UNAUTHENTICATED ? -EACCES
+				  : status == GRPC_STATUS_INVALID_ARGUMENT ? -EINVAL : -EIO,
+			     "%s to %s failed: %s: %s", method, u->target, status_name(status),
+			     d[0] ? d : "no details");
+		goto out;
+	}
+	if (!recv) {
+		rc = pp_errf(err, -EPROTO, "%s: no response message", method);
+		goto out;
+	}
+	grpc_byte_buffer_reader reader;
+	if (!grpc_byte_buffer_reader_init(&reader, recv)) {
+		rc = pp_errf(err, -EPROTO, "%s: unreadable response", method);
+		goto out;
+	}
+	grpc_slice all = grpc_byte_buffer_reader_readall(&reader);
+	grpc_byte_buffer_reader_destroy(&reader);
+	size_t rl = GRPC_SLICE_LENGTH(all);
+	*resp = malloc(rl ? rl : 1);
+	if (!*resp) {
+		grpc_slice_unref(all);
+		rc = pp_errf(err, -ENOMEM, "out of memory");
+		goto out;
+	}
+	memcpy(*resp, GRPC_SLICE_START_PTR(all), rl);
+	*resp_len = rl;
+	grpc_slice_unref(all);
+	u->stats.requests_ok++;
+out:
+	if (error_string)
+		gpr_free((void *)error_string);
+	grpc_slice_unref(details);
+	if (recv)
+		grpc_byte_buffer_destroy(recv);
+	grpc_metadata_array_destroy(&initial_md);
+	grpc_metadata_array_destroy(&trailing_md);
+	for (size_t i = 0; i < nmd; i++) {
+		grpc_slice_unref(md[i].key);
+		if (i == 0 && u->auth)
+			explicit_bzero((void *)GRPC_SLICE_START_PTR(md[i].value),
+				       GRPC_SLICE_LENGTH(md[i].value));
+		grpc_slice_unref(md[i].value);
+	}
+	if (call)
+		grpc_call_unref(call);
+	return rc;
+}

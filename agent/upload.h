@@ -53,4 +53,20 @@ void uploader_set_deadline(struct uploader *u, uint64_t mono_ns_deadline);
 void uploader_set_interrupt(struct uploader *u, bool (*fn)(void *arg), void *arg);
 const struct upload_stats *uploader_stats(const struct uploader *u);
 
+/*
+ * Any other method of the same server (the debuginfo upload uses it), on
+ * this uploader's channel with its credentials, headers and bearer token:
+ * request messages come from next() one at a time (return 1 with *msg and
+ * *len set, valid until the next call; 0 after the last; negative to abort
+ * the call), so a client stream never sits in memory whole; exactly one
+ * response message is returned in *resp (malloc'd, caller frees). Unary
+ * calls give one message. No retries here; timeout_ns bounds the whole call
+ * and the deadline/interrupt above apply. Negative with err naming the
+ * method and the gRPC status otherwise; *status (optional) gets that status.
+ */
+typedef int (*uploader_next_fn)(void *arg, const uint8_t **msg, size_t *len);
+int uploader_call(struct uploader *u, const char *method, uploader_next_fn next, void *arg,
+		  uint64_t timeout_ns, uint8_t **resp, size_t *resp_len, int *status,
+		  struct pp_err *err);
+
 #endif
