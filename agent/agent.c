@@ -18,6 +18,7 @@
 
 #include "cpu.h"
 #include "containers.h"
+#include "debuginfo.h"
 #include "cpu_profile.h"
 #include "gobin.h"
 #include "goheap.h"
@@ -44,6 +45,7 @@ struct agent {
 	struct gotrack *go;		/* NULL: go_heap disabled */
 	struct containers *meta;	/* container/pod names (CRI) and cgroup facts */
 	struct oom_watch *oom;		/* NULL: go_heap.on_oom off or unavailable */
+	struct debuginfo *dbg;		/* NULL: no remote store or debuginfo_upload off */
 	struct cpu_window win;
 	uint64_t window_start_mono;
 	int64_t window_start_real;
@@ -255,6 +257,18 @@ static int http_snapshot(void *arg, pid_t pid, const char *view_s, uint8_t **out
 	return status;
 }
 
+/* A mapping left unnamed: its file, as mapped now, goes to the debuginfo
+ * worker (a hash-set lookup when the build id is known). */
+static void on_unresolved(pid_t pid, const struct sym_mapping *m, void *arg)
+{
+	struct agent *a = arg;
+	char path[96];
+
+	snprintf(path, sizeof(path), "/proc/%d/map_files/%llx-%llx", (int)pid,
+		 (unsigned long long)m->start, (unsigned long long)m->limit);
+	debuginfo_enqueue(a->dbg, m->build_id, path);
+}
+
 static void window(struct agent *a)
 {
 	struct pp_err err = { 0 };
@@ -284,6 +298,8 @@ static void window(struct agent *a)
 		.time_nanos = start_real,
 		.duration_nanos = dur,
 		.sym = a->sym,
+		.unresolved = a->dbg ? on_unresolved : NULL,
+		.unresolved_arg = a,
 	};
 	struct cpu_profile_stats ps;
 	pp_err_clear(&err);
@@ -398,6 +414,13 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 		a.meta = containers_new(cfg->cri_socket, 0, 0, &merr);
 		if (!a.meta)
 			pp_log(PP_WARN, "container metadata unavailable", "error=%s", pp_q(merr.msg));
+	}
+	if (cfg->remote_store.address && cfg->remote_store.address[0] &&
+	    cfg->remote_store.debuginfo_upload && cfg->cpu.enabled) {
+		struct pp_err derr = { 0 };
+		a.dbg = debuginfo_new(&cfg->remote_store, NULL, &derr);
+		if (!a.dbg)
+			pp_log(PP_WARN, "debuginfo upload unavailable", "error=%s", pp_q(derr.msg));
 	}
 	outbox_set_labeler(a.outbox, label_series, &a);
 	outbox_set_interrupt(a.outbox, stop_pending, NULL);
@@ -626,6 +649,7 @@ out:
 			oom_watch_deliver(a.oom, a.outbox, &oerr);
 		oom_watch_free(a.oom);
 	}
+	debuginfo_free(a.dbg);
 	cpu_sampler_free(a.cpu);	/* detaches BPF */
 	sym_free(a.sym);
 	cpu_window_free(&a.win);

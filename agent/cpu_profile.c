@@ -160,6 +160,30 @@ static uint64_t sym_loc(struct proc_ctx *c, struct addr_set *s, long idx, bool k
 	return s->loc[idx];
 }
 
+/* Each file mapping with a GNU build id that left an address unnamed, once. */
+static void report_unresolved(pid_t pid, const struct sym_batch *b,
+			      const struct cpu_profile_opts *o)
+{
+	bool seen[64] = { false };
+
+	for (size_t i = 0; i < b->n; i++) {
+		const struct sym_result *r = &b->r[i];
+		if (r->nframes || r->mapping < 0 || (size_t)r->mapping >= b->nmappings)
+			continue;
+		const struct sym_mapping *m = &b->mappings[r->mapping];
+		if (m->build_id_kind != SYM_BUILD_ID_GNU || !m->build_id || !m->build_id[0] ||
+		    !m->path || m->path[0] != '/')
+			continue;
+		/* small bitmap for the common case; the callback dedups anyway */
+		if ((size_t)r->mapping < 64) {
+			if (seen[r->mapping])
+				continue;
+			seen[r->mapping] = true;
+		}
+		o->unresolved(pid, m, o->unresolved_arg);
+	}
+}
+
 static int cmp_rec_tgid(const void *a, const void *b)
 {
 	const struct cpu_record *x = *(const struct cpu_record *const *)a;
@@ -296,6 +320,8 @@ static int build_one(const struct cpu_window *w, struct cpu_record *const *recs,
 		user.resolved = user.n && sym_resolve_user(o->sym, pid, user.a, user.n, &user.b,
 							   NULL) == 0 && user.b.n == user.n;
 		c.user = &user;
+		if (user.resolved && o->unresolved)
+			report_unresolved(pid, &user.b, o);
 	}
 	if (!user.resolved)
 		c.have_maps = proc_maps_read(pid, &c.maps, NULL) == 0;

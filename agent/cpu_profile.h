@@ -23,6 +23,7 @@
 #include "targets.h"
 
 struct symbolizer;
+struct sym_mapping;
 
 struct cpu_profile_opts {
 	const char *node;
@@ -31,6 +32,11 @@ struct cpu_profile_opts {
 	int64_t time_nanos;		/* window start, CLOCK_REALTIME */
 	int64_t duration_nanos;
 	struct symbolizer *sym;		/* NULL: addresses + mappings only */
+	/* Optional: called once per process and file mapping (with a GNU build
+	 * id) that had addresses left without a name, so its file can be sent
+	 * for server-side symbolization (debuginfo.h). Keep it cheap. */
+	void (*unresolved)(pid_t pid, const struct sym_mapping *m, void *arg);
+	void *unresolved_arg;
 };
 
 struct cpu_profile_stats {
