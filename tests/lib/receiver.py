@@ -24,6 +24,10 @@ CLI (runs until SIGTERM/SIGINT; prints "listening 127.0.0.1:PORT" once ready):
       [--hang]               accept calls and never answer them
       [--max-message-bytes B] receive limit (default 64 MiB, as Parca)
       [--port-file F]        write the bound port to F (useful with --port 0)
+      [--debuginfo MODE]     DebuginfoService: "yes" (default) answers
+                             ShouldInitiateUpload true, "no" false, "down"
+                             answers every debuginfo RPC UNAVAILABLE, "hang"
+                             never answers them (WriteRaw unaffected)
 
 Output directory (read by tests; also available from the Receiver object):
   calls.jsonl      one line per call: {"n", "status", "message", "auth",
@@ -32,6 +36,11 @@ Output directory (read by tests; also available from the Receiver object):
   requests.jsonl   one line per accepted request: {"n", "bytes",
                    "normalized", "series": [{"labels": {...}, "files": [...]}]}
   reqNNNN-sMM-K.pb[.gz]  the raw_profile bytes exactly as received
+  debuginfo.jsonl  one line per debuginfo RPC: {"rpc", "build_id", "status",
+                   ...}: "hash", "size", "build_id_type", "type" (Should/
+                   Initiate), "upload_id", "bytes", "file" (Upload),
+                   "chunks" (number of chunk_data messages)
+  dbg-<build_id>-<upload_id>.bin  the uploaded debuginfo bytes
 
 Library:
   from receiver import Receiver
@@ -62,6 +71,7 @@ LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 MAX_PROFILE = 64 << 20
 
 _pb = None
+_dbg = None
 _pb_lock = threading.Lock()
 
 
@@ -72,15 +82,24 @@ def load_protos():
         if _pb:
             return _pb
         out = tempfile.mkdtemp(prefix="pushprof-pb2-")
-        files = ["profile.proto", "parca/profilestore/v1alpha1/profilestore.proto"]
+        files = ["profile.proto", "parca/profilestore/v1alpha1/profilestore.proto",
+                 "parca/debuginfo/v1alpha1/debuginfo.proto"]
         subprocess.run(["protoc", "-I", PROTO_DIR, "--python_out=" + out] +
                        [os.path.join(PROTO_DIR, f) for f in files],
                        check=True, capture_output=True)
         sys.path.insert(0, out)
         import profile_pb2  # noqa: E402
         from parca.profilestore.v1alpha1 import profilestore_pb2  # noqa: E402
+        from parca.debuginfo.v1alpha1 import debuginfo_pb2  # noqa: E402
+        global _dbg
+        _dbg = debuginfo_pb2
         _pb = (profile_pb2, profilestore_pb2)
         return _pb
+
+
+def load_debuginfo_proto():
+    load_protos()
+    return _dbg
 
 
 class Invalid(Exception):
@@ -176,7 +195,7 @@ def validate_labels(labelset):
 
 class Receiver:
     def __init__(self, out_dir, port=0, token=None, fail_first=0, tls=None, client_ca=None,
-                 hang=False, max_message_bytes=64 << 20):
+                 hang=False, max_message_bytes=64 << 20, debuginfo="yes"):
         self.out = out_dir
         os.makedirs(out_dir, exist_ok=True)
         self.port = port
@@ -186,6 +205,8 @@ class Receiver:
         self.client_ca = client_ca
         self.hang = hang
         self.max_message_bytes = max_message_bytes
+        self.debuginfo = debuginfo
+        self._uploads = {}   # upload_id -> build_id (from InitiateUpload)
         self._n = 0
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -287,9 +308,94 @@ class Receiver:
         finish(grpc.StatusCode.OK, "")
         return ps.WriteRawResponse()
 
+    # -- DebuginfoService ---------------------------------------------------
+    def debuginfo_calls(self):
+        return self._read("debuginfo.jsonl")
+
+    def _dbg_finish(self, context, rec):
+        md = dict(context.invocation_metadata())
+        if self.token is not None and md.get("authorization") != f"Bearer {self.token}":
+            rec["status"] = "UNAUTHENTICATED"
+            self._append("debuginfo.jsonl", rec)
+            context.abort(grpc.StatusCode.UNAUTHENTICATED, "bad or missing bearer token")
+        if self.debuginfo == "hang":
+            rec["status"] = "HANG"
+            self._append("debuginfo.jsonl", rec)
+            self._stopping.wait()
+            context.abort(grpc.StatusCode.UNAVAILABLE, "receiver stopping")
+        if self.debuginfo == "down":
+            rec["status"] = "UNAVAILABLE"
+            self._append("debuginfo.jsonl", rec)
+            context.abort(grpc.StatusCode.UNAVAILABLE, "test receiver: debuginfo down")
+        rec["status"] = "OK"
+        rec["time"] = time.time()
+        self._append("debuginfo.jsonl", rec)
+
+    def _should(self, req, context):
+        db = load_debuginfo_proto()
+        self._dbg_finish(context, {"rpc": "ShouldInitiateUpload", "build_id": req.build_id,
+                                   "hash": req.hash, "type": req.type,
+                                   "build_id_type": req.build_id_type})
+        yes = self.debuginfo == "yes"
+        return db.ShouldInitiateUploadResponse(
+            should_initiate_upload=yes, reason="" if yes else "test receiver says no")
+
+    def _initiate(self, req, context):
+        db = load_debuginfo_proto()
+        if not req.hash or req.size <= 0 or req.size > 1000000000:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "hash and size (1..1e9) required")
+        with self._lock:
+            upload_id = f"u{len(self._uploads) + 1}"
+            self._uploads[upload_id] = req.build_id
+        self._dbg_finish(context, {"rpc": "InitiateUpload", "build_id": req.build_id,
+                                   "hash": req.hash, "size": req.size, "type": req.type,
+                                   "build_id_type": req.build_id_type,
+                                   "upload_id": upload_id})
+        return db.InitiateUploadResponse(upload_instructions=db.UploadInstructions(
+            build_id=req.build_id, upload_id=upload_id,
+            upload_strategy=db.UploadInstructions.UPLOAD_STRATEGY_GRPC, type=req.type))
+
+    def _upload(self, it, context):
+        db = load_debuginfo_proto()
+        info = None
+        data = bytearray()
+        chunks = 0
+        for msg in it:
+            if info is None:
+                if msg.WhichOneof("data") != "info":
+                    context.abort(grpc.StatusCode.INVALID_ARGUMENT, "first message must be info")
+                info = msg.info
+                continue
+            if msg.WhichOneof("data") != "chunk_data":
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT, "expected chunk_data")
+            if len(msg.chunk_data) > 8 << 20:
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT, "chunk above 8 MiB")
+            data += msg.chunk_data
+            chunks += 1
+        if info is None:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "empty stream")
+        with self._lock:
+            known = self._uploads.get(info.upload_id) == info.build_id
+        if not known:
+            context.abort(grpc.StatusCode.NOT_FOUND, "unknown upload id")
+        fname = f"dbg-{info.build_id}-{info.upload_id}.bin"
+        with open(os.path.join(self.out, fname), "wb") as f:
+            f.write(data)
+        self._dbg_finish(context, {"rpc": "Upload", "build_id": info.build_id,
+                                   "upload_id": info.upload_id, "type": info.type,
+                                   "bytes": len(data), "chunks": chunks, "file": fname})
+        return db.UploadResponse(build_id=info.build_id, size=len(data))
+
+    def _mark(self, req, context):
+        db = load_debuginfo_proto()
+        self._dbg_finish(context, {"rpc": "MarkUploadFinished", "build_id": req.build_id,
+                                   "upload_id": req.upload_id, "type": req.type})
+        return db.MarkUploadFinishedResponse()
+
     # -- lifecycle ---------------------------------------------------------
     def start(self):
         _, ps = load_protos()
+        db = load_debuginfo_proto()
         opts = [("grpc.max_receive_message_length", self.max_message_bytes),
                 ("grpc.so_reuseport", 0)]
         self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=8), options=opts)
@@ -299,7 +405,22 @@ class Receiver:
                 self._write_raw,
                 request_deserializer=ps.WriteRawRequest.FromString,
                 response_serializer=ps.WriteRawResponse.SerializeToString)})
-        self._server.add_generic_rpc_handlers((handler,))
+        def unary(fn, req, resp):
+            return grpc.unary_unary_rpc_method_handler(
+                fn, request_deserializer=req.FromString,
+                response_serializer=resp.SerializeToString)
+        dbg = grpc.method_handlers_generic_handler(
+            "parca.debuginfo.v1alpha1.DebuginfoService",
+            {"ShouldInitiateUpload": unary(self._should, db.ShouldInitiateUploadRequest,
+                                           db.ShouldInitiateUploadResponse),
+             "InitiateUpload": unary(self._initiate, db.InitiateUploadRequest,
+                                     db.InitiateUploadResponse),
+             "MarkUploadFinished": unary(self._mark, db.MarkUploadFinishedRequest,
+                                         db.MarkUploadFinishedResponse),
+             "Upload": grpc.stream_unary_rpc_method_handler(
+                 self._upload, request_deserializer=db.UploadRequest.FromString,
+                 response_serializer=db.UploadResponse.SerializeToString)})
+        self._server.add_generic_rpc_handlers((handler, dbg))
         addr = f"127.0.0.1:{self.port}"
         if self.tls:
             cert, key = self.tls
@@ -345,10 +466,11 @@ def main():
     ap.add_argument("--hang", action="store_true")
     ap.add_argument("--max-message-bytes", type=int, default=64 << 20)
     ap.add_argument("--port-file")
+    ap.add_argument("--debuginfo", choices=("yes", "no", "down", "hang"), default="yes")
     a = ap.parse_args()
     r = Receiver(a.out, port=a.port, token=a.token, fail_first=a.fail_first, tls=a.tls,
                  client_ca=a.client_ca, hang=a.hang,
-                 max_message_bytes=a.max_message_bytes).start()
+                 max_message_bytes=a.max_message_bytes, debuginfo=a.debuginfo).start()
     if a.port_file:
         with open(a.port_file + ".tmp", "w") as f:
             f.write(str(r.port))

@@ -1,0 +1,126 @@
+"""Debuginfo upload by the real agent against the test receiver's
+DebuginfoService over real gRPC:
+(1) a stripped -fno-omit-frame-pointer C binary whose frames cannot be named
+    locally is uploaded exactly once (ShouldInitiateUpload once over several
+    windows), the bytes received equal the file's, hash = its sha256;
+(2) ShouldInitiateUpload answering false -> nothing uploaded;
+(3) the debuginfo RPCs failing (UNAVAILABLE) or hanging do not hold back
+    profile pushes nor the agent's exit;
+(4) remote_store.debuginfo_upload: false -> no debuginfo RPC at all.
+"""
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import time
+
+import cputest as ct
+from pptest import check, done, run, tmpdir
+from receiver import Receiver
+
+d = tmpdir()
+binary = ct.build_c("chain", d)
+run(["strip", binary], check_rc=0)
+note = run(["readelf", "-n", binary], check_rc=0)
+m = re.search(r"Build ID: ([0-9a-f]+)", note.stdout if hasattr(note, "stdout") else str(note))
+check(m is not None, "the stripped workload has a GNU build id")
+build_id = m.group(1) if m else "?"
+data = open(binary, "rb").read()
+sha = hashlib.sha256(data).hexdigest()
+syms = run(["nm", binary])
+check("no symbols" in (syms.stderr if hasattr(syms, "stderr") else str(syms)),
+      "the workload really is stripped (no .symtab)")
+
+work = subprocess.Popen([binary, "60"])
+
+
+def agent_run(name, mode, duration="4s", extra=""):
+    out = os.path.join(d, name)
+    os.makedirs(out, exist_ok=True)
+    rcv = Receiver(os.path.join(out, "rcv"), debuginfo=mode).start()
+    try:
+        body = (f"remote_store: {{address: \"{rcv.address}\", insecure: true, timeout: 5s"
+                f"{extra}}}\n"
+                f"targets:\n  - pids: [{work.pid}]\n")
+        cfg, _ = ct.write_config(out, body, store=False)
+        t0 = time.time()
+        agent = ct.start_agent(cfg, duration)
+        rc, log = ct.finish(agent)
+        took = time.time() - t0
+        return rcv, rc, log, took
+    finally:
+        rcv.stop()
+
+
+def rpcs(rcv, rpc, bid=None):
+    return [c for c in rcv.debuginfo_calls()
+            if c["rpc"] == rpc and (bid is None or c["build_id"] == bid)]
+
+
+try:
+    # (1) uploaded once, bytes equal
+    rcv, rc, log, took = agent_run("yes", "yes")
+    nwin = len(ct.window_lines(log))
+    check(rc == 0 and nwin >= 3, "agent ran >= 3 windows and exited 0", f"rc={rc} nwin={nwin}")
+    should = rpcs(rcv, "ShouldInitiateUpload", build_id)
+    check(len(should) == 1, "ShouldInitiateUpload once for the build id over all windows",
+          f"{should} {log[-2000:]}")
+    check(should and should[0]["hash"] == sha and should[0]["type"] == 1 and
+          should[0]["build_id_type"] == 1,
+          "hash is the file's sha256, type EXECUTABLE, build id type GNU", f"{should}")
+    init = rpcs(rcv, "InitiateUpload", build_id)
+    check(len(init) == 1 and init[0]["size"] == len(data) and init[0]["hash"] == sha,
+          "InitiateUpload once with the file's size and hash", f"{init}")
+    ups = rpcs(rcv, "Upload", build_id)
+    check(len(ups) == 1, "exactly one Upload of the build id", f"{ups}")
+    got = open(os.path.join(rcv.out, ups[0]["file"]), "rb").read() if ups else b""
+    check(got == data, "uploaded bytes equal the stripped file's bytes",
+          f"{len(got)} vs {len(data)}")
+    mark = rpcs(rcv, "MarkUploadFinished", build_id)
+    check(len(mark) == 1 and ups and mark[0]["upload_id"] == ups[0]["upload_id"],
+          "MarkUploadFinished once with the upload id", f"{mark}")
+    ids = [c["build_id"] for c in rpcs(rcv, "ShouldInitiateUpload")]
+    check(len(ids) == len(set(ids)), "no build id asked twice (libraries included)", f"{ids}")
+    calls = rcv.calls()
+    check(len(calls) == nwin and all(c["status"] == "OK" for c in calls),
+          "one accepted WriteRaw per window alongside", f"{len(calls)} {nwin}")
+    check("debuginfo" in log and "result=uploaded" in log, "the upload is logged",
+          log[-1500:])
+
+    # (2) the server says no
+    rcv, rc, log, took = agent_run("no", "no", duration="3s")
+    check(rc == 0, "agent exits 0 (server says no)", f"rc={rc}")
+    check(len(rpcs(rcv, "ShouldInitiateUpload", build_id)) == 1,
+          "asked once when the server says no", f"{rcv.debuginfo_calls()}")
+    check(not rpcs(rcv, "InitiateUpload") and not rpcs(rcv, "Upload") and
+          not [f for f in os.listdir(rcv.out) if f.startswith("dbg-")],
+          "nothing uploaded when ShouldInitiateUpload answers false",
+          f"{rcv.debuginfo_calls()}")
+
+    # (3) debuginfo down / hanging: profile pushes unaffected, exit prompt
+    for mode in ("down", "hang"):
+        rcv, rc, log, took = agent_run(mode, mode, duration="4s")
+        nwin = len(ct.window_lines(log))
+        calls = rcv.calls()
+        check(rc == 0 and nwin >= 3, f"agent runs and exits 0 with debuginfo {mode}",
+              f"rc={rc} nwin={nwin}")
+        check(len(rpcs(rcv, "ShouldInitiateUpload")) >= 1,
+              f"debuginfo was attempted ({mode})", f"{rcv.debuginfo_calls()}")
+        check(len(calls) == nwin and all(c["status"] == "OK" for c in calls),
+              f"every window pushed with debuginfo {mode}", f"{len(calls)} {nwin}")
+        check(not rpcs(rcv, "Upload"), f"nothing uploaded ({mode})")
+        check(took < 4 + 6, f"exit not held by debuginfo {mode} ({took:.1f}s for a 4s run)",
+              log[-1500:])
+
+    # (4) off
+    rcv, rc, log, took = agent_run("off", "yes", duration="2s",
+                                   extra=", debuginfo_upload: false")
+    check(rc == 0 and not rcv.debuginfo_calls() and len(rcv.calls()) >= 1,
+          "debuginfo_upload: false -> profiles pushed, no debuginfo RPC",
+          f"{rcv.debuginfo_calls()}")
+finally:
+    work.kill()
+    work.wait()
+    shutil.rmtree(d, ignore_errors=True)
+done()
