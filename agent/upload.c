@@ -909,9 +909,11 @@ int uploader_call(struct uploader *u, const char *method, uploader_next_fn next,
 	gpr_timespec deadline = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
 					     gpr_time_from_nanos((int64_t)timeout_ns, GPR_TIMESPAN));
 	gpr_timespec guard = gpr_time_add(deadline, gpr_time_from_seconds(1, GPR_TIMESPAN));
+	/* create_call takes its own reference on the method slice */
+	grpc_slice method_slice = grpc_slice_from_copied_string(method);
 	grpc_call *call = grpc_channel_create_call(u->channel, NULL, GRPC_PROPAGATE_DEFAULTS, u->cq,
-						   grpc_slice_from_copied_string(method), NULL,
-						   deadline, NULL);
+						   method_slice, NULL, deadline, NULL);
+	grpc_slice_unref(method_slice);
 	if (!call) {
 		rc = pp_errf(err, -EIO, "%s: cannot create a call", method);
 		goto out;
