@@ -63,6 +63,8 @@ try:
     rcv, rc, log, took = agent_run("yes", "yes")
     nwin = len(ct.window_lines(log))
     check(rc == 0 and nwin >= 3, "agent ran >= 3 windows and exited 0", f"rc={rc} nwin={nwin}")
+    for u in rpcs(rcv, "Upload"):
+        print(f"uploaded build_id={u['build_id']} bytes={u['bytes']} chunks={u['chunks']}")
     should = rpcs(rcv, "ShouldInitiateUpload", build_id)
     check(len(should) == 1, "ShouldInitiateUpload once for the build id over all windows",
           f"{should} {log[-2000:]}")
