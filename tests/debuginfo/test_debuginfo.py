@@ -65,6 +65,16 @@ try:
     check(rc == 0 and nwin >= 3, "agent ran >= 3 windows and exited 0", f"rc={rc} nwin={nwin}")
     for u in rpcs(rcv, "Upload"):
         print(f"uploaded build_id={u['build_id']} bytes={u['bytes']} chunks={u['chunks']}")
+    # a library with a separate debug file on this host (libc6-dbg): that file is sent
+    dbg_sent = 0
+    for u in rpcs(rcv, "Upload"):
+        f = f"/usr/lib/debug/.build-id/{u['build_id'][:2]}/{u['build_id'][2:]}.debug"
+        if os.path.exists(f):
+            dbg_sent += 1
+            check(open(os.path.join(rcv.out, u["file"]), "rb").read() == open(f, "rb").read(),
+                  f"separate debug file {f} sent instead of the mapped library")
+    if not dbg_sent:
+        print("note: no uploaded library had a separate debug file here; path not exercised")
     should = rpcs(rcv, "ShouldInitiateUpload", build_id)
     check(len(should) == 1, "ShouldInitiateUpload once for the build id over all windows",
           f"{should} {log[-2000:]}")
