@@ -318,6 +318,16 @@ static void window(struct agent *a)
 		   (double)ps.bytes);
 	metric_set(metric_get("pushprof_cpu_targets", "Processes currently targeted.",
 			      METRIC_GAUGE, NULL), (double)matched);
+	uint32_t cap_counts, cap_stacks;
+	cpu_sampler_capacity(a->cpu, &cap_counts, &cap_stacks);
+	metric_set(metric_get("pushprof_bpf_map_entries", "Entries used in the last window, by map.",
+			      METRIC_GAUGE, "map=\"cpu_counts\""), (double)a->win.nrecs);
+	metric_set(metric_get("pushprof_bpf_map_entries", "Entries used in the last window, by map.",
+			      METRIC_GAUGE, "map=\"cpu_stacks\""), (double)a->win.nstacks);
+	metric_set(metric_get("pushprof_bpf_map_capacity", "Entries each BPF map holds, by map.",
+			      METRIC_GAUGE, "map=\"cpu_counts\""), (double)cap_counts);
+	metric_set(metric_get("pushprof_bpf_map_capacity", "Entries each BPF map holds, by map.",
+			      METRIC_GAUGE, "map=\"cpu_stacks\""), (double)cap_stacks);
 	metric_set(metric_get("pushprof_cpu_sampled_cpus", "CPUs with a perf event attached.",
 			      METRIC_GAUGE, NULL), (double)cpu_sampler_ncpus(a->cpu));
 	pp_log(PP_INFO, "cpu window",

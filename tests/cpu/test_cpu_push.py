@@ -70,6 +70,10 @@ try:
           vals.get("pushprof_cpu_samples_total", 0) > 0 and
           'pushprof_cpu_lost_total{cause="counts_map_full"}' in vals,
           "/metrics has CPU windows, samples and losses by cause", metrics[:600])
+    used = vals.get('pushprof_bpf_map_entries{map="cpu_counts"}', 0)
+    cap = vals.get('pushprof_bpf_map_capacity{map="cpu_counts"}', 0)
+    check(0 < used <= cap and vals.get('pushprof_bpf_map_capacity{map="cpu_stacks"}', 0) > 0,
+          "/metrics has BPF map use against capacity", f"{used} of {cap}")
     print(log[-1500:])
     check(rc == 0, "agent exits 0", f"rc={rc}")
     nwin = len(ct.window_lines(log))
