@@ -473,8 +473,7 @@ int oom_watch_track(struct oom_watch *w, pid_t pid, struct pp_err *err)
 	t->start_ticks = t->start_ticks >= w->timens_ticks ? t->start_ticks - w->timens_ticks : 0;
 	proc_comm(pid, t->comm, sizeof(t->comm));
 	snprintf(t->exe, sizeof(t->exe), "%s", t->g->exe ? t->g->exe : "");
-	if (proc_cgroup(pid, "memory", t->cgroup, sizeof(t->cgroup)))
-		proc_cgroup(pid, NULL, t->cgroup, sizeof(t->cgroup));
+	proc_cgroup(pid, NULL, t->cgroup, sizeof(t->cgroup));	/* the label every profile uses */
 	if (gobin_read_rate(t->g, &t->rate, NULL))
 		t->rate = -1;
 	if (t->rate == 0 && w->o.enable_profiling) {
@@ -594,8 +593,7 @@ static struct capture *get_capture(struct oom_watch *w, uint64_t id, uint32_t tg
 		/* best effort: the victim may still be there for a moment */
 		proc_comm((pid_t)tgid, c->comm, sizeof(c->comm));
 		proc_exe((pid_t)tgid, c->exe, sizeof(c->exe));
-		if (proc_cgroup((pid_t)tgid, "memory", c->cgroup, sizeof(c->cgroup)))
-			proc_cgroup((pid_t)tgid, NULL, c->cgroup, sizeof(c->cgroup));
+		proc_cgroup((pid_t)tgid, NULL, c->cgroup, sizeof(c->cgroup));
 	}
 	w->c[w->nc++] = c;
 	return c;

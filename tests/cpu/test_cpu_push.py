@@ -5,6 +5,8 @@ parses with `go tool pprof`; SIGTERM ends the current window early, flushes
 it, detaches BPF and exits 0.
 """
 import os
+
+import pptest
 import signal
 import subprocess
 import time
@@ -19,15 +21,7 @@ work = subprocess.Popen([chain, "30"])
 
 
 def expected_cgroup(pid):
-    lines = open(f"/proc/{pid}/cgroup").read().splitlines()
-    for l in lines:
-        if l.startswith("0::"):
-            return l[3:]
-    for l in lines:
-        ctrls = l.split(":", 2)[1].split(",")
-        if "cpu" in ctrls:
-            return l.split(":", 2)[2]
-    return None
+    return pptest.cgroup_label(pid)
 
 
 want_cg = expected_cgroup(work.pid)

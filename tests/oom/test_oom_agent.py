@@ -338,16 +338,7 @@ def profile_pb(path):
 
 
 def label_cgroup(pid):
-    """The `cgroup` label of heap snapshots and CPU profiles (the v2 line,
-    else v1 cpu); OOM profiles carry the memory controller's path."""
-    lines = open(f"/proc/{pid}/cgroup").read().splitlines()
-    for line in lines:
-        if line.startswith("0::"):
-            return line[3:]
-    for line in lines:
-        if "cpu" in line.split(":", 2)[1].split(","):
-            return line.split(":", 2)[2]
-    return None
+    return pptest.cgroup_label(pid)
 
 
 def scenario_pressure(a, rcv, leak):
