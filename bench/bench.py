@@ -753,18 +753,25 @@ def section_goheap(b):
         log(f"oom: tests/oom/bench_oom.py sizes {sizes}")
         r = subprocess.run(["/usr/bin/python3", oom_script], capture_output=True, text=True,
                            timeout=3600, env=env)
-        orows, kills = [], None
-        hdr = False
+        orows, kills, hdr = [], None, None
         for line in r.stdout.splitlines():
-            if line.startswith("buckets walked new"):
-                hdr = True
-                continue
             parts = line.split()
-            if hdr and len(parts) == 7 and parts[0].isdigit():
-                orows.append({"buckets": int(parts[0]), "walked": int(parts[1]),
-                              "new": int(parts[2]), "capture_ms": float(parts[3]),
-                              "mark_to_capture_us": float(parts[4]),
-                              "complete": parts[5] == "True", "kernel_mib": float(parts[6])})
+            if line.startswith("buckets walked"):
+                hdr = parts  # column names (newer versions add columns)
+                continue
+            if hdr and len(parts) == len(hdr) and parts[0].isdigit():
+                row = dict(zip(hdr, parts))
+                try:
+                    orows.append({"buckets": int(row["buckets"]), "walked": int(row["walked"]),
+                                  "new": int(row["new"]),
+                                  "capture_ms": float(row["capture_ms"]),
+                                  "mark_to_capture_us": float(row["mark_to_capture_us"]),
+                                  "complete": row["complete"] == "True",
+                                  "kernel_mib": float(row["kernel_MiB"]),
+                                  "watcher_rss_mib": float(row["watcher_rss_MiB"])
+                                  if "watcher_rss_MiB" in row else None})
+                except (KeyError, ValueError):
+                    continue
             if line.startswith("kills:"):
                 kills = line
         res["oom"] = {"available": True, "rows": orows, "kills": kills, "rc": r.returncode}
@@ -995,13 +1002,15 @@ def report(b):
               "tests/oom/bench_oom.py):", ""]
         if o.get("available"):
             L += ["| buckets | walked | new since mirror | capture ms | mark→capture µs | "
-                  "complete | kernel MiB | goal |", "|---|---|---|---|---|---|---|---|"]
+                  "complete | kernel MiB | watcher RSS MiB | goal |",
+                  "|---|---|---|---|---|---|---|---|---|"]
             for r in o["rows"]:
                 goal = (f"{GOALS['oom_1m']}; taken here as ≤ 1/4 of it (500 ms): "
                         f"{verdict(r['capture_ms'] <= 500)}") if r["buckets"] >= 1000000 else ""
                 L.append(f"| {r['buckets']:,} | {r['walked']:,} | {r['new']:,} | "
                          f"{r['capture_ms']:.2f} | {r['mark_to_capture_us']:.1f} | "
-                         f"{r['complete']} | {r['kernel_mib']:.1f} | {goal} |")
+                         f"{r['complete']} | {r['kernel_mib']:.1f} | "
+                         f"{fmt(r.get('watcher_rss_mib'), 0)} | {goal} |")
             if o.get("kills"):
                 L += ["", o["kills"]]
         else:
