@@ -567,7 +567,10 @@ def node_run(b, freq, interval, windows, kernel_stacks=True, diagnose=False):
     res = {"freq": freq, "interval": interval, "kernel_stacks": kernel_stacks}
     try:
         name = f"node{freq}" + ("" if kernel_stacks else "-nokernel")
-        cfg = b.config(name, freq, interval, remote=rcv.address, kernel_stacks=kernel_stacks)
+        # go_heap on with its defaults (snapshots every 60 s, OOM capture armed):
+        # the agent tracks the idle Go programs, as on a real node
+        cfg = b.config(name, freq, interval, remote=rcv.address, kernel_stacks=kernel_stacks,
+                       go_heap=True)
         with BpfStats():
             ag = Agent(b, cfg, name)
             try:
@@ -630,6 +633,7 @@ def node_run(b, freq, interval, windows, kernel_stacks=True, diagnose=False):
             "gz_bytes_per_sample": (sum(int(x.get("bytes", 0)) for x in steady) / samples)
             if samples else None,
             "flush_errors": sum(1 for x in wins if x.get("flush_error")),
+            "go_heap_lines": sum(1 for l in ag.lines() if "go heap" in l or "go process" in l),
             "wire_calls": len(calls), "wire_ok": len(calls),
             "wire_bytes": wire, "wire_bytes_per_window": wire / len(wins) if wins else None,
             "wire_bytes_per_sample": wire / all_samples if all_samples else None,
