@@ -857,8 +857,8 @@ def report(b):
               "15 s) before cpuwork starts. Ratio = median over rounds "
               "of (run / baseline of the same round). *wall* = rounds per second of wall time; "
               "*cpu* = rounds per CPU-second charged to the workload (not moved by other load "
-              "on the machine). Profiler CPU = the profiler's own utime+stime while cpuwork ran, "
-              "as a share of all CPUs.", "",
+              "on the machine). Profiler CPU = the profiler's own on-CPU time (schedstat, all "
+              "threads) while cpuwork ran, as a share of all CPUs.", "",
               "| run | wall rounds/s (median) | wall ratio | slowdown (wall) | CPU-time ratio | "
               "profiler CPU (share of all CPUs) | est. slowdown | samples / run | goal |",
               "|---|---|---|---|---|---|---|---|---|"]
