@@ -969,8 +969,8 @@ def report(b):
                      f"{fmt(o.get('bpf_map_bytes', 0) / 2**20, 1)} MiB in {o.get('bpf_maps')} "
                      "maps | | |")
         else:
-            L.append("| Go heap tracking | | | | | | | | | | not measured: `pushprof run` does not "
-                     "track Go heaps yet and tests/oom/oomwatch is not in this tree |")
+            L.append("| oomwatch | | | | | | | | | | not measured: tests/oom/oomwatch is not "
+                     "built in this tree |")
         W = ["## 5. Wire (gzip pprof, WriteRaw to a local sink)", "",
              "Same runs as section 2: per steady window, the gzip pprof bytes the agent "
              "handed over (one profile per process) and the WriteRaw request bytes the "
