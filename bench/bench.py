@@ -16,8 +16,9 @@
               afterwards). Runs: 19 Hz, 99 Hz, 99 Hz without kernel stacks.
   3 memory    agent VmRSS/VmHWM and BPF map memory (fdinfo memlock of the
               agent's map fds) with ~500 extra processes running (20 busy,
-              50 idle Go programs with heap profiling on, sleepers); the
-              OOM watcher tracking the 50 Go programs when it is built.
+              50 idle Go programs with heap profiling on, sleepers) and
+              go_heap enabled in the agent; the OOM watcher alone
+              (tests/oom/oomwatch) tracking the 50 Go programs when built.
   4 goheap    live snapshot time at 10,000 / 100,000 buckets (goheap_tool
               bench via bench/goheap/bench.py when present); OOM capture
               BPF time at 10,000 / 100,000 / 1,000,000 buckets
@@ -941,6 +942,7 @@ def report(b):
                      f"{r.get('flush_errors', 0)} | {GOALS['cpu_per_1000']} | "
                      f"{GOALS['bpf_per_sample']} |")
         L += ["", "## 3. Agent memory (steady state)", "",
+              "The agent runs with go_heap enabled (defaults), tracking the idle Go programs. "
               "VmRSS counts shared library pages (libgrpc, OpenSSL, ...) in full; RssAnon is the "
               "agent's own heap and stacks; PSS splits shared pages among their users. "
               "*VmRSS per window* is read after each steady window (is it flat?).", "",
