@@ -443,6 +443,12 @@ static void drop_target_at(struct oom_watch *w, size_t i)
 
 int oom_watch_track(struct oom_watch *w, pid_t pid, struct pp_err *err)
 {
+	return oom_watch_track_shared(w, pid, NULL, err);
+}
+
+int oom_watch_track_shared(struct oom_watch *w, pid_t pid, const struct gobin *shared,
+			   struct pp_err *err)
+{
 	struct target *t;
 	bool enabled = false;
 	int rc;
@@ -457,7 +463,11 @@ int oom_watch_track(struct oom_watch *w, pid_t pid, struct pp_err *err)
 	if (!t)
 		return pp_errf(err, -ENOMEM, "out of memory");
 	t->pid = pid;
-	rc = gobin_open_pid(pid, &t->g, err);
+	rc = shared ? gobin_share(shared, pid, &t->g, NULL) : -ENOENT;
+	if (rc) {
+		t->g = NULL;
+		rc = gobin_open_pid(pid, &t->g, err);
+	}
 	if (rc)
 		goto fail;
 	if (!t->g->mbuckets_addr) {
