@@ -8,6 +8,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +47,7 @@ struct agent {
 	struct containers *meta;	/* container/pod names (CRI) and cgroup facts */
 	struct oom_watch *oom;		/* NULL: go_heap.on_oom off or unavailable */
 	struct debuginfo *dbg;		/* NULL: no remote store or debuginfo_upload off */
+	atomic_bool stopping;		/* the loop is finishing: cut network waits short */
 	struct cpu_window win;
 	uint64_t window_start_mono;
 	int64_t window_start_real;
@@ -135,8 +137,10 @@ static int emit_profile(const struct pp_labels *labels, const uint8_t *gz, size_
  * inside a network call they wait here as pending signals. */
 static bool stop_pending(void *arg)
 {
+	const atomic_bool *stopping = arg;	/* set by the loop once it stops */
 	sigset_t set;
-	(void)arg;
+	if (atomic_load(stopping))
+		return true;
 	return sigpending(&set) == 0 && (sigismember(&set, SIGTERM) == 1 ||
 					 sigismember(&set, SIGINT) == 1);
 }
@@ -334,6 +338,16 @@ static void window(struct agent *a)
 		   (double)ps.bytes);
 	metric_set(metric_get("pushprof_cpu_targets", "Processes currently targeted.",
 			      METRIC_GAUGE, NULL), (double)matched);
+	uint32_t cap_counts, cap_stacks;
+	cpu_sampler_capacity(a->cpu, &cap_counts, &cap_stacks);
+	metric_set(metric_get("pushprof_bpf_map_entries", "Entries used in the last window, by map.",
+			      METRIC_GAUGE, "map=\"cpu_counts\""), (double)a->win.nrecs);
+	metric_set(metric_get("pushprof_bpf_map_entries", "Entries used in the last window, by map.",
+			      METRIC_GAUGE, "map=\"cpu_stacks\""), (double)a->win.nstacks);
+	metric_set(metric_get("pushprof_bpf_map_capacity", "Entries each BPF map holds, by map.",
+			      METRIC_GAUGE, "map=\"cpu_counts\""), (double)cap_counts);
+	metric_set(metric_get("pushprof_bpf_map_capacity", "Entries each BPF map holds, by map.",
+			      METRIC_GAUGE, "map=\"cpu_stacks\""), (double)cap_stacks);
 	metric_set(metric_get("pushprof_cpu_sampled_cpus", "CPUs with a perf event attached.",
 			      METRIC_GAUGE, NULL), (double)cpu_sampler_ncpus(a->cpu));
 	pp_log(PP_INFO, "cpu window",
@@ -423,7 +437,13 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 			pp_log(PP_WARN, "debuginfo upload unavailable", "error=%s", pp_q(derr.msg));
 	}
 	outbox_set_labeler(a.outbox, label_series, &a);
-	outbox_set_interrupt(a.outbox, stop_pending, NULL);
+	outbox_set_interrupt(a.outbox, stop_pending, &a.stopping);
+	{
+		/* pushes run beside the loop: a slow store never stretches a window */
+		struct pp_err serr = { 0 };
+		if (outbox_start_sender(a.outbox, &serr) < 0)
+			pp_log(PP_WARN, "pushing from the loop thread", "error=%s", pp_q(serr.msg));
+	}
 	a.targets = targets_new(cfg->targets, cfg->ntargets);
 	if (!a.targets) {
 		r = pp_errf(err, -ENOMEM, "out of memory");
@@ -627,8 +647,10 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 		}
 		/* SIGTERM must end within 5 s even with a hanging server: the last
 		 * pushes get 3 s, then what is left goes to the spool */
-		if (stop)
+		if (stop) {
+			atomic_store(&a.stopping, true);
 			outbox_set_deadline(a.outbox, mono_ns() + 3000000000ull);
+		}
 		if (now >= next_window || (stop && a.cpu)) {
 			window(&a);
 			if (a.http && a.windows == 1)
@@ -655,8 +677,9 @@ out:
 	cpu_window_free(&a.win);
 	if (a.outbox) {
 		struct pp_err ferr = { 0 };
-		/* The stop window flushed already: only what is still pending
-		 * (heap-only runs, or no spool to keep it) needs another try. */
+		/* The sender finishes what it was asked (within the deadline);
+		 * what is still pending gets one more try here, then the spool. */
+		outbox_stop_sender(a.outbox);
 		if (outbox_stats(a.outbox)->pending && outbox_flush(a.outbox, &ferr) < 0)
 			pp_log(PP_WARN, "final flush failed", "error=%s", pp_q(ferr.msg));
 		outbox_free(a.outbox);

@@ -28,7 +28,14 @@ struct cpu_sampler {
 	int possible;			/* for per-CPU map values */
 	uint64_t last_stats[CPU_STAT_MAX];
 	int counts_fd[2], stacks_fd[2];
+	uint32_t ncounts, nstacks;	/* max_entries of each map set */
 };
+
+void cpu_sampler_capacity(const struct cpu_sampler *s, uint32_t *counts, uint32_t *stacks)
+{
+	*counts = s->ncounts;
+	*stacks = s->nstacks;
+}
 
 static int read_small(const char *path, char *buf, size_t len)
 {
@@ -220,6 +227,8 @@ int cpu_sampler_new(const struct cpu_sampler_opts *o, struct cpu_sampler **out,
 		bpf_map__set_max_entries(m[i], ncounts);
 		bpf_map__set_max_entries(st[i], nstacks);
 	}
+	s->ncounts = ncounts;
+	s->nstacks = nstacks;
 
 	r = cpu_bpf__load(s->skel);
 	if (r) {

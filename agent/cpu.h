@@ -80,5 +80,8 @@ void cpu_window_free(struct cpu_window *w);
 
 /* The BPF program's id, for `bpftool prog show id N` (bpf_stats). */
 int cpu_sampler_prog_id(const struct cpu_sampler *s);
+/* Entries of one map set (counts, stacks): a window's nrecs / nstacks
+ * against these is the maps' fill level. */
+void cpu_sampler_capacity(const struct cpu_sampler *s, uint32_t *counts, uint32_t *stacks);
 
 #endif

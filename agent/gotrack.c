@@ -259,7 +259,15 @@ static int add(struct gotrack *t, pid_t pid, bool remember)
 	}
 	if (!start && proc_start_time(pid, &start))
 		return 0;
-	int rc = gobin_open_pid(pid, &g, &err);
+	/* replicas of one executable share its analysis and symbol tables */
+	int rc = -ENOENT;
+	for (size_t i = 0; i < t->n && rc; i++)
+		if (same_exe(&t->v[i].id, &id))
+			rc = gobin_share(t->v[i].g, pid, &g, NULL);
+	if (rc) {
+		g = NULL;
+		rc = gobin_open_pid(pid, &g, &err);
+	}
 	if (rc == -ENOEXEC) {
 		remember_not_go(t, &id);
 		if (remember)
@@ -307,7 +315,7 @@ static int add(struct gotrack *t, pid_t pid, bool remember)
 	       g->vars.source == GOBIN_VARS_SYMTAB ? "symtab" : "code");
 	if (t->oom) {
 		struct pp_err oerr = { 0 };
-		if (oom_watch_track(t->oom, pid, &oerr) < 0)
+		if (oom_watch_track_shared(t->oom, pid, g, &oerr) < 0)
 			pp_log(PP_WARN, "go process not armed for OOM capture", "pid=%d error=%s",
 			       (int)pid, pp_q(oerr.msg));
 	}

@@ -443,6 +443,12 @@ static void drop_target_at(struct oom_watch *w, size_t i)
 
 int oom_watch_track(struct oom_watch *w, pid_t pid, struct pp_err *err)
 {
+	return oom_watch_track_shared(w, pid, NULL, err);
+}
+
+int oom_watch_track_shared(struct oom_watch *w, pid_t pid, const struct gobin *shared,
+			   struct pp_err *err)
+{
 	struct target *t;
 	bool enabled = false;
 	int rc;
@@ -457,7 +463,11 @@ int oom_watch_track(struct oom_watch *w, pid_t pid, struct pp_err *err)
 	if (!t)
 		return pp_errf(err, -ENOMEM, "out of memory");
 	t->pid = pid;
-	rc = gobin_open_pid(pid, &t->g, err);
+	rc = shared ? gobin_share(shared, pid, &t->g, NULL) : -ENOENT;
+	if (rc) {
+		t->g = NULL;
+		rc = gobin_open_pid(pid, &t->g, err);
+	}
 	if (rc)
 		goto fail;
 	if (!t->g->mbuckets_addr) {
@@ -473,8 +483,7 @@ int oom_watch_track(struct oom_watch *w, pid_t pid, struct pp_err *err)
 	t->start_ticks = t->start_ticks >= w->timens_ticks ? t->start_ticks - w->timens_ticks : 0;
 	proc_comm(pid, t->comm, sizeof(t->comm));
 	snprintf(t->exe, sizeof(t->exe), "%s", t->g->exe ? t->g->exe : "");
-	if (proc_cgroup(pid, "memory", t->cgroup, sizeof(t->cgroup)))
-		proc_cgroup(pid, NULL, t->cgroup, sizeof(t->cgroup));
+	proc_cgroup(pid, NULL, t->cgroup, sizeof(t->cgroup));	/* the label every profile uses */
 	if (gobin_read_rate(t->g, &t->rate, NULL))
 		t->rate = -1;
 	if (t->rate == 0 && w->o.enable_profiling) {
@@ -594,8 +603,7 @@ static struct capture *get_capture(struct oom_watch *w, uint64_t id, uint32_t tg
 		/* best effort: the victim may still be there for a moment */
 		proc_comm((pid_t)tgid, c->comm, sizeof(c->comm));
 		proc_exe((pid_t)tgid, c->exe, sizeof(c->exe));
-		if (proc_cgroup((pid_t)tgid, "memory", c->cgroup, sizeof(c->cgroup)))
-			proc_cgroup((pid_t)tgid, NULL, c->cgroup, sizeof(c->cgroup));
+		proc_cgroup((pid_t)tgid, NULL, c->cgroup, sizeof(c->cgroup));
 	}
 	w->c[w->nc++] = c;
 	return c;

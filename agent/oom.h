@@ -103,6 +103,11 @@ void oom_watch_free(struct oom_watch *w);
  * Untracking happens by itself when the process exits.
  */
 int oom_watch_track(struct oom_watch *w, pid_t pid, struct pp_err *err);
+/* The same with an analysis of the executable already at hand (shared, not
+ * re-read: gobin_share). */
+struct gobin;
+int oom_watch_track_shared(struct oom_watch *w, pid_t pid, const struct gobin *shared,
+			   struct pp_err *err);
 void oom_watch_untrack(struct oom_watch *w, pid_t pid);
 bool oom_watch_tracked(struct oom_watch *w, pid_t pid);
 size_t oom_watch_ntracked(struct oom_watch *w);

@@ -38,6 +38,13 @@ struct outbox {
 	uint64_t rep_dropped_files, rep_dropped_profiles, rep_corrupt;
 	outbox_labeler_fn labeler;	/* metadata + relabelling, see outbox.h */
 	void *labeler_arg;
+	/* sender thread (outbox_start_sender): flushes run there, so a slow or
+	 * hanging store never holds up the caller's windows */
+	pthread_t sender;
+	bool sender_running, stop, flush_requested;
+	pthread_cond_t cond;		/* with lock */
+	int last_rc;			/* result of the sender's last flush */
+	char last_msg[sizeof(((struct pp_err *)0)->msg)];
 };
 
 void outbox_set_labeler(struct outbox *o, outbox_labeler_fn fn, void *arg)
@@ -84,6 +91,7 @@ struct outbox *outbox_new(const struct config *cfg, struct pp_err *err)
 		return NULL;
 	}
 	pthread_mutex_init(&o->lock, NULL);
+	pthread_cond_init(&o->cond, NULL);
 	o->cfg = cfg;
 	if (cfg->local_store.directory && cfg->local_store.directory[0]) {
 		int rc = mkdirs(cfg->local_store.directory, 0700);
@@ -115,7 +123,9 @@ void outbox_free(struct outbox *o)
 		return;
 	uploader_free(o->up);
 	spool_close(o->spool);
+	outbox_stop_sender(o);
 	spool_batch_free(&o->pending);
+	pthread_cond_destroy(&o->cond);
 	pthread_mutex_destroy(&o->lock);
 	free(o);
 }
@@ -330,7 +340,7 @@ static void spool_report(struct outbox *o)
 	}
 }
 
-int outbox_flush(struct outbox *o, struct pp_err *err)
+static int flush_now(struct outbox *o, struct pp_err *err)
 {
 	int rc = 0;
 
@@ -440,6 +450,67 @@ int outbox_flush(struct outbox *o, struct pp_err *err)
 	o->st.pending = o->pending.n;
 	pthread_mutex_unlock(&o->lock);
 	spool_report(o);
+	return rc;
+}
+
+static void *sender_main(void *arg)
+{
+	struct outbox *o = arg;
+
+	pthread_mutex_lock(&o->lock);
+	while (!o->stop) {
+		if (!o->flush_requested) {
+			pthread_cond_wait(&o->cond, &o->lock);
+			continue;
+		}
+		o->flush_requested = false;
+		pthread_mutex_unlock(&o->lock);
+		struct pp_err err = { 0 };
+		int rc = flush_now(o, &err);
+		pthread_mutex_lock(&o->lock);
+		o->last_rc = rc;
+		memcpy(o->last_msg, err.msg, sizeof(o->last_msg));
+	}
+	pthread_mutex_unlock(&o->lock);
+	return NULL;
+}
+
+int outbox_start_sender(struct outbox *o, struct pp_err *err)
+{
+	if (!o->up || o->sender_running)
+		return 0;
+	int rc = pthread_create(&o->sender, NULL, sender_main, o);
+	if (rc)
+		return pp_errf(err, -rc, "outbox: cannot start the sender thread: %s", strerror(rc));
+	o->sender_running = true;
+	return 0;
+}
+
+void outbox_stop_sender(struct outbox *o)
+{
+	if (!o->sender_running)
+		return;
+	pthread_mutex_lock(&o->lock);
+	o->stop = true;
+	pthread_cond_signal(&o->cond);
+	pthread_mutex_unlock(&o->lock);
+	pthread_join(o->sender, NULL);	/* a flush under way ends within its deadline */
+	o->sender_running = false;
+}
+
+int outbox_flush(struct outbox *o, struct pp_err *err)
+{
+	if (!o->up)
+		return 0;
+	if (!o->sender_running)
+		return flush_now(o, err);
+	pthread_mutex_lock(&o->lock);
+	o->flush_requested = true;
+	pthread_cond_signal(&o->cond);
+	int rc = o->last_rc;		/* the previous flush's outcome, for the caller's log */
+	if (rc && err)
+		pp_errf(err, rc, "%s", o->last_msg);
+	pthread_mutex_unlock(&o->lock);
 	return rc;
 }
 

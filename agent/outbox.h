@@ -52,6 +52,16 @@ int outbox_submit_durable(struct outbox *o, const struct pp_labels *labels, cons
 /* Push what is pending, spooled batches first (oldest first); what cannot be
  * delivered goes to the spool. 0 when everything was delivered. */
 int outbox_flush(struct outbox *o, struct pp_err *err);
+/*
+ * Run flushes on a thread of the outbox's own: outbox_flush() then only
+ * asks for one and returns the previous flush's result at once, so a slow
+ * or hanging store never delays the caller. outbox_stop_sender() lets a
+ * flush under way finish (bounded by the deadline below) and joins; later
+ * flushes run in the caller again. outbox_free() stops it too.
+ */
+int outbox_start_sender(struct outbox *o, struct pp_err *err);
+void outbox_stop_sender(struct outbox *o);
+
 /* Bound every later network attempt by this CLOCK_MONOTONIC time (shutdown). */
 void outbox_set_deadline(struct outbox *o, uint64_t mono_ns_deadline);
 /* See uploader_set_interrupt(). */

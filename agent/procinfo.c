@@ -254,20 +254,33 @@ static bool has_ctrl(const char *ctrls, const char *want)
 	return false;
 }
 
+/*
+ * controller NULL: the one path that says most about where the process
+ * lives, the same whichever part of the agent asks (CPU, heap and OOM
+ * profiles of one process must carry one cgroup label): the v2 path unless
+ * it is the root (hybrid hosts put every controller on v1), else the
+ * longest v1 path. With a controller: that hierarchy's path.
+ */
 static int cg_pick_cb(const char *ctrls, const char *path, void *arg)
 {
 	struct cg_pick *p = arg;
 
-	if (p->want == NULL && ctrls[0] == '\0') {
+	if (p->want) {
+		if (has_ctrl(ctrls, p->want)) {
+			snprintf(p->buf, p->len, "%s", path);
+			p->found = 1;
+			return 1;
+		}
+		return 0;
+	}
+	if (ctrls[0] == '\0' && strcmp(path, "/") != 0) {
 		snprintf(p->buf, p->len, "%s", path);
 		p->found = 2;
 		return 1;
 	}
-	if (p->found < 1 && has_ctrl(ctrls, p->want ? p->want : "cpu")) {
+	if (!p->found || strlen(path) > strlen(p->buf)) {
 		snprintf(p->buf, p->len, "%s", path);
 		p->found = 1;
-		if (p->want)
-			return 1;
 	}
 	return 0;
 }

@@ -50,9 +50,9 @@ int proc_comm(pid_t pid, char *buf, size_t len);
 /* readlink /proc/PID/exe; " (deleted)" suffix kept. */
 int proc_exe(pid_t pid, char *buf, size_t len);
 /*
- * The cgroup path for labels: the v2 "0::" line when present, else the v1
- * line whose controllers include `cpu` (or `memory` when controller says so).
- * controller NULL -> the default order above.
+ * The cgroup path for labels (controller NULL): the v2 "0::" path unless it
+ * is the root, else the longest v1 path - one choice for every profile of
+ * a process. With a controller ("memory"): that v1 hierarchy's path.
  */
 int proc_cgroup(pid_t pid, const char *controller, char *buf, size_t len);
 /* Every line of /proc/PID/cgroup as "controllers:path" calls of cb. */

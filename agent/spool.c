@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,7 @@
 #define SPOOL_MAX_LABELS 4096u
 
 struct spool {
+	pthread_mutex_t mu;	/* the agent's loop writes OOM captures while the sender reads */
 	char *dir;
 	uint64_t max_bytes;
 	uint64_t last_seq;
@@ -304,6 +306,7 @@ struct spool *spool_open(const char *dir, uint64_t max_bytes, struct pp_err *err
 		return NULL;
 	}
 	s->max_bytes = max_bytes;
+	pthread_mutex_init(&s->mu, NULL);
 	/* mkdir -p with restrictive modes: profiles reveal code and data layout */
 	char path[4096];
 	snprintf(path, sizeof(path), "%s", dir);
@@ -332,6 +335,7 @@ void spool_close(struct spool *s)
 {
 	if (!s)
 		return;
+	pthread_mutex_destroy(&s->mu);
 	free(s->dir);
 	free(s);
 }
@@ -382,7 +386,7 @@ static void make_room(struct spool *s, uint64_t incoming)
 	free(e);
 }
 
-int spool_write(struct spool *s, const struct spool_batch *b, struct pp_err *err)
+static int write_locked(struct spool *s, const struct spool_batch *b, struct pp_err *err)
 {
 	uint8_t *buf;
 	size_t len;
@@ -445,8 +449,8 @@ fail:
 	return rc;
 }
 
-int spool_peek(struct spool *s, char *name, size_t name_len, struct spool_batch *out,
-	       struct pp_err *err)
+static int peek_locked(struct spool *s, char *name, size_t name_len, struct spool_batch *out,
+			struct pp_err *err)
 {
 	struct entry *e;
 	size_t n;
@@ -487,7 +491,7 @@ int spool_peek(struct spool *s, char *name, size_t name_len, struct spool_batch 
 	return 0;
 }
 
-int spool_remove(struct spool *s, const char *name)
+static int remove_locked(struct spool *s, const char *name)
 {
 	char path[4200];
 
@@ -496,6 +500,31 @@ int spool_remove(struct spool *s, const char *name)
 	snprintf(path, sizeof(path), "%s/%s", s->dir, name);
 	int rc = unlink(path) ? -errno : 0;
 	refresh_stats(s);
+	return rc;
+}
+
+int spool_write(struct spool *s, const struct spool_batch *b, struct pp_err *err)
+{
+	pthread_mutex_lock(&s->mu);
+	int rc = write_locked(s, b, err);
+	pthread_mutex_unlock(&s->mu);
+	return rc;
+}
+
+int spool_peek(struct spool *s, char *name, size_t name_len, struct spool_batch *out,
+	       struct pp_err *err)
+{
+	pthread_mutex_lock(&s->mu);
+	int rc = peek_locked(s, name, name_len, out, err);
+	pthread_mutex_unlock(&s->mu);
+	return rc;
+}
+
+int spool_remove(struct spool *s, const char *name)
+{
+	pthread_mutex_lock(&s->mu);
+	int rc = remove_locked(s, name);
+	pthread_mutex_unlock(&s->mu);
 	return rc;
 }
 

@@ -68,7 +68,7 @@ struct uploader {
 	char *auth;			/* "Bearer <token>", NULL when none */
 	struct pp_labels headers;	/* lower-cased keys, checked legal */
 	struct upload_stats stats;
-	uint64_t hard_deadline;		/* CLOCK_MONOTONIC ns; 0 = none (shutdown bound) */
+	_Atomic uint64_t hard_deadline;	/* CLOCK_MONOTONIC ns; 0 = none (shutdown bound); set from another thread */
 	bool (*interrupt)(void *arg);	/* true: the agent is stopping */
 	void *interrupt_arg;
 	uint64_t rng;
@@ -573,10 +573,11 @@ static void call_once(struct uploader *u, const uint8_t *buf, size_t len, uint64
 			ev = grpc_completion_queue_next(u->cq, slice, NULL);
 			if (ev.type != GRPC_QUEUE_TIMEOUT || gpr_time_cmp(slice, guard) >= 0)
 				break;
-			if (interrupted(u)) {
+			if (interrupted(u) || u->hard_deadline) {
+				uint64_t now_ns = mono_ns(), left = u->hard_deadline > now_ns
+					? u->hard_deadline - now_ns : 0;
 				gpr_timespec cut = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
-							gpr_time_from_nanos(SHUTDOWN_GRACE_NS,
-									    GPR_TIMESPAN));
+							gpr_time_from_nanos((int64_t)left, GPR_TIMESPAN));
 				if (gpr_time_cmp(cut, guard) < 0)
 					guard = cut;
 			}

@@ -16,8 +16,9 @@
               afterwards). Runs: 19 Hz, 99 Hz, 99 Hz without kernel stacks.
   3 memory    agent VmRSS/VmHWM and BPF map memory (fdinfo memlock of the
               agent's map fds) with ~500 extra processes running (20 busy,
-              50 idle Go programs with heap profiling on, sleepers); the
-              OOM watcher tracking the 50 Go programs when it is built.
+              50 idle Go programs with heap profiling on, sleepers) and
+              go_heap enabled in the agent; the OOM watcher alone
+              (tests/oom/oomwatch) tracking the 50 Go programs when built.
   4 goheap    live snapshot time at 10,000 / 100,000 buckets (goheap_tool
               bench via bench/goheap/bench.py when present); OOM capture
               BPF time at 10,000 / 100,000 / 1,000,000 buckets
@@ -567,7 +568,10 @@ def node_run(b, freq, interval, windows, kernel_stacks=True, diagnose=False):
     res = {"freq": freq, "interval": interval, "kernel_stacks": kernel_stacks}
     try:
         name = f"node{freq}" + ("" if kernel_stacks else "-nokernel")
-        cfg = b.config(name, freq, interval, remote=rcv.address, kernel_stacks=kernel_stacks)
+        # go_heap on with its defaults (snapshots every 60 s, OOM capture armed):
+        # the agent tracks the idle Go programs, as on a real node
+        cfg = b.config(name, freq, interval, remote=rcv.address, kernel_stacks=kernel_stacks,
+                       go_heap=True)
         with BpfStats():
             ag = Agent(b, cfg, name)
             try:
@@ -630,6 +634,7 @@ def node_run(b, freq, interval, windows, kernel_stacks=True, diagnose=False):
             "gz_bytes_per_sample": (sum(int(x.get("bytes", 0)) for x in steady) / samples)
             if samples else None,
             "flush_errors": sum(1 for x in wins if x.get("flush_error")),
+            "go_heap_lines": sum(1 for l in ag.lines() if "go heap" in l or "go process" in l),
             "wire_calls": len(calls), "wire_ok": len(calls),
             "wire_bytes": wire, "wire_bytes_per_window": wire / len(wins) if wins else None,
             "wire_bytes_per_sample": wire / all_samples if all_samples else None,
@@ -753,18 +758,25 @@ def section_goheap(b):
         log(f"oom: tests/oom/bench_oom.py sizes {sizes}")
         r = subprocess.run(["/usr/bin/python3", oom_script], capture_output=True, text=True,
                            timeout=3600, env=env)
-        orows, kills = [], None
-        hdr = False
+        orows, kills, hdr = [], None, None
         for line in r.stdout.splitlines():
-            if line.startswith("buckets walked new"):
-                hdr = True
-                continue
             parts = line.split()
-            if hdr and len(parts) == 7 and parts[0].isdigit():
-                orows.append({"buckets": int(parts[0]), "walked": int(parts[1]),
-                              "new": int(parts[2]), "capture_ms": float(parts[3]),
-                              "mark_to_capture_us": float(parts[4]),
-                              "complete": parts[5] == "True", "kernel_mib": float(parts[6])})
+            if line.startswith("buckets walked"):
+                hdr = parts  # column names (newer versions add columns)
+                continue
+            if hdr and len(parts) == len(hdr) and parts[0].isdigit():
+                row = dict(zip(hdr, parts))
+                try:
+                    orows.append({"buckets": int(row["buckets"]), "walked": int(row["walked"]),
+                                  "new": int(row["new"]),
+                                  "capture_ms": float(row["capture_ms"]),
+                                  "mark_to_capture_us": float(row["mark_to_capture_us"]),
+                                  "complete": row["complete"] == "True",
+                                  "kernel_mib": float(row["kernel_MiB"]),
+                                  "watcher_rss_mib": float(row["watcher_rss_MiB"])
+                                  if "watcher_rss_MiB" in row else None})
+                except (KeyError, ValueError):
+                    continue
             if line.startswith("kills:"):
                 kills = line
         res["oom"] = {"available": True, "rows": orows, "kills": kills, "rc": r.returncode}
@@ -846,8 +858,8 @@ def report(b):
               "15 s) before cpuwork starts. Ratio = median over rounds "
               "of (run / baseline of the same round). *wall* = rounds per second of wall time; "
               "*cpu* = rounds per CPU-second charged to the workload (not moved by other load "
-              "on the machine). Profiler CPU = the profiler's own utime+stime while cpuwork ran, "
-              "as a share of all CPUs.", "",
+              "on the machine). Profiler CPU = the profiler's own on-CPU time (schedstat, all "
+              "threads) while cpuwork ran, as a share of all CPUs.", "",
               "| run | wall rounds/s (median) | wall ratio | slowdown (wall) | CPU-time ratio | "
               "profiler CPU (share of all CPUs) | est. slowdown | samples / run | goal |",
               "|---|---|---|---|---|---|---|---|---|"]
@@ -930,6 +942,7 @@ def report(b):
                      f"{r.get('flush_errors', 0)} | {GOALS['cpu_per_1000']} | "
                      f"{GOALS['bpf_per_sample']} |")
         L += ["", "## 3. Agent memory (steady state)", "",
+              "The agent runs with go_heap enabled (defaults), tracking the idle Go programs. "
               "VmRSS counts shared library pages (libgrpc, OpenSSL, ...) in full; RssAnon is the "
               "agent's own heap and stacks; PSS splits shared pages among their users. "
               "*VmRSS per window* is read after each steady window (is it flat?).", "",
@@ -958,8 +971,8 @@ def report(b):
                      f"{fmt(o.get('bpf_map_bytes', 0) / 2**20, 1)} MiB in {o.get('bpf_maps')} "
                      "maps | | |")
         else:
-            L.append("| Go heap tracking | | | | | | | | | | not measured: `pushprof run` does not "
-                     "track Go heaps yet and tests/oom/oomwatch is not in this tree |")
+            L.append("| oomwatch | | | | | | | | | | not measured: tests/oom/oomwatch is not "
+                     "built in this tree |")
         W = ["## 5. Wire (gzip pprof, WriteRaw to a local sink)", "",
              "Same runs as section 2: per steady window, the gzip pprof bytes the agent "
              "handed over (one profile per process) and the WriteRaw request bytes the "
@@ -995,13 +1008,15 @@ def report(b):
               "tests/oom/bench_oom.py):", ""]
         if o.get("available"):
             L += ["| buckets | walked | new since mirror | capture ms | mark→capture µs | "
-                  "complete | kernel MiB | goal |", "|---|---|---|---|---|---|---|---|"]
+                  "complete | kernel MiB | watcher RSS MiB | goal |",
+                  "|---|---|---|---|---|---|---|---|---|"]
             for r in o["rows"]:
                 goal = (f"{GOALS['oom_1m']}; taken here as ≤ 1/4 of it (500 ms): "
                         f"{verdict(r['capture_ms'] <= 500)}") if r["buckets"] >= 1000000 else ""
                 L.append(f"| {r['buckets']:,} | {r['walked']:,} | {r['new']:,} | "
                          f"{r['capture_ms']:.2f} | {r['mark_to_capture_us']:.1f} | "
-                         f"{r['complete']} | {r['kernel_mib']:.1f} | {goal} |")
+                         f"{r['complete']} | {r['kernel_mib']:.1f} | "
+                         f"{fmt(r.get('watcher_rss_mib'), 0)} | {goal} |")
             if o.get("kills"):
                 L += ["", o["kills"]]
         else:

@@ -38,7 +38,7 @@ best=0
 export GOCACHE=/tmp/pushprof-demo-gocache
 for f in "$out"/profiles/*parca_agent*.pb.gz; do
   [ -e "$f" ] || continue
-  s=$(go tool pprof -raw "$f" 2>/dev/null | awk '/^Samples:/{f=1;next} /^Locations/{f=0} f && $1 ~ /^[0-9]+$/ {s+=$1} END{print s+0}')
+  s=$(go tool pprof -raw "$f" 2>/dev/null | awk '/^Samples:/{f=1;next} /^Locations/{f=0} f && $1 ~ /^[0-9]+:$/ {s+=$1} END{print s+0}')
   if [ "$s" -gt "$best" ]; then best=$s; busiest=$f; fi
 done
 if [ -n "$busiest" ]; then

@@ -5,6 +5,8 @@ parses with `go tool pprof`; SIGTERM ends the current window early, flushes
 it, detaches BPF and exits 0.
 """
 import os
+
+import pptest
 import signal
 import subprocess
 import time
@@ -19,15 +21,7 @@ work = subprocess.Popen([chain, "30"])
 
 
 def expected_cgroup(pid):
-    lines = open(f"/proc/{pid}/cgroup").read().splitlines()
-    for l in lines:
-        if l.startswith("0::"):
-            return l[3:]
-    for l in lines:
-        ctrls = l.split(":", 2)[1].split(",")
-        if "cpu" in ctrls:
-            return l.split(":", 2)[2]
-    return None
+    return pptest.cgroup_label(pid)
 
 
 want_cg = expected_cgroup(work.pid)
@@ -70,6 +64,10 @@ try:
           vals.get("pushprof_cpu_samples_total", 0) > 0 and
           'pushprof_cpu_lost_total{cause="counts_map_full"}' in vals,
           "/metrics has CPU windows, samples and losses by cause", metrics[:600])
+    used = vals.get('pushprof_bpf_map_entries{map="cpu_counts"}', 0)
+    cap = vals.get('pushprof_bpf_map_capacity{map="cpu_counts"}', 0)
+    check(0 < used <= cap and vals.get('pushprof_bpf_map_capacity{map="cpu_stacks"}', 0) > 0,
+          "/metrics has BPF map use against capacity", f"{used} of {cap}")
     print(log[-1500:])
     check(rc == 0, "agent exits 0", f"rc={rc}")
     nwin = len(ct.window_lines(log))

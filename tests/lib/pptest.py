@@ -83,3 +83,22 @@ def pprof(*args, timeout=120):
 
 def have(prog):
     return shutil.which(prog) is not None
+
+
+def cgroup_label(pid):
+    """The `cgroup` label pushprof gives a process (procinfo.h proc_cgroup):
+    the v2 path unless it is the root, else the longest v1 path."""
+    paths, v2 = [], None
+    for line in open(f"/proc/{pid}/cgroup").read().splitlines():
+        _, ctrls, path = line.split(":", 2)
+        if ctrls == "":
+            v2 = path
+        else:
+            paths.append(path)
+    if v2 is not None and v2 != "/":
+        return v2
+    best = None
+    for p in paths:  # first of the longest, in file order
+        if best is None or len(p) > len(best):
+            best = p
+    return best if best is not None else v2

@@ -4,16 +4,19 @@ cgroup path, profiles pushed over real gRPC to tests/lib/receiver.py and
 read back with `go tool pprof`.
 
 1. a Go program leaking from one function: a trigger=oom memory profile with
-   the documented labels, the leak on top, RSS figures in the comments; the
-   agent keeps running (CPU windows go on) and exits 0 on SIGTERM;
+   the documented labels, the leak on top, RSS figures in the comments,
+   pushed at once; the agent keeps running (CPU windows go on) and exits 0
+   on SIGTERM; 1b: a process that enters the targeted cgroup and execs the
+   Go program later (runc's init does that) is armed too;
 2. remote store down during the kill: the profile is in local_store and the
    spool at once, survives an agent restart and is delivered once the store
    is back;
 3. go_heap.pressure: a slow leak gives one trigger=pressure profile (leak on
    top) before the trigger=oom one, and only one per cooldown;
 4. a non-Go victim, an untracked Go victim and a Go victim with memory
-   profiling off: one explicit log event each, agent unharmed; with
-   go_heap.enable_profiling the same rate-0 program gives a real profile;
+   profiling off: one explicit log event each (and /metrics counts), agent
+   unharmed; with go_heap.enable_profiling the same rate-0 program gives a
+   real profile;
 5. two victims in two cgroups OOMing at the same moment: two profiles.
 
 PUSHPROF_LONG_TESTS=1 adds 20 kills in a row through one agent and prints the
@@ -25,7 +28,6 @@ import os
 import signal
 import socket
 import subprocess
-import threading
 import time
 
 import pptest
@@ -336,16 +338,7 @@ def profile_pb(path):
 
 
 def label_cgroup(pid):
-    """The `cgroup` label of heap snapshots and CPU profiles (the v2 line,
-    else v1 cpu); OOM profiles carry the memory controller's path."""
-    lines = open(f"/proc/{pid}/cgroup").read().splitlines()
-    for line in lines:
-        if line.startswith("0::"):
-            return line[3:]
-    for line in lines:
-        if "cpu" in line.split(":", 2)[1].split(","):
-            return line.split(":", 2)[2]
-    return None
+    return pptest.cgroup_label(pid)
 
 
 def scenario_pressure(a, rcv, leak):

@@ -37,7 +37,8 @@ try:
           f"reached it; {len(spooled)} spool files")
     check(len(calls) > 0 and all(c["status"] == "HANG" for c in calls),
           "the hanging receiver got calls and answered none", str(calls[:2]))
-    check(len(wins) >= HANG * 0.7, "windows keep flowing while the store hangs",
+    # pushes run on the outbox's sender thread: windows stay on schedule
+    check(len(wins) >= HANG * 0.8, "windows keep flowing while the store hangs",
           f"{len(wins)} windows in {HANG}s")
     check(len(spooled) > 0, "profiles land in the spool", str(spooled))
     dl = m.get('pushprof_write_requests_total{status="DEADLINE_EXCEEDED"}', 0)
