@@ -78,6 +78,7 @@ struct capture {
 	uint32_t tgid;
 	struct oom_victim v;	/* latest state seen (MARK, BEGIN, END) */
 	bool have_mark, have_begin, have_end;
+	unsigned gone_seen;	/* consecutive reconciles that found the pid gone */
 	struct target *t;	/* NULL when not tracked */
 	char comm[16], exe[4096], cgroup[1024];
 	struct cap_bucket *nb;
@@ -1044,8 +1045,16 @@ static void reconcile(struct oom_watch *w)
 			c->v.flags |= OOM_F_RING_FULL;
 			c->have_end = true;
 		}
+		if (!c->have_end && v.state != OOM_ST_DONE) {
+			/* a read of a dying process's /proc entry can fail for a
+			 * moment: gone means gone on 10 reconciles in a row */
+			if (pid_alive(w, (pid_t)key, c->t ? c->t->start_ticks : 0))
+				c->gone_seen = 0;
+			else
+				c->gone_seen++;
+		}
 		if (!c->have_end && v.state != OOM_ST_DONE && now - ts_ms(&c->seen) > 3000 &&
-		    !pid_alive(w, (pid_t)key, c->t ? c->t->start_ticks : 0)) {
+		    c->gone_seen >= 10) {
 			/* marked, never captured, and gone */
 			c->v = v;
 			c->have_end = true;
