@@ -481,6 +481,35 @@ const struct upload_stats *uploader_stats(const struct uploader *u)
 	return &u->stats;
 }
 
+/* Per-call metadata: the bearer token first, then the configured headers. */
+static size_t metadata_build(const struct uploader *u, grpc_metadata *md, size_t max)
+{
+	size_t nmd = 0;
+
+	if (u->auth && max) {
+		md[nmd].key = grpc_slice_from_static_string("authorization");
+		md[nmd].value = grpc_slice_from_copied_string(u->auth);
+		nmd++;
+	}
+	for (size_t i = 0; i < u->headers.n && nmd < max; i++) {
+		md[nmd].key = grpc_slice_from_copied_string(u->headers.v[i].name);
+		md[nmd].value = grpc_slice_from_copied_string(u->headers.v[i].value);
+		nmd++;
+	}
+	return nmd;
+}
+
+static void metadata_free(const struct uploader *u, grpc_metadata *md, size_t nmd)
+{
+	for (size_t i = 0; i < nmd; i++) {
+		grpc_slice_unref(md[i].key);
+		if (i == 0 && u->auth)	/* scrub our copy of the token */
+			explicit_bzero((void *)GRPC_SLICE_START_PTR(md[i].value),
+				       GRPC_SLICE_LENGTH(md[i].value));
+		grpc_slice_unref(md[i].value);
+	}
+}
+
 #define SHUTDOWN_GRACE_NS 2000000000ull
 
 /* Asked to stop: bound this call and every retry by SHUTDOWN_GRACE_NS from now. */
@@ -516,16 +545,7 @@ static void call_once(struct uploader *u, const uint8_t *buf, size_t len, uint64
 	res->details[0] = '\0';
 	grpc_metadata_array_init(&initial_md);
 	grpc_metadata_array_init(&trailing_md);
-	if (u->auth) {
-		md[nmd].key = grpc_slice_from_static_string("authorization");
-		md[nmd].value = grpc_slice_from_copied_string(u->auth);
-		nmd++;
-	}
-	for (size_t i = 0; i < u->headers.n && nmd < sizeof(md) / sizeof(md[0]); i++) {
-		md[nmd].key = grpc_slice_from_copied_string(u->headers.v[i].name);
-		md[nmd].value = grpc_slice_from_copied_string(u->headers.v[i].value);
-		nmd++;
-	}
+	nmd = metadata_build(u, md, sizeof(md) / sizeof(md[0]));
 	grpc_slice payload = grpc_slice_from_copied_buffer((const char *)buf, len);
 	grpc_byte_buffer *send = grpc_raw_byte_buffer_create(&payload, 1);
 	grpc_slice_unref(payload);
@@ -606,15 +626,7 @@ static void call_once(struct uploader *u, const uint8_t *buf, size_t len, uint64
 	grpc_byte_buffer_destroy(send);
 	grpc_metadata_array_destroy(&initial_md);
 	grpc_metadata_array_destroy(&trailing_md);
-	for (size_t i = 0; i < nmd; i++) {
-		grpc_slice_unref(md[i].key);
-		if (i == 0 && u->auth) {
-			/* scrub our copy of the token */
-			explicit_bzero((void *)GRPC_SLICE_START_PTR(md[i].value),
-				       GRPC_SLICE_LENGTH(md[i].value));
-		}
-		grpc_slice_unref(md[i].value);
-	}
+	metadata_free(u, md, nmd);
 	if (call)
 		grpc_call_unref(call);
 }
@@ -897,16 +909,7 @@ int uploader_call(struct uploader *u, const char *method, uploader_next_fn next,
 		timeout_ns = u->hard_deadline > now ? u->hard_deadline - now : 1000000;
 	grpc_metadata_array_init(&initial_md);
 	grpc_metadata_array_init(&trailing_md);
-	if (u->auth) {
-		md[nmd].key = grpc_slice_from_static_string("authorization");
-		md[nmd].value = grpc_slice_from_copied_string(u->auth);
-		nmd++;
-	}
-	for (size_t i = 0; i < u->headers.n && nmd < sizeof(md) / sizeof(md[0]); i++) {
-		md[nmd].key = grpc_slice_from_copied_string(u->headers.v[i].name);
-		md[nmd].value = grpc_slice_from_copied_string(u->headers.v[i].value);
-		nmd++;
-	}
+	nmd = metadata_build(u, md, sizeof(md) / sizeof(md[0]));
 	gpr_timespec deadline = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
 					     gpr_time_from_nanos((int64_t)timeout_ns, GPR_TIMESPAN));
 	gpr_timespec guard = gpr_time_add(deadline, gpr_time_from_seconds(1, GPR_TIMESPAN));
@@ -1026,13 +1029,7 @@ out:
 		grpc_byte_buffer_destroy(recv);
 	grpc_metadata_array_destroy(&initial_md);
 	grpc_metadata_array_destroy(&trailing_md);
-	for (size_t i = 0; i < nmd; i++) {
-		grpc_slice_unref(md[i].key);
-		if (i == 0 && u->auth)
-			explicit_bzero((void *)GRPC_SLICE_START_PTR(md[i].value),
-				       GRPC_SLICE_LENGTH(md[i].value));
-		grpc_slice_unref(md[i].value);
-	}
+	metadata_free(u, md, nmd);
 	if (call)
 		grpc_call_unref(call);
 	return rc;
