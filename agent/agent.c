@@ -77,18 +77,6 @@ static uint64_t cpu_time_ns(void)
 	       (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000ull;
 }
 
-static void set_oom_score_adj(int v)
-{
-	char buf[16];
-	int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
-	int n = snprintf(buf, sizeof(buf), "%d", v);
-	if (fd < 0 || write(fd, buf, (size_t)n) != n)
-		pp_log(PP_WARN, "cannot set oom_score_adj", "value=%d error=%s", v,
-		       pp_q(strerror(errno)));
-	if (fd >= 0)
-		close(fd);
-}
-
 static void on_target_change(pid_t pid, bool matched, void *arg)
 {
 	struct agent *a = arg;
@@ -416,7 +404,12 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
 		return r;
 	}
-	set_oom_score_adj(cfg->oom_score_adj);
+	{
+		struct pp_err aerr = { 0 };
+		if (oom_protect_self(cfg->oom_score_adj, &aerr) < 0)
+			pp_log(PP_WARN, "cannot set oom_score_adj", "value=%d error=%s",
+			       cfg->oom_score_adj, pp_q(aerr.msg));
+	}
 
 	a.outbox = outbox_new(cfg, err);
 	if (!a.outbox) {
