@@ -78,6 +78,7 @@ struct capture {
 	uint32_t tgid;
 	struct oom_victim v;	/* latest state seen (MARK, BEGIN, END) */
 	bool have_mark, have_begin, have_end;
+	int vrank;	/* rank of the record c->v came from: MARK 1, BEGIN 2, END 3 */
 	unsigned gone_seen;	/* consecutive reconciles that found the pid gone */
 	struct target *t;	/* NULL when not tracked */
 	char comm[16], exe[4096], cgroup[1024];
@@ -121,6 +122,10 @@ struct oom_watch {
 	size_t nres, res_cap;
 	uint64_t profiles, events;
 	uint64_t delivered, deliver_failed;
+	/* ids of captures already reported: a record that arrives after its
+	 * capture was retired (a late MARK) must not start a new one */
+	uint64_t retired[256];
+	unsigned nretired;
 };
 
 /* ------------------------------------------------------------------ */
@@ -612,7 +617,16 @@ static struct capture *get_capture(struct oom_watch *w, uint64_t id, uint32_t tg
 
 static void on_victim_rec(struct capture *c, const struct oom_rec_victim *r)
 {
-	c->v = r->v;
+	int rank = r->h.type == OOM_REC_MARK ? 1 : r->h.type == OOM_REC_BEGIN ? 2 : 3;
+
+	/* The kernel sends SIGKILL before it marks the victim, so another of
+	 * the victim's threads can capture (BEGIN..END) on another CPU before
+	 * the OOM killer's MARK reaches the ring: a late record never
+	 * replaces a later state. */
+	if (rank >= c->vrank) {
+		c->v = r->v;
+		c->vrank = rank;
+	}
 	if (!c->comm[0])
 		memcpy(c->comm, r->v.comm, sizeof(c->comm));
 	c->comm[sizeof(c->comm) - 1] = '\0';
@@ -671,13 +685,23 @@ static void on_counters_rec(struct capture *c, const struct oom_rec_counters *r)
 	}
 }
 
+static bool was_retired(const struct oom_watch *w, uint64_t id)
+{
+	size_t n = w->nretired < 256 ? w->nretired : 256;
+
+	for (size_t i = 0; i < n; i++)
+		if (w->retired[i] == id)
+			return true;
+	return false;
+}
+
 static int ring_cb(void *ctx, void *data, size_t size)
 {
 	struct oom_watch *w = ctx;
 	const struct oom_rec_hdr *h = data;
 	struct capture *c;
 
-	if (size < sizeof(*h))
+	if (size < sizeof(*h) || was_retired(w, h->capture_id))
 		return 0;
 	c = get_capture(w, h->capture_id, h->tgid);
 	if (!c)
@@ -983,6 +1007,7 @@ static void retire(struct oom_watch *w, struct capture *c, struct oom_result *r)
 
 	if (r)
 		push_result(w, r);
+	w->retired[w->nretired++ % 256] = c->id;
 	/* keep the map entry (it blocks re-marks of the dying victim) until
 	 * the process is gone; reconcile() frees the slot then */
 	if (bpf_map_lookup_elem(w->victims_fd, &k, &v) == 0 && v.capture_id == c->id) {
@@ -1024,7 +1049,7 @@ static void reconcile(struct oom_watch *w)
 		prev = &key;
 		if (bpf_map_lookup_elem(w->victims_fd, &key, &v))
 			continue;
-		if (v.state == OOM_ST_REPORTED)
+		if (v.state == OOM_ST_REPORTED || was_retired(w, v.capture_id))
 			continue;
 		c = find_capture(w, v.capture_id);
 		if (!c && v.state != OOM_ST_FREE) {
@@ -1032,6 +1057,7 @@ static void reconcile(struct oom_watch *w)
 			if (!c)
 				continue;
 			c->v = v;
+			c->vrank = v.state == OOM_ST_DONE ? 3 : v.state == OOM_ST_CAPTURING ? 2 : 1;
 		}
 		if (!c)
 			continue;
@@ -1042,6 +1068,7 @@ static void reconcile(struct oom_watch *w)
 		if (c->done_in_map && !c->have_end && now - ts_ms(&c->done_seen) > 1000) {
 			/* END was dropped: take the final state from the map */
 			c->v = v;
+			c->vrank = 3;
 			c->v.flags |= OOM_F_RING_FULL;
 			c->have_end = true;
 		}
