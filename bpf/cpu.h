@@ -33,7 +33,7 @@
 /* Reserved stack ids: never produced by the hash. */
 enum cpu_stack_id {
 	CPU_STACK_NONE = 0,		/* no frames (kernel thread, user-mode sample) */
-	CPU_STACK_ERR = 1,		/* bpf_get_stack failed */
+	CPU_STACK_ERR = 1,		/* bpf_get_stack (kernel) failed */
 	CPU_STACK_MAP_FULL = 2,		/* stacks map full */
 	CPU_STACK_COLLISION = 3,	/* all probe slots held other stacks */
 	CPU_STACK_RESERVED = 16,	/* hashes below this are shifted up */
