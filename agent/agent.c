@@ -33,7 +33,12 @@
 #include "symbolize.h"
 #include "targets.h"
 
+/* Full /proc scans: every second without process events; with them (forks
+ * and execs arrive as they happen) a scan only catches exits, cgroup moves
+ * and renames, so every 10 s. Listing /proc and reading each process's
+ * files was most of an idle agent's CPU time at one scan a second. */
 #define SCAN_NS 1000000000ull
+#define SCAN_EVENTS_NS 10000000000ull
 #define RECHECK_NS 50000000ull	/* exec'd targets: gotrack_recheck() spacing */
 
 struct agent {
@@ -98,6 +103,15 @@ static void on_target_change(pid_t pid, bool matched, void *arg)
 	if (matched && a->sym)
 		sym_prepare(a->sym, pid, NULL);
 	pp_log(PP_DEBUG, matched ? "target added" : "target removed", "pid=%d", (int)pid);
+}
+
+/* Whole-host mode: every process the target scanner evaluates (new, exec'd,
+ * or its periodic re-check) may be a Go program to track. */
+static void on_target_seen(pid_t pid, bool matched, void *arg)
+{
+	struct agent *a = arg;
+	if (a->go && matched)
+		gotrack_consider(a->go, pid);
 }
 
 static void forget_pid(pid_t pid, void *arg)
@@ -499,19 +513,21 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 			gotrack_set_oom(a.go, a.oom);
 		}
 	}
-	bool want_events = (a.cpu || a.go) && !targets_whole_host(a.targets);
+	bool want_events = a.cpu || a.go;
 	int evfd = want_events ? targets_events_open(a.targets) : -1;
 	if (evfd < 0 && want_events)
 		pp_log(PP_INFO, "process events unavailable, relying on /proc scans",
 		       "error=%s", pp_q(strerror(-evfd)));
+	const uint64_t scan_every = evfd >= 0 ? SCAN_EVENTS_NS : SCAN_NS;
+	/* the whole host reports no target changes: the observer finds Go
+	 * programs (at this first scan, then as they start or exec) */
+	bool go_host = a.go && targets_whole_host(a.targets);
+	if (go_host)
+		targets_set_observer(a.targets, on_target_seen, &a);
 	uint64_t now = mono_ns();
 	r = targets_scan(a.targets, now, on_target_change, &a, err);
 	if (r < 0)
 		goto out;
-	/* the whole host reports no target changes: Go programs are found here */
-	bool go_host = a.go && targets_whole_host(a.targets);
-	if (go_host)
-		gotrack_scan_host(a.go);
 	a.window_start_mono = mono_ns();
 	a.window_start_real = real_ns();
 	/* ready = config loaded, BPF attached and the first window built (a
@@ -528,7 +544,8 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 	       targets_whole_host(a.targets) ? "whole-host" : "filtered", matched, procs,
 	       a.cpu ? cpu_sampler_prog_id(a.cpu) : 0, a.http ? http_port(a.http) : 0);
 
-	uint64_t start = a.window_start_mono, next_scan = start + SCAN_NS;
+	uint64_t start = a.window_start_mono, next_scan = start + scan_every;
+	uint64_t next_young = scan_every > SCAN_NS ? start + SCAN_NS : UINT64_MAX;
 	uint64_t interval = cfg->cpu.interval_ns ? cfg->cpu.interval_ns : 10000000000ull;
 	uint64_t next_window = a.cpu ? start + interval : UINT64_MAX;
 	uint64_t heap_every = a.go ? cfg->go_heap.interval_ns : 0;
@@ -563,6 +580,8 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 			wake = next_recheck;
 		if (next_flush < wake)
 			wake = next_flush;
+		if (next_young < wake)
+			wake = next_young;
 		int timeout = wake > now ? (int)((wake - now + 999999) / 1000000) : 0;
 		struct pollfd pfd[3] = { { .fd = sfd, .events = POLLIN },
 					 { .fd = a.oom ? oom_watch_fd(a.oom) : -1, .events = POLLIN },
@@ -602,12 +621,17 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 			struct pp_err serr = { 0 };
 			if (targets_scan(a.targets, now, on_target_change, &a, &serr) < 0)
 				pp_log(PP_WARN, "target scan failed", "error=%s", pp_q(serr.msg));
-			if (go_host)
-				gotrack_scan_host(a.go);
 			if (a.go)
 				next_recheck = now;
 			while (next_scan <= now)
-				next_scan += SCAN_NS;
+				next_scan += scan_every;
+			if (scan_every > SCAN_NS)
+				next_young = now + SCAN_NS;
+		}
+		if (now >= next_young && !stop) {
+			/* between full scans: the young may still join a cgroup */
+			targets_recheck_young(a.targets, now, on_target_change, &a);
+			next_young = now + SCAN_NS;
 		}
 		if (now >= next_recheck && !stop) {
 			gotrack_recheck(a.go);

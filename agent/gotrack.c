@@ -470,25 +470,9 @@ void gotrack_snapshot_all(struct gotrack *t, struct outbox *o)
 		gotrack_add(t, reused[i]);
 }
 
-int gotrack_scan_host(struct gotrack *t)
+int gotrack_consider(struct gotrack *t, pid_t pid)
 {
-	DIR *d = opendir("/proc");
-	int added = 0;
-
-	if (!d)
-		return -errno;
-	for (struct dirent *e; (e = readdir(d));) {
-		if (!isdigit((unsigned char)e->d_name[0]))
-			continue;
-		char *end;
-		long pid = strtol(e->d_name, &end, 10);
-		if (*end || pid <= 0 || pid > INT32_MAX)
-			continue;
-		if (add(t, (pid_t)pid, false) > 0)
-			added++;
-	}
-	closedir(d);
-	return added;
+	return add(t, pid, false);
 }
 
 static int read_u64_file(const char *path, uint64_t *v)

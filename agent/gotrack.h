@@ -45,11 +45,12 @@ void gotrack_recheck(struct gotrack *t);
  * write: the mono time gotrack_recheck() has such work due, UINT64_MAX if
  * none. */
 uint64_t gotrack_due(const struct gotrack *t);
-/* Whole-host mode (no targets: the target set reports no changes): look at
- * every process in /proc and track the Go ones not tracked yet (not-Go
- * executables are cached, so this is a stat per process). Returns how many
- * were added. */
-int gotrack_scan_host(struct gotrack *t);
+/* Whole-host mode (no targets: the target set reports no changes): the
+ * target scanner's observer hands over every process it evaluates; a Go
+ * one not tracked yet is tracked (not-Go executables are cached, so this is
+ * a stat per process and nothing is remembered for not-Go ones). Returns
+ * 1 when newly tracked. */
+int gotrack_consider(struct gotrack *t, pid_t pid);
 size_t gotrack_count(const struct gotrack *t);
 
 /* One snapshot of every tracked process (trigger "interval"). */

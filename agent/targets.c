@@ -17,7 +17,10 @@
 #include "procinfo.h"
 
 #define YOUNG_NS (5ull * 1000000000ull)
+/* Known processes are re-read in turn for cgroup moves and renames (exec
+ * and fork arrive as process events when those work). */
 #define RECHECK_NS (10ull * 1000000000ull)
+#define RECHECK_EVENTS_NS (60ull * 1000000000ull)
 #define MAX_CGROUP_LINES 32
 
 struct targets {
@@ -27,7 +30,23 @@ struct targets {
 	size_t n, cap;
 	bool need_cgroups;
 	int ev_fd;			/* proc connector, -1 = none */
+	uint64_t recheck_ns;		/* RECHECK_NS, or RECHECK_EVENTS_NS with events */
+	bool recheck_all;		/* events were lost: the next scan reads everyone */
+	targets_change_fn observer;
+	void *observer_arg;
 };
+
+void targets_set_observer(struct targets *t, targets_change_fn fn, void *arg)
+{
+	t->observer = fn;
+	t->observer_arg = arg;
+}
+
+static void observe(const struct targets *t, const struct target_proc *p)
+{
+	if (t->observer && !p->gone)
+		t->observer(p->pid, p->matched, t->observer_arg);
+}
 
 struct targets *targets_new(const struct target_config *entries, size_t n)
 {
@@ -37,6 +56,7 @@ struct targets *targets_new(const struct target_config *entries, size_t n)
 	t->entries = entries;
 	t->nentries = n;
 	t->ev_fd = -1;
+	t->recheck_ns = RECHECK_NS;
 	for (size_t i = 0; i < n; i++)
 		if (entries[i].cgroup || entries[i].cgroup_regex)
 			t->need_cgroups = true;
@@ -306,13 +326,15 @@ int targets_scan(struct targets *t, uint64_t now_ns, targets_change_fn cb, void 
 			memset(&p, 0, sizeof(p));
 			p.pid = pids[j];
 			p.first_seen_ns = now_ns;
-			/* Spread later re-checks over RECHECK_NS. */
-			p.checked_ns = now_ns - (uint64_t)(p.pid % 10) * (RECHECK_NS / 10);
+			/* Spread later re-checks over the re-check period. */
+			p.checked_ns = now_ns - (uint64_t)(p.pid % 10) * (t->recheck_ns / 10);
 			p.matched = !match;
 		}
 		j++;
-		if (!known || now_ns - p.first_seen_ns < YOUNG_NS ||
-		    now_ns - p.checked_ns >= RECHECK_NS) {
+		bool evaluated = false;
+		if (!known || t->recheck_all || now_ns - p.first_seen_ns < YOUNG_NS ||
+		    now_ns - p.checked_ns >= t->recheck_ns) {
+			evaluated = true;
 			uint64_t st_before = p.start_time;
 			int e = evaluate(t, &p, match);
 			if (e == -ENOMEM) {
@@ -329,11 +351,38 @@ int targets_scan(struct targets *t, uint64_t now_ns, targets_change_fn cb, void 
 		bool is = p.matched && !p.gone;
 		if (match && cb && is != was)
 			cb(p.pid, is, arg);
+		if (evaluated)
+			observe(t, &p);
 		t->v[t->n++] = p;
 	}
+	t->recheck_all = false;
 	free(old);
 	free(pids);
 	return r;
+}
+
+int targets_recheck_young(struct targets *t, uint64_t now_ns, targets_change_fn cb, void *arg)
+{
+	bool match = !targets_whole_host(t);
+
+	for (size_t i = 0; i < t->n; i++) {
+		struct target_proc *p = &t->v[i];
+		if (p->gone || now_ns - p->first_seen_ns >= YOUNG_NS)
+			continue;
+		bool was = p->matched;
+		int e = evaluate(t, p, match);
+		if (e == -ENOMEM)
+			return e;
+		if (e < 0)
+			p->gone = true;	/* exited */
+		else
+			p->checked_ns = now_ns;
+		bool is = p->matched && !p->gone;
+		if (match && cb && is != was)
+			cb(p->pid, is, arg);
+		observe(t, p);
+	}
+	return 0;
 }
 
 const struct target_proc *targets_refresh(struct targets *t, pid_t pid)
@@ -412,7 +461,7 @@ int targets_check_pid(struct targets *t, pid_t pid, uint64_t now_ns, targets_cha
 		memset(p, 0, sizeof(*p));
 		p->pid = pid;
 		p->first_seen_ns = now_ns;
-		p->checked_ns = now_ns - (uint64_t)(pid % 10) * (RECHECK_NS / 10);
+		p->checked_ns = now_ns - (uint64_t)(pid % 10) * (t->recheck_ns / 10);
 		p->matched = !match;
 		t->n++;
 	} else if (p->gone) {
@@ -421,7 +470,7 @@ int targets_check_pid(struct targets *t, pid_t pid, uint64_t now_ns, targets_cha
 		memset(p, 0, sizeof(*p));
 		p->pid = pid;
 		p->first_seen_ns = now_ns;
-		p->checked_ns = now_ns - (uint64_t)(pid % 10) * (RECHECK_NS / 10);
+		p->checked_ns = now_ns - (uint64_t)(pid % 10) * (t->recheck_ns / 10);
 		p->matched = !match;
 	}
 	bool was = p->matched && !p->gone;
@@ -433,6 +482,9 @@ int targets_check_pid(struct targets *t, pid_t pid, uint64_t now_ns, targets_cha
 	bool is = p->matched && !p->gone;
 	if (match && cb && is != was)
 		cb(pid, is, arg);
+	/* p may move when cb changes the table: look it up again */
+	if ((p = find(t, pid)))
+		observe(t, p);
 	return 0;
 }
 
@@ -468,6 +520,7 @@ int targets_events_open(struct targets *t)
 		return e;
 	}
 	t->ev_fd = fd;
+	t->recheck_ns = RECHECK_EVENTS_NS;
 	return fd;
 }
 
@@ -486,6 +539,7 @@ int targets_events_read(struct targets *t, uint64_t now_ns, targets_change_fn cb
 				continue;
 			if (errno == ENOBUFS) {
 				lost = -ENOBUFS;
+				t->recheck_all = true;	/* an exec may be among them */
 				continue;
 			}
 			break;	/* EAGAIN: drained */
@@ -506,11 +560,16 @@ int targets_events_read(struct targets *t, uint64_t now_ns, targets_change_fn cb
 			struct proc_event ev;
 			memcpy(&ev, cn->data, sizeof(ev));
 			pid_t pid = 0;
-			if (ev.what == PROC_EVENT_FORK &&
+			/* whole host: a fork's child has its parent's facts until
+			 * it execs (or the next scan), and nothing to filter */
+			if (ev.what == PROC_EVENT_FORK && !targets_whole_host(t) &&
 			    ev.event_data.fork.child_pid == ev.event_data.fork.child_tgid)
 				pid = ev.event_data.fork.child_tgid;	/* a process, not a thread */
 			else if (ev.what == PROC_EVENT_EXEC)
 				pid = ev.event_data.exec.process_tgid;
+			else if (ev.what == PROC_EVENT_COMM &&
+				 ev.event_data.comm.process_pid == ev.event_data.comm.process_tgid)
+				pid = ev.event_data.comm.process_tgid;	/* renamed (comm_regex) */
 			if (pid > 0 && targets_check_pid(t, pid, now_ns, cb, arg) == -ENOMEM)
 				return -ENOMEM;
 		}

@@ -4,10 +4,13 @@
  *
  * config `targets:` entries are ANDed within an entry and ORed across
  * entries; no entries means the whole host. targets_scan() lists /proc
- * (the agent calls it about once a second): new processes are evaluated at
- * once, young ones (< 5 s, they may still exec) on every scan, the rest
- * every ~10 s in turn. Changes of the matched set are reported through a
- * callback so the kernel filter (cpu_sampler_allow) follows them.
+ * (the agent calls it every second, or every 10 s when process events
+ * tell it about forks and execs as they happen): new processes are
+ * evaluated at once, young ones (< 5 s, they may still exec) on every
+ * scan, the rest every ~10 s in turn (~60 s with process events, which
+ * also report renames). Changes of the matched set are
+ * reported through a callback so the kernel filter (cpu_sampler_allow)
+ * follows them; every evaluation is reported to an optional observer.
  *
  * Processes that exit stay known (gone = true) until targets_forget_gone(),
  * which the agent calls after a window is built, so samples of a process
@@ -58,10 +61,20 @@ bool targets_match(const struct target_config *entries, size_t n, const struct t
 
 typedef void (*targets_change_fn)(pid_t pid, bool matched, void *arg);
 
+/* Hears every process just (re)evaluated, new or known, matched or not, in
+ * whole-host mode too (where the change callback stays silent): the Go heap
+ * tracker finds Go programs and execs this way without its own /proc walk. */
+void targets_set_observer(struct targets *t, targets_change_fn fn, void *arg);
+
 /* now_ns: CLOCK_MONOTONIC. Reports each change of a process's matched state
  * (exits count as unmatched). */
 int targets_scan(struct targets *t, uint64_t now_ns, targets_change_fn cb, void *arg,
 		 struct pp_err *err);
+
+/* Between full scans (with process events): re-evaluate only the young
+ * processes already known, those that may still move into a cgroup or
+ * exec; no /proc listing. Same reporting as targets_scan(). */
+int targets_recheck_young(struct targets *t, uint64_t now_ns, targets_change_fn cb, void *arg);
 
 /* Known process (alive or gone since the last forget), or NULL. */
 const struct target_proc *targets_get(const struct targets *t, pid_t pid);
