@@ -112,7 +112,8 @@ struct oom_watch {
 	bool thr_started;
 	volatile bool stop;
 	bool kick;		/* a target was added: mirror now */
-	int efd;
+	int efd;		/* results ready (oom_watch_fd) */
+	int wake_fd;		/* in the ring's epoll set: kick or stop the thread */
 
 	struct target **t;
 	size_t nt, t_cap;
@@ -189,6 +190,15 @@ static int64_t now_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ts_ms(&ts);
+}
+
+static void wake_thread(struct oom_watch *w)
+{
+	uint64_t one = 1;
+
+	if (w->wake_fd >= 0 && write(w->wake_fd, &one, sizeof(one)) < 0) {
+		/* counter full: the thread is awake anyway */
+	}
 }
 
 static int grow(void **p, size_t *cap, size_t need, size_t elem)
@@ -524,6 +534,7 @@ int oom_watch_track_shared(struct oom_watch *w, pid_t pid, const struct gobin *s
 	}
 	w->t[w->nt++] = t;
 	w->kick = true;
+	wake_thread(w);
 	pthread_mutex_unlock(&w->mu);
 	return enabled ? 1 : 0;
 fail:
@@ -1197,6 +1208,8 @@ static void *thread_main(void *arg)
 	size_t fin_cap = 0, nfin;
 	int64_t period = (int64_t)(w->o.mirror_interval_ns / 1000000);
 
+	int timeout = 50;
+
 	if (period <= 0)
 		period = 200;
 	while (!w->stop) {
@@ -1204,12 +1217,21 @@ static void *thread_main(void *arg)
 
 		struct epoll_event ev;
 
-		/* wait outside the lock; ring_cb runs inside consume, under it */
-		epoll_wait(ring_buffer__epoll_fd(w->rb), &ev, 1, 50);
+		/* wait outside the lock; ring_cb runs inside consume, under it.
+		 * Records wake us; the timeout only paces mirror refreshes and
+		 * the reconcile that catches lost records, so an idle watcher
+		 * (no Go targets, no capture) wakes once a second. */
+		if (epoll_wait(ring_buffer__epoll_fd(w->rb), &ev, 1, timeout) > 0) {
+			uint64_t v;
+
+			if (read(w->wake_fd, &v, sizeof(v)) < 0) {
+				/* nothing to drain: a ring record woke us */
+			}
+		}
 		pthread_mutex_lock(&w->mu);
 		ring_buffer__consume(w->rb);
 		now = now_ms();
-		if (w->nc || now - last_reconcile >= 200) {
+		if (w->nc || now - last_reconcile >= (w->nt ? 200 : 1000)) {
 			reconcile(w);
 			last_reconcile = now;
 		}
@@ -1224,6 +1246,7 @@ static void *thread_main(void *arg)
 			w->kick = false;
 			last_refresh = now;
 		}
+		timeout = w->nc ? 50 : w->nt ? (int)(period < 200 ? period : 200) : 1000;
 		pthread_mutex_unlock(&w->mu);
 
 		for (size_t i = 0; i < nfin; i++) {
@@ -1294,6 +1317,7 @@ int oom_watch_new(const struct oom_watch_opts *opts, struct oom_watch **out,
 	if (w->o.max_buckets > OOM_MAX_BUCKETS)
 		w->o.max_buckets = OOM_MAX_BUCKETS;
 	w->efd = -1;
+	w->wake_fd = -1;
 	pthread_mutex_init(&w->mu, NULL);
 	if (opts->node)
 		snprintf(w->node, sizeof(w->node), "%s", opts->node);
@@ -1350,9 +1374,20 @@ int oom_watch_new(const struct oom_watch_opts *opts, struct oom_watch **out,
 				  (sizeof(struct oom_victim) + 4 + 64) +
 			  (uint64_t)ncpu * bpf_map__value_size(w->skel->maps.scratch);
 	w->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (w->efd < 0) {
+	w->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (w->efd < 0 || w->wake_fd < 0) {
 		rc = pp_errf(err, -errno, "eventfd: %s", strerror(errno));
 		goto fail;
+	}
+	{
+		/* the thread only ever calls epoll_wait + ring_buffer__consume on
+		 * this set, never ring_buffer__poll, so an extra fd is fine */
+		struct epoll_event ev = { .events = EPOLLIN, .data.u64 = UINT64_MAX };
+
+		if (epoll_ctl(ring_buffer__epoll_fd(w->rb), EPOLL_CTL_ADD, w->wake_fd, &ev) < 0) {
+			rc = pp_errf(err, -errno, "epoll_ctl: %s", strerror(errno));
+			goto fail;
+		}
 	}
 	rc = pthread_create(&w->thr, NULL, thread_main, w);
 	if (rc) {
@@ -1373,6 +1408,7 @@ void oom_watch_free(struct oom_watch *w)
 		return;
 	if (w->thr_started) {
 		w->stop = true;
+		wake_thread(w);
 		pthread_join(w->thr, NULL);
 	}
 	ring_buffer__free(w->rb);
@@ -1389,6 +1425,8 @@ void oom_watch_free(struct oom_watch *w)
 	pp_labels_free(&w->extra);
 	if (w->efd >= 0)
 		close(w->efd);
+	if (w->wake_fd >= 0)
+		close(w->wake_fd);
 	pthread_mutex_destroy(&w->mu);
 	free(w);
 }

@@ -157,6 +157,8 @@ struct pentry {
 	uint64_t read_ms, used;
 };
 
+#define KIDX_STEP 128
+
 struct ksym {
 	uint64_t addr;
 	uint32_t name;
@@ -182,6 +184,11 @@ struct symbolizer {
 	/* kernel */
 	struct ksym *ksyms;
 	size_t nksyms;
+	/* every KIDX_STEP-th address of ksyms: a lookup searches this small
+	 * array, then one block of ksyms, instead of touching ~18 pages of a
+	 * multi-MiB array that went cold since the last window */
+	uint64_t *kidx;
+	size_t nkidx;
 	char *knames;
 	struct kmod *kmods;
 	size_t nkmods;
@@ -251,6 +258,7 @@ void sym_free(struct symbolizer *s)
 		proc_maps_free(&s->procs[i].maps);
 	free(s->procs);
 	free(s->ksyms);
+	free(s->kidx);
 	free(s->knames);
 	free(s->kmods);
 	elfsym_free(s->vdso);
@@ -841,6 +849,19 @@ static int kallsyms_load(struct symbolizer *s, struct pp_err *err)
 		names = tn;
 		ncap = nl;
 	}
+	uint64_t *kidx = malloc((nv / KIDX_STEP + 1) * sizeof(*kidx));
+	if (!kidx) {
+		free(v);
+		free(names);
+		free(mods);
+		return pp_errf(err, -ENOMEM, "kallsyms: out of memory");
+	}
+	size_t nkidx = 0;
+	for (size_t i = 0; i < nv; i += KIDX_STEP)
+		kidx[nkidx++] = v[i].addr;
+	free(s->kidx);
+	s->kidx = kidx;
+	s->nkidx = nkidx;
 	free(s->ksyms);
 	free(s->knames);
 	free(s->kmods);
@@ -860,15 +881,24 @@ static int kallsyms_load(struct symbolizer *s, struct pp_err *err)
 	s->kloaded = true;
 	s->kloaded_ms = now_ms();
 	s->st.kernel_symbols = nv;
-	s->kbytes = cap * sizeof(*v) + ncap + mcap * sizeof(*mods);
+	s->kbytes = cap * sizeof(*v) + ncap + mcap * sizeof(*mods) + nkidx * sizeof(*kidx);
 	return 0;
 }
 
 static const struct ksym *ksym_find(const struct symbolizer *s, uint64_t addr)
 {
-	size_t lo = 0, hi = s->nksyms;
-	if (!hi || addr < s->ksyms[0].addr)
+	size_t lo = 0, hi = s->nkidx;
+	if (!s->nksyms || addr < s->ksyms[0].addr)
 		return NULL;
+	while (hi - lo > 1) {	/* the block: kidx[lo] <= addr < kidx[lo + 1] */
+		size_t mid = lo + (hi - lo) / 2;
+		if (s->kidx[mid] <= addr)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	lo *= KIDX_STEP;
+	hi = lo + KIDX_STEP < s->nksyms ? lo + KIDX_STEP : s->nksyms;
 	while (hi - lo > 1) {
 		size_t mid = lo + (hi - lo) / 2;
 		if (s->ksyms[mid].addr <= addr)
