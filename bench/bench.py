@@ -254,6 +254,7 @@ class Bench:
         self.results = {"quick": a.quick, "ncpu": NCPU, "kernel": os.uname().release,
                         "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
         self.errors = []
+        self.bpffloor = None
 
     def cc(self, src, name, extra=()):
         out = os.path.join(self.tmp, name)
@@ -589,11 +590,24 @@ def node_run(b, freq, interval, windows, kernel_stacks=True, diagnose=False):
                     prof = subprocess.Popen(["perf", "record", "-F", "997", "-g", "-p",
                                              str(ag.pid), "-o", pdata, "--quiet"],
                                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                # side by side: an empty perf_event BPF program at the same
+                # frequency (the floor any BPF sampler pays here)
+                floor = None
+                if b.bpffloor:
+                    floor = subprocess.Popen([b.bpffloor, str(freq),
+                                              str(max(1, int(windows * interval_s(interval))))],
+                                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                             text=True)
                 rss_series = []
                 for k in range(1, windows + 1):
                     w = ag.wait_windows(first + k, 60 + 30 * k)
                     rss_series.append(proc_mem_kib(ag.pid).get("VmRSS"))
                 c_last, t_last = proc_cpu_s(ag.pid), time.time()
+                if floor:
+                    out, errout = floor.communicate(timeout=120)
+                    res["bpf_floor"] = logfields(out.strip()) if floor.returncode == 0 else None
+                    if floor.returncode != 0:
+                        b.errors.append("bpffloor: " + errout.strip()[-300:])
                 if prof:
                     prof.send_signal(signal.SIGINT)
                     prof.wait(timeout=120)
@@ -691,9 +705,36 @@ def oom_tracking(b, pop):
     return res
 
 
+def interval_s(text):
+    """'10s' / '500ms' / '1m' -> seconds (the bench only writes these forms)."""
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)(ms|s|m)", text)
+    if not m:
+        raise ValueError(f"interval {text!r}")
+    return float(m.group(1)) * {"ms": 1e-3, "s": 1.0, "m": 60.0}[m.group(2)]
+
+
+def coldmem(b):
+    """This machine's cost of touching memory idle for 3 s vs warm."""
+    try:
+        tool = b.cc(os.path.join(HERE, "coldmem.c"), "coldmem")
+        r = subprocess.run([tool, "3"], capture_output=True, text=True, timeout=60)
+        return {k: float(v) for k, v in logfields(r.stdout.strip()).items()} \
+            if r.returncode == 0 else None
+    except (subprocess.SubprocessError, OSError, ValueError) as e:
+        b.errors.append(f"coldmem: {e}")
+        return None
+
+
 def section_node(b):
     a = b.a
     q = a.quick
+    try:
+        b.bpffloor = b.cc(os.path.join(HERE, "bpffloor.c"), "bpffloor")
+    except (subprocess.SubprocessError, OSError) as e:
+        b.errors.append(f"bpffloor: {e}")
+        b.bpffloor = None
+    cold = coldmem(b)
+    log(f"node: memory idle 3 s costs {cold} (us per access)")
     total, busy, goidle = (60, 4, 5) if q else (500, 20, 50)
     interval, windows = ("1s", 2) if q else ("10s", 5)
     # (Hz, kernel stacks): the last one shows what the kernel unwind costs
@@ -719,7 +760,7 @@ def section_node(b):
         pop.stop()
     b.results["node"] = {"extra_processes": total, "busy": busy, "go_idle": goidle,
                          "interval": interval, "steady_windows": windows, "runs": runs,
-                         "oomwatch": oom, "diagnose": diag}
+                         "oomwatch": oom, "diagnose": diag, "coldmem": cold}
 
 
 # ---------------------------------------------------------------- section 4
@@ -926,21 +967,33 @@ def report(b):
               "symbols). Agent CPU = utime+stime from /proc/PID/stat between the end of window "
               "1 and the end of the last window measured, over the samples of those windows; "
               "*window work* = the agent's own agent_cpu_ms per window (drain, symbolize, "
-              "encode, push). BPF = run_time_ns / run_cnt with kernel.bpf_stats_enabled=1.", "",
+              "encode, push). BPF = run_time_ns / run_cnt with kernel.bpf_stats_enabled=1; "
+              "*empty BPF* = an empty perf_event program (bench/bpffloor.c) on the same "
+              "cpu-clock events at the same rate, run side by side: what any BPF sampler pays "
+              "here before doing anything.", "",
               "| Hz | samples | agent CPU ms / 1,000 samples | window work ms / 1,000 | "
-              "agent CPU, % of one CPU | BPF ns / sample | BPF runs | lost (map full) | "
-              "push errors | goal CPU | goal BPF |",
-              "|---|---|---|---|---|---|---|---|---|---|---|"]
+              "agent CPU, % of one CPU | BPF ns / sample | empty BPF ns / run | BPF runs | "
+              "lost (map full) | push errors | goal CPU | goal BPF |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in n["runs"]:
             c, bp = r.get("cpu_ms_per_1000"), r.get("bpf_ns_per_run")
+            fl = (r.get("bpf_floor") or {}).get("ns_per_run")
             L.append(f"| {runlabel(r)} | {fmt(r['samples'])} | {fmt(c, 2)} "
                      f"({verdict(c <= 2 if c is not None else None)}) | "
                      f"{fmt(r.get('window_cpu_ms_per_1000'), 2)} | "
                      f"{fmt(r.get('cpu_pct_of_one'), 2)}% | {fmt(bp, 0)} "
                      f"({verdict(bp <= 1000 if bp is not None else None)}) | "
+                     f"{fl if fl is not None else 'n/a'} | "
                      f"{fmt(r['bpf_run_cnt'])} | {fmt(r['lost']['lost_map_full'])} | "
                      f"{r.get('flush_errors', 0)} | {GOALS['cpu_per_1000']} | "
                      f"{GOALS['bpf_per_sample']} |")
+        cm = n.get("coldmem")
+        if cm:
+            L += ["", f"Memory on this machine: a random read costs {cm['warm_us']:.2f} µs warm and "
+                  f"{cm['cold_us']:.1f} µs after {cm['idle_s']:.0f} s idle (bench/coldmem.c, 64 MiB "
+                  "of 4 KiB pages). The agent's window work runs on data untouched since the "
+                  "previous window, so where this gap is large (VMs whose host tracks or reclaims "
+                  "idle guest memory) it dominates the agent's CPU figures."]
         L += ["", "## 3. Agent memory (steady state)", "",
               "The agent runs with go_heap enabled (defaults), tracking the idle Go programs. "
               "VmRSS counts shared library pages (libgrpc, OpenSSL, ...) in full; RssAnon is the "

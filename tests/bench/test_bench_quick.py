@@ -49,12 +49,18 @@ for n in runs:
           f"{f} Hz: BPF run time parsed from bpftool", str(n.get("bpf_ns_per_run")))
     check((n["vmrss_kib"] or 0) > 0 and (n["vmhwm_kib"] or 0) >= n["vmrss_kib"],
           f"{f} Hz: VmRSS/VmHWM read")
+    fl = n.get("bpf_floor") or {}
+    check(float(fl.get("ns_per_run", 0)) > 0 and int(fl.get("run_cnt", 0)) > 0,
+          f"{f} Hz: the empty BPF program ran side by side and was timed", str(fl))
     check(n["bpf_map_bytes"] > 0 and n["bpf_maps"] > 0, f"{f} Hz: BPF map memory read",
           str(n["bpf_map_bytes"]))
     check(n["host_processes"] >= res["node"]["extra_processes"],
           f"{f} Hz: the extra processes were running", str(n["host_processes"]))
     check(n["wire_ok"] > 0 and (n["wire_bytes_per_sample"] or 0) > 0
           and (n["gz_bytes_per_sample"] or 0) > 0, f"{f} Hz: wire bytes per sample measured")
+cm = res.get("node", {}).get("coldmem") or {}
+check(cm.get("warm_us", 0) > 0 and cm.get("cold_us", 0) > 0,
+      "cold vs warm memory access measured", str(cm))
 oom_t = res.get("node", {}).get("oomwatch", {})
 if oom_t.get("available"):
     check(oom_t.get("tracked", 0) > 0 and (oom_t.get("vmrss_kib") or 0) > 0,
