@@ -28,6 +28,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "oom.h"
+#include "procev.h"
 #include "outbox.h"
 #include "relabel.h"
 #include "symbolize.h"
@@ -51,6 +52,7 @@ struct agent {
 	struct gotrack *go;		/* NULL: go_heap disabled */
 	struct containers *meta;	/* container/pod names (CRI) and cgroup facts */
 	struct oom_watch *oom;		/* NULL: go_heap.on_oom off or unavailable */
+	struct procev *procev;		/* BPF process events (no netlink connector) */
 	struct debuginfo *dbg;		/* NULL: no remote store or debuginfo_upload off */
 	atomic_bool stopping;		/* the loop is finishing: cut network waits short */
 	struct cpu_window win;
@@ -112,6 +114,15 @@ static void on_target_seen(pid_t pid, bool matched, void *arg)
 	struct agent *a = arg;
 	if (a->go && matched)
 		gotrack_consider(a->go, pid);
+}
+
+static void on_procev(enum procev_kind kind, pid_t pid, void *arg)
+{
+	struct agent *a = arg;
+	/* whole host: a fork's child has its parent's facts until it execs */
+	if (kind == PROCEV_KIND_FORK && targets_whole_host(a->targets))
+		return;
+	targets_check_pid(a->targets, pid, mono_ns(), on_target_change, a);
 }
 
 static void forget_pid(pid_t pid, void *arg)
@@ -513,12 +524,30 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 			gotrack_set_oom(a.go, a.oom);
 		}
 	}
-	bool want_events = a.cpu || a.go;
-	int evfd = want_events ? targets_events_open(a.targets) : -1;
-	if (evfd < 0 && want_events)
+	/* Process events: the netlink proc connector (instant, needs
+	 * CAP_NET_ADMIN in the host network namespace), else BPF tracepoints
+	 * drained each second; PUSHPROF_PROC_EVENTS=netlink|bpf|off forces one. */
+	const char *pe = getenv("PUSHPROF_PROC_EVENTS");
+	bool want_events = (a.cpu || a.go) && !(pe && !strcmp(pe, "off"));
+	int evfd = want_events && !(pe && !strcmp(pe, "bpf")) ? targets_events_open(a.targets)
+							       : -ENOTSUP;
+	const char *evsrc = "none";
+	if (evfd >= 0) {
+		evsrc = "netlink";
+	} else if (want_events && !(pe && !strcmp(pe, "netlink"))) {
+		struct pp_err perr = { 0 };
+		if (procev_open(&a.procev, &perr) == 0) {
+			targets_events_external(a.targets);
+			evsrc = "bpf";
+		} else {
+			pp_log(PP_INFO, "process events unavailable, relying on /proc scans",
+			       "netlink=%s bpf=%s", pp_q(strerror(-evfd)), pp_q(perr.msg));
+		}
+	} else if (want_events) {
 		pp_log(PP_INFO, "process events unavailable, relying on /proc scans",
 		       "error=%s", pp_q(strerror(-evfd)));
-	const uint64_t scan_every = evfd >= 0 ? SCAN_EVENTS_NS : SCAN_NS;
+	}
+	const uint64_t scan_every = evfd >= 0 || a.procev ? SCAN_EVENTS_NS : SCAN_NS;
 	/* the whole host reports no target changes: the observer finds Go
 	 * programs (at this first scan, then as they start or exec) */
 	bool go_host = a.go && targets_whole_host(a.targets);
@@ -537,11 +566,12 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 	size_t matched = 0, procs = targets_count(a.targets, &matched);
 	pp_log(PP_INFO, "agent started",
 	       "node=%s cpu=%s frequency_hz=%u interval_ms=%llu cpus=%u targets=%s matched=%zu "
-	       "processes=%zu bpf_prog_id=%d http_port=%d", pp_q(cfg->node ? cfg->node : ""),
+	       "processes=%zu proc_events=%s bpf_prog_id=%d http_port=%d",
+	       pp_q(cfg->node ? cfg->node : ""),
 	       cfg->cpu.enabled ? "on" : "off",
 	       cfg->cpu.frequency_hz, (unsigned long long)(cfg->cpu.interval_ns / 1000000),
 	       a.cpu ? cpu_sampler_ncpus(a.cpu) : 0,
-	       targets_whole_host(a.targets) ? "whole-host" : "filtered", matched, procs,
+	       targets_whole_host(a.targets) ? "whole-host" : "filtered", matched, procs, evsrc,
 	       a.cpu ? cpu_sampler_prog_id(a.cpu) : 0, a.http ? http_port(a.http) : 0);
 
 	uint64_t start = a.window_start_mono, next_scan = start + scan_every;
@@ -629,6 +659,10 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 				next_young = now + SCAN_NS;
 		}
 		if (now >= next_young && !stop) {
+			if (a.procev && procev_drain(a.procev, on_procev, &a) == -ENOBUFS) {
+				targets_events_lost(a.targets);
+				next_scan = now;	/* events lost: rescan now */
+			}
 			/* between full scans: the young may still join a cgroup */
 			targets_recheck_young(a.targets, now, on_target_change, &a);
 			next_young = now + SCAN_NS;
@@ -688,6 +722,7 @@ out:
 			oom_watch_deliver(a.oom, a.outbox, &oerr);
 		oom_watch_free(a.oom);
 	}
+	procev_free(a.procev);
 	debuginfo_free(a.dbg);
 	cpu_sampler_free(a.cpu);	/* detaches BPF */
 	sym_free(a.sym);

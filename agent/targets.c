@@ -524,6 +524,16 @@ int targets_events_open(struct targets *t)
 	return fd;
 }
 
+void targets_events_external(struct targets *t)
+{
+	t->recheck_ns = RECHECK_EVENTS_NS;
+}
+
+void targets_events_lost(struct targets *t)
+{
+	t->recheck_all = true;
+}
+
 int targets_events_read(struct targets *t, uint64_t now_ns, targets_change_fn cb, void *arg)
 {
 	/* Aligned for nlmsghdr; bounded parsing of every message below. */

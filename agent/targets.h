@@ -89,6 +89,12 @@ const struct target_proc *targets_get(const struct targets *t, pid_t pid);
  */
 int targets_events_open(struct targets *t);
 int targets_events_read(struct targets *t, uint64_t now_ns, targets_change_fn cb, void *arg);
+/* Events come from elsewhere (BPF, agent/procev.h) and are fed through
+ * targets_check_pid(): re-read known processes less often, as with the
+ * connector. targets_events_lost(): some were lost, so the next scan
+ * re-reads every process. */
+void targets_events_external(struct targets *t);
+void targets_events_lost(struct targets *t);
 /* Evaluate one process now (new or known). */
 int targets_check_pid(struct targets *t, pid_t pid, uint64_t now_ns, targets_change_fn cb,
 		      void *arg);

@@ -38,6 +38,12 @@ cfg, store = ct.write_config(d, f"""targets:
 agent = ct.start_agent(cfg, "4s")
 started = ct.wait_started(agent)
 check(any("agent started" in l for l in started), "agent starts", "".join(started))
+# PUSHPROF_PROC_EVENTS (meson runs this test once per event source)
+want = {"bpf": "bpf", "off": "none", "netlink": "netlink"}.get(
+    os.environ.get("PUSHPROF_PROC_EVENTS", ""))
+if want:
+    check(any(f"proc_events={want}" in l for l in started),
+          f"process events from: {want}", "".join(started)[-600:])
 t0 = time.time()
 # Started after the agent: A in the cgroup (matches entry 1), B identical
 # outside (no match), D by exe (entry 2), E in the cgroup with another

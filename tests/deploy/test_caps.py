@@ -26,7 +26,7 @@ CAP_NUM = {"CHOWN": 0, "DAC_OVERRIDE": 1, "DAC_READ_SEARCH": 2, "FOWNER": 3, "KI
            "CHECKPOINT_RESTORE": 40}
 
 
-def run_agent(d, caps, duration="4s"):
+def run_agent(d, caps, duration="4s", env=None):
     cfg = os.path.join(d, "agent.yaml")
     store = os.path.join(d, "profiles-" + "-".join(sorted(caps)).lower()[:60])
     with open(cfg, "w") as f:
@@ -38,7 +38,8 @@ def run_agent(d, caps, duration="4s"):
     bounding = "-all," + ",".join("+" + c.lower() for c in caps)
     args = ["setpriv", "--bounding-set", bounding, "--",
             os.path.abspath(pptest.PUSHPROF), "run", "--config", cfg, "--duration", duration]
-    p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         env=dict(os.environ, **(env or {})))
     eff = None
     end = time.time() + 3
     while time.time() < end and p.poll() is None and eff is None:
@@ -85,6 +86,12 @@ def main():
         else:
             check(False, "read the agent's CapEff")
         check("agent started" in out and "bpf_prog_id=" in out, "BPF sampler loaded", out[-800:])
+        # the connector only exists in the host network namespace (a pod
+        # without hostNetwork has none): with these capabilities the BPF
+        # tracepoints must work too (cpu_targets_events_bpf covers them)
+        check("proc_events=netlink" in out or "proc_events=bpf" in out,
+              "process events heard (netlink connector or BPF tracepoints)",
+              (re.findall(r'msg="agent started".*', out) or [out[-400:]])[0])
         windows = re.findall(r'msg="cpu window".*?samples=(\d+).*?named=(\d+)', out)
         check(windows and sum(int(s) for s, _ in windows) > 0,
               "samples taken without CAP_SYS_ADMIN", str(windows))
@@ -95,6 +102,12 @@ def main():
                   and "oom_score_adj" not in ln]
         check(not denied, "no permission errors (oom_score_adj aside: this machine forbids "
               "lowering it even for full root)", "\n".join(denied[:5]))
+
+        rc, out, _, _ = run_agent(d, caps, duration="2s",
+                                  env={"PUSHPROF_PROC_EVENTS": "bpf"})
+        check(rc == 0 and "proc_events=bpf" in out,
+              "with these capabilities BPF process events load (what a pod gets)",
+              (re.findall(r'msg="agent started".*', out) or [out[-600:]])[0])
 
         # The same without CAP_BPF must fail: the set above is not just decoration.
         rc, out, _, files = run_agent(d, [c for c in caps if c != "BPF"], duration="2s")

@@ -1,0 +1,90 @@
+/*
+ * procev.c - process events from BPF (see procev.h, bpf/procev.bpf.c).
+ */
+#include "procev.h"
+
+#include <bpf/libbpf.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bpf/procev.h"
+#include "bpf/procev.skel.h"
+
+struct procev {
+	struct procev_bpf *skel;
+	struct ring_buffer *rb;
+	uint64_t lost_seen;
+	procev_fn fn;
+	void *arg;
+	int n;
+};
+
+static int on_rec(void *ctx, void *data, size_t size)
+{
+	struct procev *p = ctx;
+	struct procev_rec r;
+
+	if (size < sizeof(r))
+		return 0;
+	memcpy(&r, data, sizeof(r));
+	if (r.tgid == 0 || r.tgid > 0x3fffffff ||
+	    (r.type != PROCEV_FORK && r.type != PROCEV_EXEC && r.type != PROCEV_COMM))
+		return 0;
+	p->fn((enum procev_kind)r.type, (pid_t)r.tgid, p->arg);
+	p->n++;
+	return 0;
+}
+
+int procev_open(struct procev **out, struct pp_err *err)
+{
+	struct procev *p = calloc(1, sizeof(*p));
+	int rc;
+
+	*out = NULL;
+	if (!p)
+		return pp_errf(err, -ENOMEM, "out of memory");
+	p->skel = procev_bpf__open_and_load();
+	if (!p->skel) {
+		rc = pp_errf(err, -errno, "loading process-event programs: %s", strerror(errno));
+		goto fail;
+	}
+	if (procev_bpf__attach(p->skel)) {
+		rc = pp_errf(err, -errno, "attaching process-event programs: %s", strerror(errno));
+		goto fail;
+	}
+	p->rb = ring_buffer__new(bpf_map__fd(p->skel->maps.events), on_rec, p, NULL);
+	if (!p->rb) {
+		rc = pp_errf(err, -errno, "process-event ring: %s", strerror(errno));
+		goto fail;
+	}
+	*out = p;
+	return 0;
+fail:
+	procev_free(p);
+	return rc;
+}
+
+void procev_free(struct procev *p)
+{
+	if (!p)
+		return;
+	ring_buffer__free(p->rb);
+	procev_bpf__destroy(p->skel);
+	free(p);
+}
+
+int procev_drain(struct procev *p, procev_fn fn, void *arg)
+{
+	uint64_t lost = __atomic_load_n(&p->skel->bss->lost, __ATOMIC_RELAXED);
+
+	p->fn = fn;
+	p->arg = arg;
+	p->n = 0;
+	ring_buffer__consume(p->rb);
+	if (lost != p->lost_seen) {
+		p->lost_seen = lost;
+		return -ENOBUFS;
+	}
+	return p->n;
+}

@@ -1,0 +1,34 @@
+/*
+ * procev.h - fork, exec and rename events from BPF tracepoints.
+ *
+ * The target scanner learns of new processes from the netlink proc
+ * connector when it can; that needs CAP_NET_ADMIN in the host's network
+ * namespace, which a Kubernetes DaemonSet usually does not have. This is
+ * the same information from sched_process_fork, sched_process_exec and
+ * task_rename, needing only the BPF capabilities the sampler already has.
+ * Events queue in a ring without waking anyone; the agent drains it once a
+ * second, so new processes are still seen within about a second without a
+ * /proc listing every second.
+ */
+#ifndef PUSHPROF_PROCEV_H
+#define PUSHPROF_PROCEV_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "err.h"
+
+enum procev_kind { PROCEV_KIND_FORK = 1, PROCEV_KIND_EXEC = 2, PROCEV_KIND_COMM = 3 };
+
+struct procev;
+
+int procev_open(struct procev **out, struct pp_err *err);
+void procev_free(struct procev *p);
+
+typedef void (*procev_fn)(enum procev_kind kind, pid_t tgid, void *arg);
+
+/* Hand every queued event to fn. Returns how many, or -ENOBUFS when the ring
+ * overflowed since the last drain (events were lost: rescan /proc). */
+int procev_drain(struct procev *p, procev_fn fn, void *arg);
+
+#endif

@@ -1,0 +1,58 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * procev.bpf.c - fork / exec / rename events for the target scanner, when
+ * the netlink proc connector is not available (see procev.h).
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+
+#include "procev.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 256 * 1024);
+} events SEC(".maps");
+
+/* records that did not fit: user space rescans /proc when this moves */
+__u64 lost;
+
+static __always_inline void emit(__u32 type, __u32 tgid)
+{
+	struct procev_rec r = { .type = type, .tgid = tgid };
+
+	/* no wakeup: the agent drains once a second, and a busy node forks
+	 * thousands of times a second */
+	if (bpf_ringbuf_output(&events, &r, sizeof(r), BPF_RB_NO_WAKEUP))
+		__sync_fetch_and_add(&lost, 1);
+}
+
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(procev_fork, struct task_struct *parent, struct task_struct *child)
+{
+	__u32 pid = BPF_CORE_READ(child, pid), tgid = BPF_CORE_READ(child, tgid);
+
+	if (pid == tgid)
+		emit(PROCEV_FORK, tgid);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(procev_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
+{
+	emit(PROCEV_EXEC, BPF_CORE_READ(p, tgid));
+	return 0;
+}
+
+SEC("tp_btf/task_rename")
+int BPF_PROG(procev_rename, struct task_struct *task, const char *comm)
+{
+	__u32 pid = BPF_CORE_READ(task, pid), tgid = BPF_CORE_READ(task, tgid);
+
+	if (pid == tgid)
+		emit(PROCEV_COMM, tgid);
+	return 0;
+}
