@@ -113,6 +113,23 @@ def proc_mem_kib(pid):
                     out[k] = int(v.split()[0])
     except (OSError, ValueError, IndexError):
         pass
+    # BPF maps user space mmaps (ring buffers, .bss) are counted in VmRSS as
+    # file pages, but they are the kernel memory reported as BPF map memory:
+    # the agent's own RSS is VmRSS without them
+    try:
+        bpf, name = 0, ""
+        with open(f"/proc/{pid}/smaps") as f:
+            for line in f:
+                if re.match(r"[0-9a-f]+-[0-9a-f]+ ", line):
+                    parts = line.split()
+                    name = parts[5] if len(parts) > 5 else ""
+                elif line.startswith("Rss:") and name.startswith("anon_inode:bpf-map"):
+                    bpf += int(line.split()[1])
+        out["BpfMapRss"] = bpf
+        if "VmRSS" in out:
+            out["OwnRss"] = out["VmRSS"] - bpf
+    except (OSError, ValueError, IndexError):
+        pass
     return out
 
 
@@ -639,6 +656,7 @@ def node_run(b, freq, interval, windows, kernel_stacks=True, diagnose=False):
             "bpf_ns_per_run": (prog["run_time_ns"] / prog["run_cnt"])
             if prog.get("run_cnt") else None,
             "vmrss_kib": mem.get("VmRSS"), "vmhwm_kib": mem.get("VmHWM"),
+            "own_rss_kib": mem.get("OwnRss"), "bpf_map_rss_kib": mem.get("BpfMapRss"),
             "rss_anon_kib": mem.get("RssAnon"), "rss_file_kib": mem.get("RssFile"),
             "pss_kib": mem.get("Pss"), "rss_series_kib": rss_series,
             "bpf_map_bytes": map_bytes, "bpf_maps": len(maps),
@@ -692,6 +710,7 @@ def oom_tracking(b, pop):
         mb, maps = bpf_maps_of(p.pid)
         res.update({"tracked": tracked, "go_processes": len(pop.go_pids),
                     "vmrss_kib": mem.get("VmRSS"), "vmhwm_kib": mem.get("VmHWM"),
+            "own_rss_kib": mem.get("OwnRss"), "bpf_map_rss_kib": mem.get("BpfMapRss"),
                     "rss_anon_kib": mem.get("RssAnon"), "rss_file_kib": mem.get("RssFile"),
                     "pss_kib": mem.get("Pss"), "bpf_map_bytes": mb, "bpf_maps": len(maps)})
     finally:
@@ -998,14 +1017,19 @@ def report(b):
               "The agent runs with go_heap enabled (defaults), tracking the idle Go programs. "
               "VmRSS counts shared library pages (libgrpc, OpenSSL, ...) in full; RssAnon is the "
               "agent's own heap and stacks; PSS splits shared pages among their users. "
+              "*own RSS* = VmRSS minus the BPF maps the agent mmaps (the OOM ring buffer, "
+              "map .bss), which VmRSS counts but which are the kernel memory in the BPF maps "
+              "column; the goal is checked against it. "
               "*VmRSS per window* is read after each steady window (is it flat?).", "",
-              "| process | Hz | host processes | VmRSS | VmHWM | RssAnon | RssFile | PSS | "
+              "| process | Hz | host processes | VmRSS | own RSS | VmHWM | RssAnon | RssFile | PSS | "
               "BPF maps (memlock) | VmRSS per window (MiB) | goal |",
-              "|---|---|---|---|---|---|---|---|---|---|---|"]
+              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in n["runs"]:
-            rss = r.get("vmrss_kib")
+            rss = r.get("own_rss_kib") or r.get("vmrss_kib")
             L.append(f"| pushprof run | {runlabel(r)} | {fmt(r['host_processes'])} | "
-                     f"{fmt((rss or 0) / 1024, 1)} MiB | {fmt((r.get('vmhwm_kib') or 0) / 1024, 1)} MiB | "
+                     f"{fmt((r.get('vmrss_kib') or 0) / 1024, 1)} MiB | "
+                     f"{fmt((rss or 0) / 1024, 1)} MiB | "
+                     f"{fmt((r.get('vmhwm_kib') or 0) / 1024, 1)} MiB | "
                      f"{fmt((r.get('rss_anon_kib') or 0) / 1024, 1)} MiB | "
                      f"{fmt((r.get('rss_file_kib') or 0) / 1024, 1)} MiB | "
                      f"{fmt((r.get('pss_kib') or 0) / 1024, 1)} MiB | "
@@ -1017,6 +1041,7 @@ def report(b):
         if o.get("available"):
             L.append(f"| oomwatch, {o.get('tracked')}/{o.get('go_processes')} Go processes "
                      f"tracked | - | | {fmt((o.get('vmrss_kib') or 0) / 1024, 1)} MiB | "
+                     f"{fmt((o.get('own_rss_kib') or 0) / 1024, 1)} MiB | "
                      f"{fmt((o.get('vmhwm_kib') or 0) / 1024, 1)} MiB | "
                      f"{fmt((o.get('rss_anon_kib') or 0) / 1024, 1)} MiB | "
                      f"{fmt((o.get('rss_file_kib') or 0) / 1024, 1)} MiB | "
@@ -1024,7 +1049,7 @@ def report(b):
                      f"{fmt(o.get('bpf_map_bytes', 0) / 2**20, 1)} MiB in {o.get('bpf_maps')} "
                      "maps | | |")
         else:
-            L.append("| oomwatch | | | | | | | | | | not measured: tests/oom/oomwatch is not "
+            L.append("| oomwatch | | | | | | | | | | | not measured: tests/oom/oomwatch is not "
                      "built in this tree |")
         W = ["## 5. Wire (gzip pprof, WriteRaw to a local sink)", "",
              "Same runs as section 2: per steady window, the gzip pprof bytes the agent "
