@@ -513,6 +513,10 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 			.max_stack_depth = cfg->go_heap.max_stack_depth,
 			/* gotrack enables profiling (once the runtime is up) */
 			.enable_profiling = false,
+			/* buckets newer than the mirror are copied whole at OOM time:
+			 * a second's worth is cheap, five refreshes a second per Go
+			 * process are not */
+			.mirror_interval_ns = 1000000000ull,
 			.node = cfg->node,
 			.extra_labels = &cfg->external_labels,
 		};

@@ -64,6 +64,8 @@ struct target {
 	bool frozen;		/* a capture is pending: the mirror must not move */
 	bool busy;		/* the thread is reading it without the lock */
 	bool dead;		/* untracked while busy: the thread frees it */
+	bool read_failed;	/* the last mirror read failed: check the pid */
+	int64_t alive_ms;	/* last time /proc said the pid is this process */
 };
 
 struct cap_bucket {
@@ -1145,7 +1147,15 @@ static size_t pick_targets(struct oom_watch *w, struct target ***out, size_t *ca
 			i++;
 			continue;
 		}
-		if (!pid_alive(w, t->pid, t->start_ticks)) {
+		/* /proc/PID/stat for every target on every refresh was most of an
+		 * idle watcher's CPU: the agent untracks exited targets itself, so
+		 * this is a safety net, run every 5 s or after a failed read */
+		int64_t now = now_ms();
+		bool check = t->read_failed || now - t->alive_ms >= 5000;
+		if (check && pid_alive(w, t->pid, t->start_ticks)) {
+			t->alive_ms = now;
+			t->read_failed = false;
+		} else if (check) {
 			/* an OOM victim's MARK may still be in the ring */
 			__u32 k = (__u32)t->pid;
 			struct oom_victim v;
@@ -1187,6 +1197,8 @@ static void refresh_targets(struct oom_watch *w, struct target **picked, size_t 
 		rc = mirror_read(w, pid, addr, newest, &b, &err);
 
 		pthread_mutex_lock(&w->mu);
+		if (rc)
+			t->read_failed = true;
 		if (!t->dead && rc == 0 && (b.nne || (newest && !b.reached)) &&
 		    mirror_apply(w, t, newest, &b) > 0)
 			publish_target(w, t, &err);
