@@ -1243,7 +1243,7 @@ static void *thread_main(void *arg)
 		pthread_mutex_lock(&w->mu);
 		ring_buffer__consume(w->rb);
 		now = now_ms();
-		if (w->nc || now - last_reconcile >= (w->nt ? 200 : 1000)) {
+		if (w->nc || now - last_reconcile >= 1000) {
 			reconcile(w);
 			last_reconcile = now;
 		}
@@ -1258,7 +1258,7 @@ static void *thread_main(void *arg)
 			w->kick = false;
 			last_refresh = now;
 		}
-		timeout = w->nc ? 50 : w->nt ? (int)(period < 200 ? period : 200) : 1000;
+		timeout = w->nc ? 50 : (int)(w->nt && period < 1000 ? period : 1000);
 		pthread_mutex_unlock(&w->mu);
 
 		for (size_t i = 0; i < nfin; i++) {
