@@ -122,7 +122,7 @@ static void on_procev(enum procev_kind kind, pid_t pid, void *arg)
 	/* whole host: a fork's child has its parent's facts until it execs */
 	if (kind == PROCEV_KIND_FORK && targets_whole_host(a->targets))
 		return;
-	targets_check_pid(a->targets, pid, mono_ns(), on_target_change, a);
+	targets_event(a->targets, pid, mono_ns(), on_target_change, a);
 }
 
 static void forget_pid(pid_t pid, void *arg)

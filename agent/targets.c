@@ -9,6 +9,7 @@
 #include <linux/cn_proc.h>
 #include <linux/connector.h>
 #include <linux/netlink.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -34,6 +35,11 @@ struct targets {
 	bool recheck_all;		/* events were lost: the next scan reads everyone */
 	targets_change_fn observer;
 	void *observer_arg;
+	/* whole host: pids from events, evaluated at the next recheck if they
+	 * still live (a busy node execs thousands of short-lived processes a
+	 * second; nothing here needs them before the next second) */
+	pid_t *pending;
+	size_t npending, pending_cap;
 };
 
 void targets_set_observer(struct targets *t, targets_change_fn fn, void *arg)
@@ -79,6 +85,7 @@ void targets_free(struct targets *t)
 	if (t->ev_fd >= 0)
 		close(t->ev_fd);
 	free(t->v);
+	free(t->pending);
 	free(t);
 }
 
@@ -365,6 +372,21 @@ int targets_recheck_young(struct targets *t, uint64_t now_ns, targets_change_fn 
 {
 	bool match = !targets_whole_host(t);
 
+	for (size_t i = 0; i < t->npending; i++) {
+		pid_t pid = t->pending[i];
+		char probe[24];
+
+		snprintf(probe, sizeof(probe), "/proc/%d", (int)pid);
+		if (access(probe, F_OK) == 0 &&
+		    targets_check_pid(t, pid, now_ns, cb, arg) == -ENOMEM)
+			return -ENOMEM;
+	}
+	t->npending = 0;
+	/* the whole host needs no filter updates, and labels are re-read for
+	 * every sampled process when its window is built */
+	if (!match)
+		return 0;
+
 	for (size_t i = 0; i < t->n; i++) {
 		struct target_proc *p = &t->v[i];
 		if (p->gone || now_ns - p->first_seen_ns >= YOUNG_NS)
@@ -534,6 +556,29 @@ void targets_events_lost(struct targets *t)
 	t->recheck_all = true;
 }
 
+#define PENDING_MAX 65536
+
+int targets_event(struct targets *t, pid_t pid, uint64_t now_ns, targets_change_fn cb, void *arg)
+{
+	if (!targets_whole_host(t))
+		return targets_check_pid(t, pid, now_ns, cb, arg);
+	for (size_t i = t->npending; i > 0 && i + 8 > t->npending; i--)
+		if (t->pending[i - 1] == pid)
+			return 0;	/* fork then exec: once is enough */
+	if (t->npending == t->pending_cap) {
+		size_t cap = t->pending_cap ? t->pending_cap * 2 : 256;
+		pid_t *v = cap <= PENDING_MAX ? realloc(t->pending, cap * sizeof(*v)) : NULL;
+		if (!v) {
+			t->recheck_all = true;	/* the next scan reads everyone */
+			return 0;
+		}
+		t->pending = v;
+		t->pending_cap = cap;
+	}
+	t->pending[t->npending++] = pid;
+	return 0;
+}
+
 int targets_events_read(struct targets *t, uint64_t now_ns, targets_change_fn cb, void *arg)
 {
 	/* Aligned for nlmsghdr; bounded parsing of every message below. */
@@ -580,7 +625,7 @@ int targets_events_read(struct targets *t, uint64_t now_ns, targets_change_fn cb
 			else if (ev.what == PROC_EVENT_COMM &&
 				 ev.event_data.comm.process_pid == ev.event_data.comm.process_tgid)
 				pid = ev.event_data.comm.process_tgid;	/* renamed (comm_regex) */
-			if (pid > 0 && targets_check_pid(t, pid, now_ns, cb, arg) == -ENOMEM)
+			if (pid > 0 && targets_event(t, pid, now_ns, cb, arg) == -ENOMEM)
 				return -ENOMEM;
 		}
 	}

@@ -71,9 +71,10 @@ void targets_set_observer(struct targets *t, targets_change_fn fn, void *arg);
 int targets_scan(struct targets *t, uint64_t now_ns, targets_change_fn cb, void *arg,
 		 struct pp_err *err);
 
-/* Between full scans (with process events): re-evaluate only the young
- * processes already known, those that may still move into a cgroup or
- * exec; no /proc listing. Same reporting as targets_scan(). */
+/* Between full scans (with process events): evaluate the processes events
+ * named (whole host) and re-evaluate the young ones already known, those
+ * that may still move into a cgroup or exec; no /proc listing. Same
+ * reporting as targets_scan(). */
 int targets_recheck_young(struct targets *t, uint64_t now_ns, targets_change_fn cb, void *arg);
 
 /* Known process (alive or gone since the last forget), or NULL. */
@@ -95,6 +96,10 @@ int targets_events_read(struct targets *t, uint64_t now_ns, targets_change_fn cb
  * re-reads every process. */
 void targets_events_external(struct targets *t);
 void targets_events_lost(struct targets *t);
+/* A process forked, exec'd or was renamed. With a kernel filter (targets
+ * set) it is evaluated now; for the whole host it is remembered and
+ * evaluated by the next targets_recheck_young() if it still lives. */
+int targets_event(struct targets *t, pid_t pid, uint64_t now_ns, targets_change_fn cb, void *arg);
 /* Evaluate one process now (new or known). */
 int targets_check_pid(struct targets *t, pid_t pid, uint64_t now_ns, targets_change_fn cb,
 		      void *arg);
