@@ -27,6 +27,13 @@
 char LICENSE[] SEC("license") = "GPL";
 
 #define SIGKILL 9
+#define EFAULT 14
+/* A read that finds its page unmapped right now (bpf_probe_read_user cannot
+ * fault it in) gives the claim back this often before the capture reports
+ * read_error: the victim's other threads, and each thread's exit, try again.
+ * Seen in CI: the mbuckets word unreadable 28 us after the mark, under the
+ * memory cgroup's reclaim (a page being migrated or written back). */
+#define OOM_RETRIES 16
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -276,6 +283,8 @@ static __always_inline int capture(__u32 tgid, __u32 extra_flags)
 	if (t->rate_addr && bpf_probe_read_user(&rate, sizeof(rate), (void *)t->rate_addr) == 0)
 		v->rate = rate;
 	rc = bpf_probe_read_user(&head, sizeof(head), (void *)t->mbuckets_addr);
+	if (rc == -EFAULT && v->retries < OOM_RETRIES)
+		goto retry;
 	if (rc) {
 		v->flags |= OOM_F_READ_ERROR;
 		v->read_error = rc;
@@ -307,6 +316,8 @@ static __always_inline int capture(__u32 tgid, __u32 extra_flags)
 	w->capture_id = v->capture_id;
 	w->tgid = tgid;
 	bpf_loop(OOM_MAX_BUCKETS, walk_one, NULL, 0);
+	if (w->index == 0 && w->read_error == -EFAULT && v->retries < OOM_RETRIES)
+		goto retry;	/* nothing was sent after BEGIN: start over later */
 	/* bpf_loop stops after OOM_MAX_BUCKETS calls with the list unfinished */
 	if (w->cur && !(w->flags & (OOM_F_READ_ERROR | OOM_F_BAD_BUCKET)))
 		w->flags |= OOM_F_BUCKET_LIMIT;
@@ -321,6 +332,10 @@ out:
 	v->end_ns = bpf_ktime_get_ns();
 	__sync_lock_test_and_set(&v->state, OOM_ST_DONE);
 	send_state(v, OOM_REC_END);
+	return 0;
+retry:
+	v->retries++;
+	__sync_lock_test_and_set(&v->state, OOM_ST_MARKED);
 	return 0;
 }
 

@@ -96,7 +96,7 @@ struct oom_victim {
 	__s64 rate;		/* MemProfileRate at capture, -1 = unknown */
 	__u64 mirror_head, mirror_count, mirror_gen;	/* mirror the walk used */
 	__s32 read_error;	/* first bpf_probe_read_user error */
-	__u32 pad;
+	__u32 retries;		/* claims given back after an unmapped first read */
 	__u64 start_boottime;	/* the victim's group leader, ns: tells pid reuse */
 };
 
