@@ -119,11 +119,8 @@ static void grpc_ref(void)
 static void grpc_unref(void)
 {
 	pthread_mutex_lock(&grpc_users_lock);
-	/* blocking: grpc_shutdown() returns with cleanup still queued, and a
-	 * TLS handshake abandoned at the deadline was then freed by nobody
-	 * before exit (LeakSanitizer saw its OpenSSL objects) */
 	if (--grpc_users == 0)
-		grpc_shutdown_blocking();
+		grpc_shutdown();
 	pthread_mutex_unlock(&grpc_users_lock);
 }
 

@@ -43,6 +43,7 @@ run_suite build || status=1
 if [ "${PUSHPROF_TEST_ASAN:-1}" = 1 ]; then
   echo "== build and test under ASan + UBSan"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+  LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp:print_suppressions=0" \
     run_suite build-asan -Db_sanitize=address,undefined -Db_lundef=false || status=1
 fi
 
