@@ -714,9 +714,13 @@ static int ring_cb(void *ctx, void *data, size_t size)
 	const struct oom_rec_hdr *h = data;
 	struct capture *c;
 
-	if (size < sizeof(*h) || was_retired(w, h->capture_id))
+	if (size < sizeof(*h))
 		return 0;
-	c = get_capture(w, h->capture_id, h->tgid);
+	/* the retired list is only consulted for records of no live capture:
+	 * a million-bucket capture streams a million records */
+	c = find_capture(w, h->capture_id);
+	if (!c && !was_retired(w, h->capture_id))
+		c = get_capture(w, h->capture_id, h->tgid);
 	if (!c)
 		return 0;
 	switch (h->type) {
