@@ -54,6 +54,29 @@ static void observe(const struct targets *t, const struct target_proc *p)
 		t->observer(p->pid, p->matched, t->observer_arg);
 }
 
+static int evaluate(struct targets *t, struct target_proc *p, bool match);
+
+/* Re-read a known process and report: the change callback when its matched
+ * state changed (an exit counts as unmatched), then the observer. -ENOMEM
+ * is the only error; an exit marks it gone. p must not move meanwhile (the
+ * callbacks do not touch the table). */
+static int reevaluate(struct targets *t, struct target_proc *p, targets_change_fn cb,
+		      void *arg)
+{
+	bool match = !targets_whole_host(t);
+	bool was = p->matched && !p->gone;
+	int e = evaluate(t, p, match);
+	if (e == -ENOMEM)
+		return e;
+	if (e < 0)
+		p->gone = true;
+	bool is = p->matched && !p->gone;
+	if (match && cb && is != was)
+		cb(p->pid, is, arg);
+	observe(t, p);
+	return 0;
+}
+
 struct targets *targets_new(const struct target_config *entries, size_t n)
 {
 	struct targets *t = calloc(1, sizeof(*t));
@@ -391,18 +414,10 @@ int targets_recheck_young(struct targets *t, uint64_t now_ns, targets_change_fn 
 		struct target_proc *p = &t->v[i];
 		if (p->gone || now_ns - p->first_seen_ns >= YOUNG_NS)
 			continue;
-		bool was = p->matched;
-		int e = evaluate(t, p, match);
-		if (e == -ENOMEM)
-			return e;
-		if (e < 0)
-			p->gone = true;	/* exited */
-		else
+		if (reevaluate(t, p, cb, arg) == -ENOMEM)
+			return -ENOMEM;
+		if (!p->gone)
 			p->checked_ns = now_ns;
-		bool is = p->matched && !p->gone;
-		if (match && cb && is != was)
-			cb(p->pid, is, arg);
-		observe(t, p);
 	}
 	return 0;
 }
@@ -495,19 +510,7 @@ int targets_check_pid(struct targets *t, pid_t pid, uint64_t now_ns, targets_cha
 		p->checked_ns = now_ns - (uint64_t)(pid % 10) * (t->recheck_ns / 10);
 		p->matched = !match;
 	}
-	bool was = p->matched && !p->gone;
-	int e = evaluate(t, p, match);
-	if (e == -ENOMEM)
-		return e;
-	if (e < 0)
-		p->gone = true;
-	bool is = p->matched && !p->gone;
-	if (match && cb && is != was)
-		cb(pid, is, arg);
-	/* p may move when cb changes the table: look it up again */
-	if ((p = find(t, pid)))
-		observe(t, p);
-	return 0;
+	return reevaluate(t, p, cb, arg);
 }
 
 int targets_events_open(struct targets *t)
