@@ -283,11 +283,16 @@ static bool permanent(int rc)
 	return rc == -EINVAL || rc == -E2BIG;
 }
 
-static int send_batch(struct outbox *o, const struct spool_batch *b, struct pp_err *err)
+/* *sent: how many leading profiles the store accepted (all of them when 0
+ * is returned; a batch split into several requests can fail part way). */
+static int send_batch(struct outbox *o, const struct spool_batch *b, size_t *sent,
+		      struct pp_err *err)
 {
 	struct upload_series *s = calloc(b->n ? b->n : 1, sizeof(*s));
+	size_t ok = 0;
 	int rc;
 
+	*sent = 0;
 	if (!s)
 		return pp_errf(err, -ENOMEM, "outbox: out of memory");
 	for (size_t i = 0; i < b->n; i++) {
@@ -295,12 +300,17 @@ static int send_batch(struct outbox *o, const struct spool_batch *b, struct pp_e
 		s[i].profile = b->v[i].profile;
 		s[i].len = b->v[i].len;
 	}
-	rc = uploader_write(o->up, s, b->n, NULL, err);
+	rc = uploader_write(o->up, s, b->n, &ok, err);
 	free(s);
-	if (rc == 0) {
-		o->st.delivered += b->n;
+	if (rc == 0)
+		ok = b->n;
+	*sent = ok;
+	if (ok) {
+		pthread_mutex_lock(&o->lock);
+		o->st.delivered += ok;
+		pthread_mutex_unlock(&o->lock);
 		metric_inc("pushprof_profiles_delivered_total",
-			   "Profiles accepted by the remote store.", NULL, (double)b->n);
+			   "Profiles accepted by the remote store.", NULL, (double)ok);
 	}
 	return rc;
 }
@@ -340,6 +350,76 @@ static void spool_report(struct outbox *o)
 	}
 }
 
+/*
+ * Send the oldest spooled files, several per call (up to DRAIN_MAX_FILES
+ * files or DRAIN_MAX_BYTES of profiles; the uploader still splits requests
+ * at max_request_bytes): after an outage the spool holds a file per window,
+ * and a round trip per file would drain it no faster than one window per
+ * RTT while new windows keep coming. Files are removed once every profile
+ * in them was accepted. A refusal of a multi-file send switches to one file
+ * per call (*one_by_one) so that only the refused file is dropped.
+ * Returns 0 to go on, 1 when the spool is empty, negative on failure.
+ */
+#define DRAIN_MAX_FILES 32
+#define DRAIN_MAX_BYTES (8u << 20)
+
+static int drain_some(struct outbox *o, bool *one_by_one, struct pp_err *err)
+{
+	char names[DRAIN_MAX_FILES][64];
+	size_t ends[DRAIN_MAX_FILES];	/* items in `all` up to and with file i */
+	struct spool_batch all = { 0 };
+	size_t nf = 0, bytes = 0, max = *one_by_one ? 1 : DRAIN_MAX_FILES;
+	int rc = 0;
+
+	while (nf < max && bytes < DRAIN_MAX_BYTES) {
+		struct spool_batch b;
+		struct pp_err perr = { 0 };
+		uint64_t corrupt0 = spool_stats(o->spool)->corrupt;
+		int got = spool_peek(o->spool, nf ? names[nf - 1] : NULL, names[nf],
+				     sizeof(names[nf]), &b, &perr);
+		uint64_t moved = spool_stats(o->spool)->corrupt - corrupt0;
+		if (moved)	/* perr holds the last one */
+			pp_log(PP_WARN, "corrupt spool files moved aside", "files=%" PRIu64 " error=%s",
+			       moved, pp_q(perr.msg));
+		else if (perr.code)
+			pp_log(PP_WARN, "spool read failed", "error=%s", pp_q(perr.msg));
+		if (got <= 0)
+			break;
+		for (size_t i = 0; i < b.n; i++)
+			bytes += b.v[i].len;
+		if (spool_batch_move(&all, &b)) {
+			spool_batch_free(&b);
+			break;	/* out of memory: send what is gathered */
+		}
+		ends[nf++] = all.n;
+	}
+	if (!nf)
+		return 1;
+	size_t sent, done = 0;
+	rc = send_batch(o, &all, &sent, err);
+	while (done < nf && ends[done] <= sent)
+		spool_remove(o->spool, names[done++]);
+	if (rc && permanent(rc)) {
+		if (nf - done > 1) {
+			*one_by_one = true;	/* find the refused file */
+			rc = 0;
+		} else if (done < nf) {
+			size_t n = ends[done] - (done ? ends[done - 1] : 0);
+			pp_log(PP_ERROR, "dropping a spooled batch the server refused",
+			       "profiles=%zu error=%s", n, pp_q(err ? err->msg : ""));
+			pthread_mutex_lock(&o->lock);
+			o->st.dropped += n;
+			pthread_mutex_unlock(&o->lock);
+			metric_inc("pushprof_profiles_dropped_total", "Profiles given up, by cause.",
+				   "cause=\"refused\"", (double)n);
+			spool_remove(o->spool, names[done]);
+			rc = 0;
+		}
+	}
+	spool_batch_free(&all);
+	return rc;
+}
+
 static int flush_now(struct outbox *o, struct pp_err *err)
 {
 	int rc = 0;
@@ -352,33 +432,12 @@ static int flush_now(struct outbox *o, struct pp_err *err)
 		rc = pp_errf(err, -EAGAIN, "remote store unavailable, next attempt in %.1fs; last "
 			     "error: %s", (double)(o->retry_at - now) / 1e9, o->last_err);
 	/* oldest first: what was spooled earlier (also by a previous run) */
-	while (o->spool && !offline) {
-		struct spool_batch b;
-		char name[64];
-		struct pp_err perr = { 0 };
-		uint64_t corrupt0 = spool_stats(o->spool)->corrupt;
-		int got = spool_peek(o->spool, name, sizeof(name), &b, &perr);
-		uint64_t moved = spool_stats(o->spool)->corrupt - corrupt0;
-		if (moved)	/* err holds the last one */
-			pp_log(PP_WARN, "corrupt spool files moved aside", "files=%" PRIu64 " error=%s",
-			       moved, pp_q(perr.msg));
-		else if (perr.code)
-			pp_log(PP_WARN, "spool read failed", "error=%s", pp_q(perr.msg));
-		if (got <= 0)
+	bool one_by_one = false;
+	while (o->spool && !offline && rc == 0) {
+		int r = drain_some(o, &one_by_one, err);
+		if (r == 1)
 			break;
-		rc = send_batch(o, &b, err);
-		if (rc && permanent(rc)) {
-			pp_log(PP_ERROR, "dropping a spooled batch the server refused", "profiles=%zu error=%s",
-			       b.n, pp_q(err ? err->msg : ""));
-			o->st.dropped += b.n;
-			metric_inc("pushprof_profiles_dropped_total", "Profiles given up, by cause.",
-				   "cause=\"refused\"", (double)b.n);
-			rc = 0;
-		}
-		spool_batch_free(&b);
-		if (rc)
-			break;
-		spool_remove(o->spool, name);
+		rc = r;
 	}
 	/* send without holding the lock: submitters never wait for the network */
 	struct spool_batch batch;
@@ -387,7 +446,11 @@ static int flush_now(struct outbox *o, struct pp_err *err)
 	memset(&o->pending, 0, sizeof(o->pending));
 	pthread_mutex_unlock(&o->lock);
 	if (batch.n && rc == 0) {
-		rc = send_batch(o, &batch, err);
+		size_t sent;
+		rc = send_batch(o, &batch, &sent, err);
+		/* what was accepted is not sent again (a batch split into several
+		 * requests can fail part way) */
+		spool_batch_drop_head(&batch, sent);
 		if (rc && permanent(rc)) {
 			pp_log(PP_ERROR, "dropping profiles the server refused", "profiles=%zu error=%s",
 			       batch.n, pp_q(err ? err->msg : ""));

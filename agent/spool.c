@@ -53,6 +53,38 @@ int spool_batch_add(struct spool_batch *b, const struct pp_labels *labels, const
 	return 0;
 }
 
+int spool_batch_move(struct spool_batch *dst, struct spool_batch *src)
+{
+	if (dst->n + src->n > dst->cap) {
+		size_t cap = dst->cap ? dst->cap : 8;
+		while (cap < dst->n + src->n)
+			cap *= 2;
+		struct spool_item *nv = realloc(dst->v, cap * sizeof(*nv));
+		if (!nv)
+			return -ENOMEM;
+		dst->v = nv;
+		dst->cap = cap;
+	}
+	if (src->n)
+		memcpy(dst->v + dst->n, src->v, src->n * sizeof(*src->v));
+	dst->n += src->n;
+	free(src->v);
+	memset(src, 0, sizeof(*src));
+	return 0;
+}
+
+void spool_batch_drop_head(struct spool_batch *b, size_t k)
+{
+	if (k > b->n)
+		k = b->n;
+	for (size_t i = 0; i < k; i++) {
+		pp_labels_free(&b->v[i].labels);
+		free(b->v[i].profile);
+	}
+	memmove(b->v, b->v + k, (b->n - k) * sizeof(*b->v));
+	b->n -= k;
+}
+
 void spool_batch_free(struct spool_batch *b)
 {
 	for (size_t i = 0; i < b->n; i++) {
@@ -449,8 +481,8 @@ fail:
 	return rc;
 }
 
-static int peek_locked(struct spool *s, char *name, size_t name_len, struct spool_batch *out,
-			struct pp_err *err)
+static int peek_locked(struct spool *s, const char *after, char *name, size_t name_len,
+			struct spool_batch *out, struct pp_err *err)
 {
 	struct entry *e;
 	size_t n;
@@ -460,6 +492,8 @@ static int peek_locked(struct spool *s, char *name, size_t name_len, struct spoo
 		return pp_errf(err, rc, "spool: list %s: %s", s->dir, strerror(-rc));
 	for (size_t i = 0; i < n; i++) {
 		char path[4200];
+		if (after && after[0] && strcmp(e[i].name, after) <= 0)
+			continue;
 		snprintf(path, sizeof(path), "%s/%s", s->dir, e[i].name);
 		FILE *f = fopen(path, "rb");
 		if (!f)
@@ -511,11 +545,11 @@ int spool_write(struct spool *s, const struct spool_batch *b, struct pp_err *err
 	return rc;
 }
 
-int spool_peek(struct spool *s, char *name, size_t name_len, struct spool_batch *out,
-	       struct pp_err *err)
+int spool_peek(struct spool *s, const char *after, char *name, size_t name_len,
+	       struct spool_batch *out, struct pp_err *err)
 {
 	pthread_mutex_lock(&s->mu);
-	int rc = peek_locked(s, name, name_len, out, err);
+	int rc = peek_locked(s, after, name, name_len, out, err);
 	pthread_mutex_unlock(&s->mu);
 	return rc;
 }

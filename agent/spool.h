@@ -41,10 +41,13 @@ struct spool *spool_open(const char *dir, uint64_t max_bytes, struct pp_err *err
 void spool_close(struct spool *s);
 
 int spool_write(struct spool *s, const struct spool_batch *b, struct pp_err *err);
-/* Oldest file first: its name into name (for spool_remove) and its batch. 
- * Returns 1 when a batch was read, 0 when the spool is empty. */
-int spool_peek(struct spool *s, char *name, size_t name_len, struct spool_batch *out,
-	       struct pp_err *err);
+/* The oldest file whose name sorts after `after` (NULL or "": the oldest of
+ * all): its name into name (for spool_remove) and its batch into out
+ * (replaced, not appended). Returns 1 when a batch was read, 0 when there is
+ * none. Walking with after = the previous name reads several files without
+ * removing them (the outbox sends them in one request). */
+int spool_peek(struct spool *s, const char *after, char *name, size_t name_len,
+	       struct spool_batch *out, struct pp_err *err);
 int spool_remove(struct spool *s, const char *name);
 const struct spool_stats *spool_stats(const struct spool *s);
 
@@ -52,6 +55,10 @@ const struct spool_stats *spool_stats(const struct spool *s);
 int spool_batch_add(struct spool_batch *b, const struct pp_labels *labels, const uint8_t *p,
 		    size_t len);
 void spool_batch_free(struct spool_batch *b);
+/* Append src's items to dst without copying them; src is left empty. */
+int spool_batch_move(struct spool_batch *dst, struct spool_batch *src);
+/* Free the first k items (delivered ones) and shift the rest down. */
+void spool_batch_drop_head(struct spool_batch *b, size_t k);
 
 /* Encoding exposed for tests and fuzzing. */
 int spool_encode(const struct spool_batch *b, uint8_t **out, size_t *len, struct pp_err *err);

@@ -31,8 +31,9 @@ CLI (runs until SIGTERM/SIGINT; prints "listening 127.0.0.1:PORT" once ready):
 
 Output directory (read by tests; also available from the Receiver object):
   calls.jsonl      one line per call: {"n", "status", "message", "auth",
-                   "bytes", "series", "time"}; "auth" is "ok", "missing",
-                   "wrong" or "none" (no token required) - never the token
+                   "bytes", "series", "time", "took" (seconds in the handler)};
+                   "auth" is "ok", "missing", "wrong" or "none" (no token
+                   required) - never the token
   requests.jsonl   one line per accepted request: {"n", "bytes",
                    "normalized", "series": [{"labels": {...}, "files": [...]}]}
   reqNNNN-sMM-K.pb[.gz]  the raw_profile bytes exactly as received
@@ -265,9 +266,12 @@ class Receiver:
         call["headers"] = {k: v for k, v in md.items()
                            if k.startswith("x-") and isinstance(v, str)}
 
+        t_start = time.monotonic()
+
         def finish(code, msg):
             call["status"] = code.name
             call["message"] = msg
+            call["took"] = round(time.monotonic() - t_start, 4)  # validation + writes
             self._append("calls.jsonl", call)
             if code != grpc.StatusCode.OK:
                 context.abort(code, msg)

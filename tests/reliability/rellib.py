@@ -45,8 +45,12 @@ def file_hashes(paths):
 
 
 def write_config(path, remote=None, spool=None, store=None, interval="1s", freq=49,
-                 go_heap=None, targets="", extra="", timeout="1s", http=None,
+                 go_heap=None, targets="", extra="", timeout="10s", http=None,
                  level="info", cpu=True):
+    """A config for the agent. remote_store.timeout is 10 s (the agent's
+    default) unless a test is about deadlines: the test receiver is Python
+    and validates every profile before it answers, which on a loaded 2-CPU
+    machine (or beside an ASan agent) can take more than a second."""
     http = http if http is not None else f"127.0.0.1:{free_port()}"
     t = (f"node: rel-node\nlog: {{level: {level}}}\nhttp_address: \"{http}\"\n"
          f"cpu: {{enabled: {'true' if cpu else 'false'}, frequency_hz: {freq}, "
@@ -224,6 +228,36 @@ def spool_files(d):
 
 def local_files(d):
     return sorted(glob.glob(os.path.join(d, "*.pb.gz")))
+
+
+def wait_delivered(store, rcvs, timeout=120):
+    """Wait until every profile in local_store (the agent's record of what it
+    handed over) has reached one of the receivers, by content. Returns the
+    paths still missing at the end (empty: all delivered). The bound is
+    generous: after an outage the agent's backoff (up to 30 s) and the
+    receiver's speed decide how long delivery takes, not the test."""
+    seen = {}
+
+    def missing():
+        got = set()
+        for r in rcvs:
+            got |= set(r.hashes())
+        out = []
+        for p in local_files(store):
+            try:
+                st = os.stat(p)
+                key = (p, st.st_size, st.st_mtime_ns)
+                if key not in seen:
+                    with open(p, "rb") as f:
+                        seen[key] = sha(f.read())
+            except OSError:
+                continue  # trimmed meanwhile
+            if seen[key] not in got:
+                out.append(p)
+        return out
+
+    wait_for(lambda: not missing(), timeout, 0.5)
+    return missing()
 
 
 def wait_for(pred, timeout, step=0.2):

@@ -81,10 +81,22 @@ try:
     drained = rl.wait_for(lambda: not rl.spool_files(spool), 120, 0.5)
     print(f"spool drained in {time.time() - t_back:.1f}s")
     check(drained, "spool drained after the receiver is back", str(rl.spool_files(spool)[:3]))
-    # stop producing, let the last windows go out, then compare exactly
+    # stop producing, let the last windows go out, then compare exactly: wait
+    # for the condition (every handed-over profile received, spool empty,
+    # the agent's counters caught up with the receiver), not for a time
     work.kill()
     work.wait()
-    time.sleep(3.5)
+    t_settle = time.time()
+    missing = rl.wait_delivered(store, [rcv_a, rcv_b], 120)
+
+    def settled():
+        m = a2.metrics()
+        dup_calls, dup_series, dup_bytes = rcv_b.superseded()
+        return (m.get("pushprof_spool_files", -1) == 0 and
+                m.get("pushprof_profiles_delivered_total", -1) ==
+                len(rcv_b.series()) - dup_series)
+    rl.wait_for(settled, 30, 0.5)
+    print(f"settled {time.time() - t_settle:.1f}s after the workload stopped")
     m2 = a2.metrics()
     hb = rcv_b.hashes()
     calls_b = rcv_b.calls()
@@ -93,8 +105,6 @@ try:
     check(rc == 0, "agent 2 exits 0", f"rc={rc}")
 
     local = rl.file_hashes(rl.local_files(store))
-    got = set(ha) | set(hb)
-    missing = [p for p, h in local.items() if h not in got]
     names = {}
     for p in local:
         kind = "memory" if "-memory-" in os.path.basename(p) else "cpu"

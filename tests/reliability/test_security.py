@@ -75,7 +75,14 @@ try:
             agent = rl.Agent(cfg, os.path.join(d, f"{label}.log"))
         finally:
             del os.environ["PUSHPROF_BEARER_TOKEN"]
-        time.sleep(3.5)
+        # until the receiver has judged a push from this agent (how soon
+        # depends on the machine: the first window, then the push)
+        want = "ok" if value == TOKEN else "wrong"
+        seen = rl.wait_for(lambda: any(c["auth"] == want for c in rcv.calls()), 60, 0.2)
+        check(seen, f"{label}: a push reached the receiver (auth {want})",
+              str([c["auth"] for c in rcv.calls()]))
+        if want == "wrong":  # the failure is logged with the next window
+            agent.wait_log("UNAUTHENTICATED", 30)
         secret_free(agent, label)
         rc, _ = agent.stop()
         log = agent.log()

@@ -99,12 +99,17 @@ try:
     check(rl.wait_for(lambda: not rl.spool_files(spool2), 60), "what is left is delivered")
     work.kill()
     work.wait()
-    time.sleep(3)
-    m = agent.metrics()
-    sub = rl.msum(m, "pushprof_profiles_submitted_total")
-    dl = m.get("pushprof_profiles_delivered_total", 0)
-    dr = rl.msum(m, "pushprof_profiles_dropped_total")
-    nlocal = len(rl.local_files(store2))
+
+    def tally():
+        m = agent.metrics()
+        return (rl.msum(m, "pushprof_profiles_submitted_total"),
+                m.get("pushprof_profiles_delivered_total", 0),
+                rl.msum(m, "pushprof_profiles_dropped_total"), len(rl.local_files(store2)))
+    # the last windows are still on their way: settle on the books balancing
+    # (bounded), not on a sleep
+    rl.wait_for(lambda: (lambda s, dl, dr, n: s == n and dl + dr == s and
+                         dl == len(rcv.series()))(*tally()), 60, 0.5)
+    sub, dl, dr, nlocal = tally()
     print(f"handed over {sub:.0f} (local_store {nlocal}), delivered {dl:.0f}, dropped {dr:.0f}")
     check(sub == nlocal and dl + dr == sub and dl == len(rcv.series()),
           "delivered + dropped == handed over, delivered == received",

@@ -1,5 +1,6 @@
-"""Exec storm while profiling the whole host: ~500 short-lived processes a
-second (fork + exec /bin/true) for STORM seconds (15 by default, 60 with
+"""Exec storm while profiling the whole host: up to 500 short-lived processes a
+second (fork + exec /bin/true; as many as this machine manages, measured
+before the agent starts) for STORM seconds (15 by default, 60 with
 PUSHPROF_LONG_TESTS=1 or PUSHPROF_STORM_S), CPU windows every second and Go
 heap tracking on, profiles written to local_store (no remote store: the
 test receiver, in Python, is too slow for whole-host batches on a loaded
@@ -46,6 +47,21 @@ def status(pid):
     return out
 
 
+
+def storm_rate(out):
+    """(started, rate per second) from storm's output line."""
+    f = dict(kv.split("=", 1) for kv in out.split() if "=" in kv)
+    return int(f.get("started", 0)), float(f.get("rate", 0))
+
+
+# How fast can this machine fork+exec right now, without the agent? The
+# storm under the agent is judged against that, not against a fixed rate: a
+# loaded or slow machine (CI is shared) execs fewer than RATE a second.
+cal_out = subprocess.run([storm, str(RATE), "3"], capture_output=True, text=True,
+                         timeout=60).stdout.strip()
+cal_rate = storm_rate(cal_out)[1]
+print(f"calibration without the agent: {cal_out}")
+
 if ASAN:
     # ASan keeps freed memory in a quarantine (256 MiB by default), which
     # would show up as RSS growth: keep it small so RSS means live memory
@@ -81,8 +97,15 @@ try:
     print(f"windows during the storm: {w1 - w0} in {took + 4:.0f}s; "
           f"samples {m.get('pushprof_cpu_samples_total', 0):.0f}, "
           f"lost {rl.msum(m, 'pushprof_cpu_lost_total'):.0f}")
-    started = int(out.split("started=")[1].split()[0]) if "started=" in out else 0
-    check(started >= RATE * STORM * 0.6, f"the storm ran (~{RATE}/s)", out)
+    started, rate = storm_rate(out)
+    # the agent handles process events on the same 2 CPUs; it may slow the
+    # storm a little, never stall it (ASan makes the agent several times
+    # heavier, so half the margin there)
+    floor = (0.2 if ASAN else 0.4) * cal_rate
+    check(started > 0 and rate >= floor,
+          f"the storm ran beside the agent at >= {floor:.0f}/s "
+          f"({0.2 if ASAN else 0.4:.0%} of the {cal_rate:.0f}/s this machine reached alone)",
+          out)
     check(agent.p.poll() is None, "agent alive through the storm")
     # ASan makes the agent several times slower and bigger: the figures that
     # matter are the plain build's; under ASan the point is memory errors

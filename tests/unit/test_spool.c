@@ -44,14 +44,48 @@ int main(void)
 	CHECK(spool_stats(s)->files == 3, "3 files");
 	for (int i = 0; i < 3; i++) {
 		struct spool_batch b = { 0 };
-		CHECK(spool_peek(s, name, sizeof(name), &b, &err) == 1, "peek");
+		CHECK(spool_peek(s, NULL, name, sizeof(name), &b, &err) == 1, "peek");
 		CHECK(b.n == 1 && strcmp(pp_labels_get(&b.v[0].labels, "__name__"), names[i]) == 0 &&
 		      b.v[0].len == 1000, "batch %d in order", i);
 		spool_remove(s, name);
 		spool_batch_free(&b);
 	}
 	struct spool_batch e = { 0 };
-	CHECK(spool_peek(s, name, sizeof(name), &e, &err) == 0, "empty");
+	CHECK(spool_peek(s, NULL, name, sizeof(name), &e, &err) == 0, "empty");
+
+	/* walking with `after` reads files in order without removing them; the
+	 * outbox moves them into one batch and drops what was delivered */
+	for (int i = 0; i < 3; i++) {
+		struct spool_batch b = { 0 };
+		batch_of(&b, names[i], 100 + (size_t)i);
+		CHECK(spool_write(s, &b, &err) == 0, "write: %s", err.msg);
+		spool_batch_free(&b);
+	}
+	{
+		char walked[3][64];
+		struct spool_batch all = { 0 };
+		int n = 0;
+		for (; n < 4; n++) {
+			struct spool_batch b;
+			if (spool_peek(s, n ? walked[n - 1] : NULL, walked[n], sizeof(walked[n]), &b,
+				       &err) != 1)
+				break;
+			CHECK(spool_batch_move(&all, &b) == 0 && b.n == 0 && !b.v, "move %d", n);
+		}
+		CHECK(n == 3 && all.n == 3 && spool_stats(s)->files == 3, "walked 3 files (%d)", n);
+		for (int i = 0; i < 3 && i < (int)all.n; i++)
+			CHECK(!strcmp(pp_labels_get(&all.v[i].labels, "__name__"), names[i]) &&
+			      all.v[i].len == 100 + (size_t)i, "moved item %d in order", i);
+		spool_batch_drop_head(&all, 2);
+		CHECK(all.n == 1 && !strcmp(pp_labels_get(&all.v[0].labels, "__name__"), "third"),
+		      "drop_head keeps the tail");
+		spool_batch_drop_head(&all, 5);
+		CHECK(all.n == 0, "drop_head past the end empties");
+		spool_batch_free(&all);
+		for (int i = 0; i < n; i++)
+			spool_remove(s, walked[i]);
+		CHECK(spool_stats(s)->files == 0, "removed");
+	}
 
 	/* a corrupt file is moved aside and does not block the next one */
 	char path[256];
@@ -64,7 +98,7 @@ int main(void)
 	spool_write(s, &b, &err);
 	spool_batch_free(&b);
 	pp_err_clear(&err);
-	CHECK(spool_peek(s, name, sizeof(name), &b, &err) == 1 && b.n == 1 &&
+	CHECK(spool_peek(s, NULL, name, sizeof(name), &b, &err) == 1 && b.n == 1 &&
 	      strcmp(pp_labels_get(&b.v[0].labels, "__name__"), "after-corrupt") == 0, "skips corrupt");
 	CHECK(spool_stats(s)->corrupt == 1 && strstr(err.msg, "corrupt"), "corrupt counted: %s", err.msg);
 	snprintf(path, sizeof(path), "%s/00000000000000000001.spool.corrupt", dir);
@@ -84,7 +118,7 @@ int main(void)
 	CHECK(spool_stats(s)->bytes <= 64 * 1024, "within max_bytes (%llu)", (unsigned long long)spool_stats(s)->bytes);
 	CHECK(spool_stats(s)->dropped_profiles >= 3 && spool_stats(s)->dropped_profiles == spool_stats(s)->dropped_files,
 	      "drops counted (%llu)", (unsigned long long)spool_stats(s)->dropped_profiles);
-	CHECK(spool_peek(s, name, sizeof(name), &b, &err) == 1 &&
+	CHECK(spool_peek(s, NULL, name, sizeof(name), &b, &err) == 1 &&
 	      strcmp(pp_labels_get(&b.v[0].labels, "__name__"), "b9") != 0 &&
 	      atoi(pp_labels_get(&b.v[0].labels, "__name__") + 1) == (int)spool_stats(s)->dropped_files,
 	      "oldest dropped first");
