@@ -45,6 +45,9 @@ struct outbox {
 	pthread_cond_t cond;		/* with lock */
 	int last_rc;			/* result of the sender's last flush */
 	char last_msg[sizeof(((struct pp_err *)0)->msg)];
+	/* spool files per drain call (drain_some): halved when a call times
+	 * out, doubled back on success. Flushing thread only. */
+	size_t drain_files;
 };
 
 void outbox_set_labeler(struct outbox *o, outbox_labeler_fn fn, void *arg)
@@ -58,6 +61,8 @@ void outbox_set_labeler(struct outbox *o, outbox_labeler_fn fn, void *arg)
 static void spool_report(struct outbox *o);
 
 #define OFFLINE_MIN_NS 2000000000ull	/* 2 s */
+#define DRAIN_MAX_FILES 32		/* spool files per call, see drain_some() */
+#define DRAIN_MAX_BYTES (8u << 20)
 #define OFFLINE_MAX_NS 30000000000ull	/* 30 s */
 
 static uint64_t mono_ns(void)
@@ -93,6 +98,7 @@ struct outbox *outbox_new(const struct config *cfg, struct pp_err *err)
 	pthread_mutex_init(&o->lock, NULL);
 	pthread_cond_init(&o->cond, NULL);
 	o->cfg = cfg;
+	o->drain_files = DRAIN_MAX_FILES;
 	if (cfg->local_store.directory && cfg->local_store.directory[0]) {
 		int rc = mkdirs(cfg->local_store.directory, 0700);
 		if (rc) {
@@ -351,24 +357,28 @@ static void spool_report(struct outbox *o)
 }
 
 /*
- * Send the oldest spooled files, several per call (up to DRAIN_MAX_FILES
+ * Send the oldest spooled files, several per call (up to o->drain_files
  * files or DRAIN_MAX_BYTES of profiles; the uploader still splits requests
  * at max_request_bytes): after an outage the spool holds a file per window,
  * and a round trip per file would drain it no faster than one window per
  * RTT while new windows keep coming. Files are removed once every profile
- * in them was accepted. A refusal of a multi-file send switches to one file
- * per call (*one_by_one) so that only the refused file is dropped.
+ * in them was accepted.
+ * - A refusal of a multi-file send switches to one file per call
+ *   (*one_by_one) so that only the refused file is dropped.
+ * - A call that times out may have met a store that is slow rather than
+ *   down (it often stored the request anyway): resending the same amount
+ *   would time out again, forever. The next call, at once, carries half as
+ *   many files, down to one; successes double it back. Only a single file
+ *   timing out counts as a failure (offline backoff), so a store that hangs
+ *   costs at most log2(DRAIN_MAX_FILES) extra calls per flush.
  * Returns 0 to go on, 1 when the spool is empty, negative on failure.
  */
-#define DRAIN_MAX_FILES 32
-#define DRAIN_MAX_BYTES (8u << 20)
-
 static int drain_some(struct outbox *o, bool *one_by_one, struct pp_err *err)
 {
 	char names[DRAIN_MAX_FILES][64];
 	size_t ends[DRAIN_MAX_FILES];	/* items in `all` up to and with file i */
 	struct spool_batch all = { 0 };
-	size_t nf = 0, bytes = 0, max = *one_by_one ? 1 : DRAIN_MAX_FILES;
+	size_t nf = 0, bytes = 0, max = *one_by_one ? 1 : o->drain_files;
 	int rc = 0;
 
 	while (nf < max && bytes < DRAIN_MAX_BYTES) {
@@ -399,6 +409,18 @@ static int drain_some(struct outbox *o, bool *one_by_one, struct pp_err *err)
 	rc = send_batch(o, &all, &sent, err);
 	while (done < nf && ends[done] <= sent)
 		spool_remove(o->spool, names[done++]);
+	if (rc == 0 && o->drain_files < DRAIN_MAX_FILES) {
+		o->drain_files = o->drain_files * 2 > DRAIN_MAX_FILES ? DRAIN_MAX_FILES
+								      : o->drain_files * 2;
+	} else if (rc == -ETIMEDOUT && nf - done > 1) {
+		o->drain_files = (nf - done) / 2;
+		pp_log(PP_WARN, "remote store slower than remote_store.timeout; sending fewer "
+		       "spooled batches per call", "files=%zu next=%zu error=%s", nf - done,
+		       o->drain_files, pp_q(err ? err->msg : ""));
+		if (err)
+			pp_err_clear(err);
+		rc = 0;
+	}
 	if (rc && permanent(rc)) {
 		if (nf - done > 1) {
 			*one_by_one = true;	/* find the refused file */

@@ -689,6 +689,7 @@ static int send_request(struct uploader *u, const uint8_t *buf, size_t len, size
 	bool grpc_logged = grpc_errors_seen(grpc_err, sizeof(grpc_err)) != errors_before;
 	return pp_errf(err, res.status == GRPC_STATUS_UNAUTHENTICATED ? -EACCES
 			    : res.status == GRPC_STATUS_INVALID_ARGUMENT ? -EINVAL
+			    : res.status == GRPC_STATUS_DEADLINE_EXCEEDED ? -ETIMEDOUT
 			    : -EIO,
 		       "WriteRaw to %s (%zu series, %zu bytes) failed: %s: %s (%d attempt%s in "
 		       "%.1fs)%s%s",

@@ -40,7 +40,11 @@ struct upload_stats {
 struct uploader *uploader_new(const struct remote_store_config *rs, struct pp_err *err);
 void uploader_free(struct uploader *u);
 
-/* 0 when every series was accepted; negative with err set otherwise.
+/* 0 when every series was accepted; negative with err set otherwise:
+ * -EACCES (UNAUTHENTICATED), -EINVAL (INVALID_ARGUMENT: the server refused
+ * the data), -E2BIG (a series above Parca's message limit), -ETIMEDOUT (the
+ * last attempt hit remote_store.timeout: the server may be slow rather than
+ * down, and may have stored the request), -EIO (anything else).
  * *sent (optional) tells how many leading series were delivered. */
 int uploader_write(struct uploader *u, const struct upload_series *series, size_t n,
 		   size_t *sent, struct pp_err *err);

@@ -89,17 +89,30 @@ try:
     t_settle = time.time()
     missing = rl.wait_delivered(store, [rcv_a, rcv_b], 120)
 
-    def settled():
+    def books():
         m = a2.metrics()
-        dup_calls, dup_series, dup_bytes = rcv_b.superseded()
-        return (m.get("pushprof_spool_files", -1) == 0 and
-                m.get("pushprof_profiles_delivered_total", -1) ==
-                len(rcv_b.series()) - dup_series)
-    rl.wait_for(settled, 30, 0.5)
+        return (m.get("pushprof_spool_files", -1), m.get("pushprof_profiles_delivered_total"),
+                m.get('pushprof_write_requests_total{status="OK"}'),
+                len(rcv_b.series()), len(rcv_b.calls()))
+    last = [None]
+
+    def settled():
+        # balanced (spool empty, delivered == received) and unchanged for
+        # 2 s: the window the workload died in has been pushed too
+        b = books()
+        dup_series = rcv_b.superseded()[1]
+        ok = b[0] == 0 and b[1] == b[3] - dup_series and b == last[0]
+        last[0] = b
+        return ok
+    rl.wait_for(settled, 60, 2)
     print(f"settled {time.time() - t_settle:.1f}s after the workload stopped")
+    # the books of both sides at one moment, before the stop (which pushes
+    # the last partial window)
     m2 = a2.metrics()
     hb = rcv_b.hashes()
     calls_b = rcv_b.calls()
+    series_b = len(rcv_b.series())
+    dup_calls, dup_series, dup_bytes = rcv_b.superseded()
     ha = rcv_a.hashes()
     rc, took = a2.stop(signal.SIGTERM)
     check(rc == 0, "agent 2 exits 0", f"rc={rc}")
@@ -119,13 +132,11 @@ try:
     # talked to it). A request the receiver accepted after the agent's
     # deadline had passed counts as failed at the agent and comes again
     # (at-least-once): those superseded requests are the only allowed gap.
-    dup_calls, dup_series, dup_bytes = rcv_b.superseded()
     deadline_m = m2.get('pushprof_write_requests_total{status="DEADLINE_EXCEEDED"}', 0)
     print(f"receiver b: {len(calls_b)} calls, {dup_calls} superseded by a resend "
           f"({dup_series} series); agent: {deadline_m:.0f} DEADLINE_EXCEEDED attempts")
     check(dup_calls <= deadline_m, "every resent request follows a deadline the agent saw",
           f"{dup_calls} superseded, {deadline_m} deadlines")
-    series_b = len(rcv_b.series())
     ok_b = sum(1 for c in calls_b if c["status"] == "OK")
     delivered = m2.get("pushprof_profiles_delivered_total", -1)
     check(delivered == series_b - dup_series, "/metrics delivered == series received",
