@@ -404,31 +404,44 @@ static bool reload_config(const struct config *cfg, struct agent_opts *o)
 		return false;
 	}
 	pp_log(PP_INFO, "config reloaded", "path=%s", pp_q(cfg->path));
+	if (o->reload) {	/* several SIGHUPs in one read: the newest file wins */
+		config_free(o->reload);
+		free(o->reload);
+	}
 	o->reload = next;
 	return true;
+}
+
+void agent_block_signals(sigset_t *mask)
+{
+	sigset_t m;
+
+	sigemptyset(&m);
+	sigaddset(&m, SIGINT);
+	sigaddset(&m, SIGTERM);
+	sigaddset(&m, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &m, NULL);
+	if (mask)
+		*mask = m;
 }
 
 int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err)
 {
 	struct agent a;
 	int r = 0, sfd = -1;
-	sigset_t mask, old;
+	sigset_t mask;
 
 	memset(&a, 0, sizeof(a));
 	a.cfg = cfg;
 	/* Block before any thread exists (gRPC starts some), so that every
-	 * thread inherits the mask and the signals reach only the signalfd. */
-	sigemptyset(&mask);
-	sigaddset(&mask, SIGINT);
-	sigaddset(&mask, SIGTERM);
-	sigaddset(&mask, SIGHUP);
-	pthread_sigmask(SIG_BLOCK, &mask, &old);
+	 * thread inherits the mask and the signals reach only the signalfd.
+	 * They stay blocked when this run ends (see agent.h): a SIGHUP that
+	 * arrives between two runs of a reload waits, pending, for the next
+	 * run's signalfd instead of taking its default action (exit 129). */
+	agent_block_signals(&mask);
 	sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-	if (sfd < 0) {
-		r = pp_errf(err, -errno, "signalfd: %s", strerror(errno));
-		pthread_sigmask(SIG_SETMASK, &old, NULL);
-		return r;
-	}
+	if (sfd < 0)
+		return pp_errf(err, -errno, "signalfd: %s", strerror(errno));
 	{
 		struct pp_err aerr = { 0 };
 		if (oom_protect_self(cfg->oom_score_adj, &aerr) < 0)
@@ -595,7 +608,7 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 	 * (e.g. OOM captures from a previous run) would wait for the next heap
 	 * snapshot, forever with go_heap.interval 0. */
 	uint64_t next_flush = a.cpu ? UINT64_MAX : start;
-	bool stop = false;
+	bool stop = false, terminate = false;
 
 	while (!stop) {
 		now = mono_ns();
@@ -645,7 +658,7 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 				}
 				pp_log(PP_INFO, "signal received, finishing the window", "signal=%u",
 				       si.ssi_signo);
-				stop = true;
+				stop = terminate = true;
 			}
 		}
 		now = mono_ns();
@@ -714,6 +727,11 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 				next_window += interval;
 		}
 	}
+	if (terminate && o && o->reload) {	/* SIGTERM/SIGINT wins over a reload */
+		config_free(o->reload);
+		free(o->reload);
+		o->reload = NULL;
+	}
 	pp_log(PP_INFO, o && o->reload ? "agent restarting with the new config" : "agent stopped",
 	       "windows=%llu", (unsigned long long)a.windows);
 	r = o && o->reload ? 1 : 0;
@@ -743,9 +761,7 @@ out:
 	targets_free(a.targets);
 	gotrack_free(a.go);
 	containers_free(a.meta);
-	if (sfd >= 0) {
+	if (sfd >= 0)
 		close(sfd);
-		pthread_sigmask(SIG_SETMASK, &old, NULL);
-	}
 	return r;
 }

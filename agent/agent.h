@@ -10,6 +10,7 @@
 #ifndef PUSHPROF_AGENT_H
 #define PUSHPROF_AGENT_H
 
+#include <signal.h>
 #include <stdint.h>
 
 #include "config.h"
@@ -28,5 +29,15 @@ struct agent_opts {
  * SIGHUP is logged and the agent keeps running with the old one.
  */
 int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err);
+
+/*
+ * Block SIGINT, SIGTERM and SIGHUP in the calling thread (threads created
+ * later inherit it); the set into *mask (optional). The agent handles them
+ * through a signalfd and never unblocks them: call this first thing in the
+ * process (before any thread and before the config is read), so that no
+ * signal takes its default action between two runs of a reload, or before
+ * the first. agent_run() calls it too.
+ */
+void agent_block_signals(sigset_t *mask);
 
 #endif

@@ -34,6 +34,7 @@ int cmd_run(int argc, char **argv)
 	struct pp_err err = { 0 };
 	struct config c;
 
+	agent_block_signals(NULL);	/* for the process's whole life: see agent.h */
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		const char *v = NULL;

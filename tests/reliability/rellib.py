@@ -184,6 +184,8 @@ class Agent:
                 return r.status, r.read().decode()
         except urllib.error.HTTPError as e:
             return e.code, e.read().decode()
+        except (urllib.error.URLError, OSError) as e:  # not listening (e.g. mid-reload)
+            return 0, str(e)
 
     def metrics(self):
         """{'name{labels}': value}"""
