@@ -83,17 +83,136 @@ static pthread_mutex_t grpc_log_lock = PTHREAD_MUTEX_INITIALIZER;
 static char grpc_last_error[200];
 static uint64_t grpc_error_seq;
 
+/*
+ * Credentials never leave through grpc's log lines. With GRPC_TRACE set,
+ * grpc prints call metadata (`key=authorization value=42 65 61 ...
+ * 'Bearer ...'`, `SEND_INITIAL_METADATA{authorization: Bearer ...}`), so
+ * every line the hook forwards is redacted twice over:
+ *  - by value: every registered secret (the bearer header, the raw token,
+ *    values of remote_store.headers whose names look secret), as text and
+ *    as grpc's hex dump of it;
+ *  - by name: whatever follows "authorization" up to the end of the value
+ *    (',', '}', newline), for a token the hook was not told about.
+ * Secrets are registered by the uploaders (secret_register) and kept for
+ * the process's life (a rotated token may still sit in grpc's queues).
+ */
+#define SECRETS_MAX 16
+#define REDACTED "[REDACTED]"
+static char *secrets[SECRETS_MAX];	/* under grpc_log_lock */
+static unsigned secrets_next;
+
+static void secret_register(const char *v)
+{
+	if (!v || strlen(v) < 4)
+		return;
+	pthread_mutex_lock(&grpc_log_lock);
+	for (unsigned i = 0; i < SECRETS_MAX; i++) {
+		if (secrets[i] && !strcmp(secrets[i], v)) {
+			pthread_mutex_unlock(&grpc_log_lock);
+			return;
+		}
+	}
+	char *c = strdup(v);
+	if (c) {
+		unsigned i = secrets_next++ % SECRETS_MAX;
+		if (secrets[i]) {
+			explicit_bzero(secrets[i], strlen(secrets[i]));
+			free(secrets[i]);
+		}
+		secrets[i] = c;
+	}
+	pthread_mutex_unlock(&grpc_log_lock);
+}
+
+/* Replace every occurrence of needle in buf (NUL-terminated, capacity cap). */
+static void replace_all(char *buf, size_t cap, const char *needle, bool nocase)
+{
+	size_t nl = strlen(needle), rl = strlen(REDACTED);
+	char *p = buf;
+
+	if (!nl)
+		return;
+	while ((p = nocase ? strcasestr(p, needle) : strstr(p, needle))) {
+		size_t tail = strlen(p + nl);
+		if ((size_t)(p - buf) + rl + tail + 1 > cap) {	/* no room: cut the line here */
+			snprintf(p, cap - (size_t)(p - buf), "%s", REDACTED);
+			return;
+		}
+		memmove(p + rl, p + nl, tail + 1);
+		memcpy(p, REDACTED, rl);
+		p += rl;
+	}
+}
+
+/* grpc_dump_slice's hex form: "42 65 61" (lower-case, one space apart). */
+static void hex_form(const char *v, char *out, size_t cap)
+{
+	size_t o = 0;
+
+	out[0] = '\0';
+	for (const unsigned char *q = (const unsigned char *)v; *q && o + 4 < cap; q++)
+		o += (size_t)snprintf(out + o, cap - o, q == (const unsigned char *)v ? "%02x" : " %02x",
+				      *q);
+}
+
+static void redact(char *buf, size_t cap)
+{
+	char hex[4096];		/* a longer secret cannot fit a whole log line */
+
+	pthread_mutex_lock(&grpc_log_lock);
+	for (unsigned i = 0; i < SECRETS_MAX; i++) {
+		if (!secrets[i])
+			continue;
+		replace_all(buf, cap, secrets[i], false);
+		hex_form(secrets[i], hex, sizeof(hex));
+		replace_all(buf, cap, hex, true);
+	}
+	pthread_mutex_unlock(&grpc_log_lock);
+	static const char name[] = "authorization";
+	for (char *p = buf; (p = strcasestr(p, name));) {
+		p += sizeof(name) - 1;
+		size_t skip = strspn(p, ":= \t'\"");
+		if (!strncmp(p + skip, "value=", 6))
+			skip += 6;
+		char *v = p + skip, *end = v + strcspn(v, ",}\n");
+		if (end == v || !strncmp(v, REDACTED, strlen(REDACTED)))
+			continue;
+		size_t rl = strlen(REDACTED);
+		if ((size_t)(v - buf) + rl + 1 > cap)
+			break;
+		memmove(v + rl, end, strlen(end) + 1);
+		memcpy(v, REDACTED, rl);
+		p = v + rl;
+	}
+}
+
+/* A header whose value must not be logged (API keys, tokens, cookies). */
+static bool secret_header_name(const char *k)
+{
+	static const char *const words[] = { "auth", "token", "key", "secret", "pass",
+					     "cookie", "session", "credential", "signature" };
+	for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++)
+		if (strcasestr(k, words[i]))
+			return true;
+	return false;
+}
+
 static void grpc_log_hook(gpr_log_func_args *a)
 {
+	char msg[4096];
+
+	snprintf(msg, sizeof(msg), "%s", a->message ? a->message : "");
+	redact(msg, sizeof(msg));
 	if (a->severity == GPR_LOG_SEVERITY_ERROR) {
 		pthread_mutex_lock(&grpc_log_lock);
-		snprintf(grpc_last_error, sizeof(grpc_last_error), "%s", a->message);
+		snprintf(grpc_last_error, sizeof(grpc_last_error), "%.199s", msg);
 		grpc_error_seq++;
 		pthread_mutex_unlock(&grpc_log_lock);
 	}
 	pp_log(PP_DEBUG, "grpc", "severity=%s src=%s:%d detail=%s",
 	       gpr_log_severity_string(a->severity), pp_q(a->file ? a->file : "?"), a->line,
-	       pp_q(a->message ? a->message : ""));
+	       pp_q(msg));
+	explicit_bzero(msg, sizeof(msg));
 }
 
 static uint64_t grpc_errors_seen(char *last, size_t len)
@@ -235,6 +354,8 @@ static int make_auth(const char *raw, const char *source, char **auth, struct pp
 	memcpy(a, "Bearer ", 7);
 	memcpy(a + 7, raw, n);
 	a[7 + n] = '\0';
+	secret_register(a);
+	secret_register(a + 7);		/* the token alone */
 	*auth = a;
 	return 0;
 }
@@ -387,6 +508,8 @@ struct uploader *uploader_new(const struct remote_store_config *rs, struct pp_er
 		}
 		if (pp_labels_set(&u->headers, key, v))
 			goto nomem;
+		if (secret_header_name(key))
+			secret_register(v);
 	}
 
 	if (rs->bearer_token_file && *rs->bearer_token_file) {

@@ -2,7 +2,8 @@
 
 - The bearer token (from remote_store.bearer_token_file, or env
   PUSHPROF_BEARER_TOKEN) never shows in argv, the log (debug level, also
-  when the server rejects it) or /metrics, and the receiver sees it.
+  when the server rejects it, also with grpc's own tracing on: GRPC_TRACE
+  prints call metadata, as text and hex) or /metrics, and the receiver sees it.
 - Spool and local_store: directories 0700, files 0600, even under umask 000.
 - The HTTP endpoint binds loopback when http_address is not set."""
 import os
@@ -92,6 +93,34 @@ try:
     check(auths == {"ok", "wrong"}, "the receiver saw the right token, then the wrong one",
           str(auths))
     check("UNAUTHENTICATED" in log, "the wrong token is reported as UNAUTHENTICATED")
+
+    # -- gRPC tracing on: credentials never reach the log -------------------------
+    # GRPC_TRACE makes grpc print call metadata (as text and as a hex dump);
+    # the agent forwards grpc's lines at debug level and must redact them
+    rcv.stop()
+    rcv = rl.Rcv(os.path.join(d, "rcv3"), rcv.port, "--token", TOKEN)
+    extra = (f"remote_store: {{address: \"127.0.0.1:{rcv.port}\", insecure: true, "
+             f"bearer_token_file: {tok}, headers: {{x-team: blue}}}}\n")
+    cfg = rl.write_config(os.path.join(d, "t.yaml"), level="debug", extra=extra)
+    os.environ.update(GRPC_TRACE="http,api", GRPC_VERBOSITY="debug")
+    try:
+        agent = rl.Agent(cfg, os.path.join(d, "trace.log"))
+    finally:
+        del os.environ["GRPC_TRACE"], os.environ["GRPC_VERBOSITY"]
+    check(rl.wait_for(lambda: any(c["auth"] == "ok" for c in rcv.calls()), 60),
+          "tracing: the receiver got the token")
+    secret_free(agent, "tracing")
+    rc, _ = agent.stop()
+    log = agent.log()
+    meta = [l for l in log.splitlines() if 'msg=grpc' in l and "authorization" in l]
+    print(f"tracing: {sum(1 for l in log.splitlines() if 'msg=grpc' in l)} grpc lines, "
+          f"{len(meta)} naming the authorization header; e.g. {meta[:1]}")
+    hexed = " ".join(f"{b:02x}" for b in TOKEN.encode())
+    check(meta, "tracing: grpc's metadata lines reach the log (the test sees them)")
+    check(rc == 0 and TOKEN not in log and hexed not in log.lower(),
+          "tracing: the token is not in the log, as text or hex",
+          f"{log.count(TOKEN)} + {log.lower().count(hexed)} occurrences")
+    check("blue" in log, "tracing: other metadata is still logged (x-team: blue)")
 
     # -- HTTP binds loopback by default ---------------------------------------
     cfg = os.path.join(d, "c.yaml")
