@@ -9,8 +9,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "metrics.h"
+
+#define HTTP_MAX_CONNS 1024		/* clients at once (capped by the fd limit) */
+#define HTTP_PER_IP 32			/* clients at once from one address */
+#define HTTP_IDLE_S 5			/* an idle connection is closed after */
+#define HTTP_CONN_MEMORY (8u << 10)	/* request buffer per connection */
 
 struct http_server {
 	struct MHD_Daemon *d;
@@ -153,13 +159,30 @@ struct http_server *http_start(const char *address, http_snapshot_fn snapshot, v
 	s->snapshot = snapshot;
 	s->arg = arg;
 	snprintf(s->why, sizeof(s->why), "starting");
-	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
+	/*
+	 * Probes must get through whatever else connects (issue 12 #5: 64
+	 * trickling connections used to fill the old 64-connection select()
+	 * loop and every kubelet probe failed). epoll (no FD_SETSIZE ceiling),
+	 * room for HTTP_MAX_CONNS clients but never more than a quarter of the
+	 * fd limit (perf events, BPF maps and /proc reads need the rest),
+	 * HTTP_PER_IP per client address, idle connections closed after
+	 * HTTP_IDLE_S, and a small per-connection buffer so that many slow
+	 * clients cost little memory (a GET with its headers fits easily).
+	 */
+	unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG;
 	if (ss.ss_family == AF_INET6)
 		flags |= MHD_USE_IPv6;
+	unsigned max_conns = HTTP_MAX_CONNS;
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+	    rl.rlim_cur / 4 < max_conns)
+		max_conns = rl.rlim_cur / 4 > 16 ? (unsigned)(rl.rlim_cur / 4) : 16;
 	s->d = MHD_start_daemon(flags, 0, NULL, NULL, handle, s,
 				MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-				MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10,
-				MHD_OPTION_CONNECTION_LIMIT, (unsigned)64,
+				MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_IDLE_S,
+				MHD_OPTION_CONNECTION_LIMIT, max_conns,
+				MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)HTTP_PER_IP,
+				MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_CONN_MEMORY,
 				MHD_OPTION_END);
 	if (!s->d) {
 		pp_errf(err, -EADDRINUSE, "http: cannot listen on %s (in use or not permitted)",
