@@ -216,6 +216,25 @@ static int http_snapshot(void *arg, pid_t pid, const char *view_s, uint8_t **out
 	enum goheap_view view = GOHEAP_VIEW_RUNTIME;
 	int status;
 
+	/* the API answers for what the config profiles, nothing else */
+	if (!a->cfg->go_heap.enabled) {
+		snprintf(msg, msg_len, "Go heap profiling is disabled in this agent's config "
+			 "(go_heap.enabled: false)");
+		return 403;
+	}
+	int m = targets_match_pid(a->cfg->targets, a->cfg->ntargets, pid);
+	if (m == -ESRCH || m == -ENOENT) {
+		snprintf(msg, msg_len, "no process %d", (int)pid);
+		return 404;
+	}
+	if (m < 0) {
+		snprintf(msg, msg_len, "cannot read /proc/%d: %s", (int)pid, strerror(-m));
+		return 403;
+	}
+	if (m == 0) {
+		snprintf(msg, msg_len, "pid %d is not among this agent's targets", (int)pid);
+		return 403;
+	}
 	goheap_view_parse(view_s, &view);
 	int rc = gobin_open_pid(pid, &g, &err);
 	if (rc == 0) {
@@ -502,7 +521,15 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 	}
 	if (cfg->http_address && cfg->http_address[0]) {
 		struct pp_err herr = { 0 };
-		a.http = http_start(cfg->http_address, http_snapshot, &a, &herr);
+		const struct snapshot_api_config *sc = &cfg->snapshot_api;
+		struct http_snapshot_api api = {
+			.fn = sc->enabled ? http_snapshot : NULL, .arg = &a,
+			.token_file = sc->bearer_token_file,
+			.per_pid_interval_ns = sc->per_pid_interval_ns,
+			.per_client_per_minute = sc->per_client_per_minute,
+			.per_minute = sc->per_minute,
+		};
+		a.http = http_start(cfg->http_address, &api, &herr);
 		if (!a.http)
 			pp_log(PP_WARN, "http endpoint not started", "address=%s error=%s",
 			       pp_q(cfg->http_address), pp_q(herr.msg));

@@ -9,6 +9,7 @@
 #include "config.h"
 
 #include <ctype.h>
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -1088,6 +1089,33 @@ static int f_http_address(struct ctx *x, const struct ynode *v, void *base, cons
 	return 0;
 }
 
+bool config_address_is_loopback(const char *address)
+{
+	char host[256];
+	const char *colon;
+
+	if (!address || !*address)
+		return false;
+	if (address[0] == '[') {	/* [v6]:port */
+		const char *e = strchr(address, ']');
+		if (!e || (size_t)(e - address - 1) >= sizeof(host))
+			return false;
+		memcpy(host, address + 1, (size_t)(e - address - 1));
+		host[e - address - 1] = '\0';
+	} else {
+		colon = strrchr(address, ':');
+		size_t n = colon ? (size_t)(colon - address) : strlen(address);
+		if (n >= sizeof(host))
+			return false;
+		memcpy(host, address, n);
+		host[n] = '\0';
+	}
+	if (!strcmp(host, "localhost") || !strcmp(host, "::1"))
+		return true;
+	struct in_addr a4;
+	return inet_pton(AF_INET, host, &a4) == 1 && (ntohl(a4.s_addr) >> 24) == 127;
+}
+
 static int f_remote_address(struct ctx *x, const struct ynode *v, void *base, const char *path)
 {
 	struct remote_store_config *r = base;
@@ -1677,6 +1705,17 @@ static const struct field go_heap_fields[] = {
 	{ NULL, 0, 0, 0, 0, 0, NULL, NULL },
 };
 
+#define SA(m) OFF(struct snapshot_api_config, m)
+static const struct field snapshot_api_fields[] = {
+	{ "enabled", F_BOOL, SA(enabled), 0, 0, 0, NULL, NULL },
+	{ "bearer_token_file", F_STR, SA(bearer_token_file), 0, 0, 0, NULL, NULL },
+	{ "per_pid_interval", F_DUR, SA(per_pid_interval_ns), 0, 24 * 3600 * NS_PER_S, Z_OK,
+	  NULL, NULL },
+	{ "per_client_per_minute", F_U32, SA(per_client_per_minute), 1, 100000, 0, NULL, NULL },
+	{ "per_minute", F_U32, SA(per_minute), 1, 100000, 0, NULL, NULL },
+	{ NULL, 0, 0, 0, 0, 0, NULL, NULL },
+};
+
 #define C(m) OFF(struct config, m)
 static const struct field metadata_fields[] = {
 	{ "cri_socket", F_STR, C(cri_socket), 0, 0, 0, NULL, NULL },
@@ -1692,6 +1731,7 @@ static const struct field top_fields[] = {
 	{ "spool", F_MAP, C(spool), 0, 0, 0, store_fields, NULL },
 	{ "cpu", F_MAP, C(cpu), 0, 0, 0, cpu_fields, NULL },
 	{ "go_heap", F_MAP, C(go_heap), 0, 0, 0, go_heap_fields, NULL },
+	{ "snapshot_api", F_MAP, C(snapshot_api), 0, 0, 0, snapshot_api_fields, NULL },
 	{ "oom_score_adj", F_INT, C(oom_score_adj), -1000, 1000, 0, NULL, NULL },
 	{ "targets", F_CUSTOM, 0, 0, 0, 0, NULL, f_targets },
 	{ "relabel_configs", F_CUSTOM, 0, 0, 0, 0, NULL, f_relabel },
@@ -1750,6 +1790,10 @@ int config_defaults(struct config *c, struct pp_err *err)
 	c->go_heap.pressure.threshold_percent = 80;
 	c->go_heap.pressure.cooldown_ns = 300 * NS_PER_S;
 	c->go_heap.pressure.poll_interval_ns = 1 * NS_PER_S;
+	c->snapshot_api.enabled = false;
+	c->snapshot_api.per_pid_interval_ns = 10 * NS_PER_S;
+	c->snapshot_api.per_client_per_minute = 6;
+	c->snapshot_api.per_minute = 30;
 
 	uint32_t k = kernel_max_stack();
 	if (c->cpu.max_stack_depth > k)
@@ -1762,7 +1806,7 @@ int config_defaults(struct config *c, struct pp_err *err)
 		{ &c->remote_store.server_name, "" }, { &c->remote_store.bearer_token_file, "" },
 		{ &c->local_store.directory, "" },
 		{ &c->spool.directory, "/var/lib/pushprof/spool" },
-		{ &c->cri_socket, "" },
+		{ &c->cri_socket, "" }, { &c->snapshot_api.bearer_token_file, "" },
 	};
 	for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++) {
 		*strs[i].dst = strdup(strs[i].val);
@@ -1855,6 +1899,23 @@ int config_parse(const char *buf, size_t len, const char *name, struct config *c
 			   "(both are %s)", tmp.local_store.directory);
 		goto fail;
 	}
+	if (tmp.snapshot_api.enabled) {
+		const struct ynode *sa = map_val(root, "snapshot_api");
+		const struct ynode *at = map_val(sa, "enabled");
+		if (!*tmp.http_address) {
+			rc = errat(&x, at ? at : root, "snapshot_api.enabled needs the HTTP endpoint "
+				   "(http_address is \"\")");
+			goto fail;
+		}
+		if (!*tmp.snapshot_api.bearer_token_file &&
+		    !config_address_is_loopback(tmp.http_address)) {
+			rc = errat(&x, at ? at : root, "snapshot_api.enabled on http_address %s, which "
+				   "is reachable from other hosts, needs snapshot_api.bearer_token_file "
+				   "(heap profiles name every function and allocation site of a "
+				   "process); or listen on 127.0.0.1", tmp.http_address);
+			goto fail;
+		}
+	}
 	rc = resolve_node(&tmp, err);
 	if (rc)
 		goto fail;
@@ -1915,6 +1976,7 @@ void config_free(struct config *c)
 	free(c->node);
 	free(c->http_address);
 	free(c->cri_socket);
+	free(c->snapshot_api.bearer_token_file);
 	relabel_free(c->relabel);
 	c->relabel = NULL;
 	pp_labels_free(&c->external_labels);
@@ -2088,6 +2150,12 @@ int config_dump(const struct config *c, FILE *out)
 	fprintf(out, "    threshold_percent: %u\n", g->pressure.threshold_percent);
 	put_kv_dur(out, 4, "cooldown", g->pressure.cooldown_ns);
 	put_kv_dur(out, 4, "poll_interval", g->pressure.poll_interval_ns);
+	fputs("snapshot_api:\n", out);
+	put_kv_bool(out, 2, "enabled", c->snapshot_api.enabled);
+	put_kv_str(out, 2, "bearer_token_file", c->snapshot_api.bearer_token_file);
+	put_kv_dur(out, 2, "per_pid_interval", c->snapshot_api.per_pid_interval_ns);
+	fprintf(out, "  per_client_per_minute: %u\n", c->snapshot_api.per_client_per_minute);
+	fprintf(out, "  per_minute: %u\n", c->snapshot_api.per_minute);
 	fprintf(out, "oom_score_adj: %d\n", c->oom_score_adj);
 	fputs("metadata:\n", out);
 	put_kv_str(out, 2, "cri_socket", c->cri_socket ? c->cri_socket : "");

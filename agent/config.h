@@ -64,6 +64,15 @@ struct go_heap_config {
 	struct pressure_config pressure;
 };
 
+/* POST /api/v1/snapshot (on the HTTP endpoint): off unless enabled. */
+struct snapshot_api_config {
+	bool enabled;			/* default false */
+	char *bearer_token_file;	/* "" = none; required unless http_address is loopback */
+	uint64_t per_pid_interval_ns;	/* one snapshot of a pid per interval; default 10s */
+	uint32_t per_client_per_minute;	/* default 6 */
+	uint32_t per_minute;		/* all clients together; default 30 */
+};
+
 /* A process matches an entry when every key that is set matches. */
 struct target_config {
 	char *cgroup;			/* path prefix, NULL = unset */
@@ -85,6 +94,7 @@ struct config {
 	struct store_config spool;
 	struct cpu_config cpu;
 	struct go_heap_config go_heap;
+	struct snapshot_api_config snapshot_api;
 	int oom_score_adj;		/* applied to the agent itself, default -1000 */
 	struct target_config *targets;
 	size_t ntargets;
@@ -102,6 +112,10 @@ int config_parse(const char *buf, size_t len, const char *name, struct config *c
 		 struct pp_err *err);
 void config_free(struct config *c);	/* frees everything and zeroes *c */
 int config_dump(const struct config *c, FILE *out);
+
+/* True when a listener on host:port can only be reached from this host
+ * (127.0.0.0/8, ::1, localhost); ":port", 0.0.0.0 and [::] are not. */
+bool config_address_is_loopback(const char *address);
 
 /* Parsing helpers shared with the command line ("10s", "4MiB"). */
 int parse_duration(const char *s, uint64_t *ns);

@@ -10,7 +10,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <time.h>
+#include <netinet/in.h>
+#include <strings.h>
 
+#include "fileutil.h"
+#include "log.h"
 #include "metrics.h"
 
 #define HTTP_MAX_CONNS 1024		/* clients at once (capped by the fd limit) */
@@ -18,10 +23,22 @@
 #define HTTP_IDLE_S 5			/* an idle connection is closed after */
 #define HTTP_CONN_MEMORY (8u << 10)	/* request buffer per connection */
 
+#define RATE_SLOTS 256		/* pids and client addresses remembered */
+#define MAX_SNAPSHOT_TOKEN (16u << 10)
+
+struct rate_slot {
+	uint64_t key;			/* pid, or a hash of the client address */
+	uint64_t t0;			/* pid: last snapshot; client: window start */
+	uint32_t n;			/* client: requests in the window */
+};
+
 struct http_server {
 	struct MHD_Daemon *d;
-	http_snapshot_fn snapshot;
-	void *arg;
+	struct http_snapshot_api api;
+	/* rate limits (MHD's one thread, but under lock for clarity) */
+	struct rate_slot pids[RATE_SLOTS], clients[RATE_SLOTS];
+	uint64_t global_t0;
+	uint32_t global_n;
 	pthread_mutex_t lock;
 	bool ready;
 	char why[256];
@@ -46,6 +63,135 @@ static enum MHD_Result text(struct MHD_Connection *c, unsigned status, const cha
 	if (asprintf(&b, "%s\n", msg) < 0)
 		return MHD_NO;
 	return reply(c, status, "text/plain; charset=utf-8", b, strlen(b), MHD_RESPMEM_MUST_FREE);
+}
+
+/* Constant time in the length of the expected value: the time taken says
+ * nothing about how much of a guess was right. */
+static bool same_secret(const char *got, size_t gl, const char *want, size_t wl)
+{
+	volatile unsigned char diff = (unsigned char)(gl != wl);
+
+	for (size_t i = 0; i < wl; i++)
+		diff |= (unsigned char)want[i] ^ (unsigned char)(i < gl ? got[i] : 0);
+	return diff == 0;
+}
+
+/* 1 allowed (or no token configured), 0 not, negative when the token file
+ * cannot be read (it is read at each request: rotation needs no restart). */
+static int authorized(struct http_server *s, struct MHD_Connection *c)
+{
+	if (!s->api.token_file || !*s->api.token_file)
+		return 1;
+	char *tok = NULL;
+	size_t tl = 0;
+	struct pp_err err = { 0 };
+	if (pp_read_small_file(s->api.token_file, MAX_SNAPSHOT_TOKEN, &tok, &tl, NULL,
+			       "snapshot_api.bearer_token_file", &err) < 0) {
+		pp_log(PP_ERROR, "snapshot API: cannot read the token file", "error=%s",
+		       pp_q(err.msg));
+		return -1;
+	}
+	while (tl && strchr(" \t\r\n", tok[tl - 1]))
+		tok[--tl] = '\0';
+	const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+	int ok = 0;
+	if (tl && h && !strncasecmp(h, "Bearer ", 7)) {
+		const char *g = h + 7;
+		ok = same_secret(g, strlen(g), tok, tl);
+	}
+	explicit_bzero(tok, tl);
+	free(tok);
+	return ok;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t client_key(struct MHD_Connection *c)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+	const unsigned char *p = NULL;
+	size_t n = 0;
+	uint64_t h = 1469598103934665603ull;	/* FNV-1a of the address bytes, port excluded */
+
+	if (sa && sa->sa_family == AF_INET) {
+		p = (const unsigned char *)&((const struct sockaddr_in *)sa)->sin_addr;
+		n = 4;
+	} else if (sa && sa->sa_family == AF_INET6) {
+		p = (const unsigned char *)&((const struct sockaddr_in6 *)sa)->sin6_addr;
+		n = 16;
+	}
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ p[i]) * 1099511628211ull;
+	return h ? h : 1;
+}
+
+/* The slot for key, or the oldest one to reuse (t0 smallest). */
+static struct rate_slot *slot_for(struct rate_slot *v, uint64_t key)
+{
+	struct rate_slot *old = &v[0];
+
+	for (size_t i = 0; i < RATE_SLOTS; i++) {
+		if (v[i].key == key)
+			return &v[i];
+		if (v[i].t0 < old->t0)
+			old = &v[i];
+	}
+	memset(old, 0, sizeof(*old));
+	old->key = key;
+	return old;
+}
+
+/*
+ * 0: go ahead (and the request is counted); otherwise the seconds to wait,
+ * with msg saying which limit. Limits: one snapshot per pid per
+ * per_pid_interval, per_client_per_minute per client address, per_minute
+ * in all (fixed one-minute windows).
+ */
+static unsigned rate_check(struct http_server *s, struct MHD_Connection *c, pid_t pid,
+			   char *msg, size_t len)
+{
+	const uint64_t min = 60000000000ull, now = now_ns();
+	unsigned wait = 0;
+
+	pthread_mutex_lock(&s->lock);
+	struct rate_slot *cl = slot_for(s->clients, client_key(c));
+	struct rate_slot *ps = slot_for(s->pids, (uint64_t)pid + 1);
+	if (!cl->t0 || now - cl->t0 >= min) {
+		cl->t0 = now;
+		cl->n = 0;
+	}
+	if (!s->global_t0 || now - s->global_t0 >= min) {
+		s->global_t0 = now;
+		s->global_n = 0;
+	}
+	if (ps->t0 && now - ps->t0 < s->api.per_pid_interval_ns) {
+		wait = (unsigned)((s->api.per_pid_interval_ns - (now - ps->t0)) / 1000000000ull) + 1;
+		snprintf(msg, len, "pid %d was snapshotted less than %.0fs ago "
+			 "(snapshot_api.per_pid_interval); retry in %us", (int)pid,
+			 (double)s->api.per_pid_interval_ns / 1e9, wait);
+	} else if (cl->n >= s->api.per_client_per_minute) {
+		wait = (unsigned)((min - (now - cl->t0)) / 1000000000ull) + 1;
+		snprintf(msg, len, "more than %u snapshots a minute from this client "
+			 "(snapshot_api.per_client_per_minute); retry in %us",
+			 s->api.per_client_per_minute, wait);
+	} else if (s->global_n >= s->api.per_minute) {
+		wait = (unsigned)((min - (now - s->global_t0)) / 1000000000ull) + 1;
+		snprintf(msg, len, "more than %u snapshots a minute in all "
+			 "(snapshot_api.per_minute); retry in %us", s->api.per_minute, wait);
+	} else {
+		ps->t0 = now;
+		cl->n++;
+		s->global_n++;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return wait;
 }
 
 static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url,
@@ -87,10 +233,29 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 		return text(c, ready ? 200 : 503, msg);
 	}
 	if (!strcmp(url, "/api/v1/snapshot")) {
+		if (!s->api.fn)
+			return text(c, 404, "the snapshot API is off in this agent "
+				    "(snapshot_api.enabled: false)");
 		if (strcmp(method, "POST"))
 			return text(c, 405, "use POST");
-		if (!s->snapshot)
-			return text(c, 503, "heap snapshots are not enabled in this agent");
+		int a = authorized(s, c);
+		if (a < 0)
+			return text(c, 503, "cannot read snapshot_api.bearer_token_file");
+		if (!a) {
+			struct MHD_Response *r = MHD_create_response_from_buffer(
+				strlen("bearer token required\n"), (void *)"bearer token required\n",
+				MHD_RESPMEM_PERSISTENT);
+			if (!r)
+				return MHD_NO;
+			MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
+			MHD_add_response_header(r, "Content-Type", "text/plain; charset=utf-8");
+			enum MHD_Result ret = MHD_queue_response(c, 401, r);
+			MHD_destroy_response(r);
+			metric_inc("pushprof_snapshot_api_refused_total",
+				   "Snapshot API requests refused before any work, by reason.",
+				   "reason=\"unauthorized\"", 1);
+			return ret;
+		}
 		const char *pid_s = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "pid");
 		const char *view = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "view");
 		char *end = NULL;
@@ -99,11 +264,32 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 			return text(c, 400, "pid=PID (a positive integer) is required");
 		if (view && strcmp(view, "runtime") && strcmp(view, "latest"))
 			return text(c, 400, "view must be runtime or latest");
+		char msg[512] = "";
+		unsigned retry = rate_check(s, c, (pid_t)pid, msg, sizeof(msg));
+		if (retry) {
+			char *b = NULL, ra[16];
+			if (asprintf(&b, "%s\n", msg) < 0)
+				return MHD_NO;
+			struct MHD_Response *r = MHD_create_response_from_buffer(
+				strlen(b), b, MHD_RESPMEM_MUST_FREE);
+			if (!r) {
+				free(b);
+				return MHD_NO;
+			}
+			snprintf(ra, sizeof(ra), "%u", retry);
+			MHD_add_response_header(r, "Retry-After", ra);
+			MHD_add_response_header(r, "Content-Type", "text/plain; charset=utf-8");
+			enum MHD_Result ret = MHD_queue_response(c, 429, r);
+			MHD_destroy_response(r);
+			metric_inc("pushprof_snapshot_api_refused_total",
+				   "Snapshot API requests refused before any work, by reason.",
+				   "reason=\"rate_limited\"", 1);
+			return ret;
+		}
 		uint8_t *out = NULL;
 		size_t len = 0;
-		char msg[512] = "";
-		int st = s->snapshot(s->arg, (pid_t)pid, view ? view : "runtime", &out, &len, msg,
-				     sizeof(msg));
+		int st = s->api.fn(s->api.arg, (pid_t)pid, view ? view : "runtime", &out, &len, msg,
+				   sizeof(msg));
 		if (st == 200)
 			return reply(c, 200, "application/octet-stream", out, len,
 				     MHD_RESPMEM_MUST_FREE);
@@ -141,7 +327,7 @@ static int parse_addr(const char *address, struct sockaddr_storage *ss, socklen_
 	return 0;
 }
 
-struct http_server *http_start(const char *address, http_snapshot_fn snapshot, void *arg,
+struct http_server *http_start(const char *address, const struct http_snapshot_api *api,
 			       struct pp_err *err)
 {
 	struct sockaddr_storage ss;
@@ -156,8 +342,8 @@ struct http_server *http_start(const char *address, http_snapshot_fn snapshot, v
 		return NULL;
 	}
 	pthread_mutex_init(&s->lock, NULL);
-	s->snapshot = snapshot;
-	s->arg = arg;
+	if (api)
+		s->api = *api;
 	snprintf(s->why, sizeof(s->why), "starting");
 	/*
 	 * Probes must get through whatever else connects (issue 12 #5: 64

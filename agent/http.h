@@ -5,11 +5,14 @@
  *   GET  /healthz                 200 while the process serves requests
  *   GET  /readyz                  200 once http_set_ready(true), else 503 + reason
  *   POST /api/v1/snapshot?pid=PID[&view=runtime|latest]
- *                                 a Go heap profile, application/octet-stream (pprof.gz)
+ *                                 a Go heap profile, application/octet-stream (pprof.gz);
+ *                                 off unless configured; "Authorization: Bearer T"
+ *                                 when a token file is set (401 otherwise, compared in
+ *                                 constant time); 429 past the rate limits
  *
  * Handlers run on the server's thread: the snapshot callback must be safe to
- * call concurrently with the agent loop. Bind to loopback unless told
- * otherwise: the endpoint has no authentication. Slow or idle clients cannot
+ * call concurrently with the agent loop. Health and metrics carry nothing
+ * secret and are open to whoever reaches the address. Slow or idle clients cannot
  * starve the probes: up to 1024 connections (at most a quarter of the fd
  * limit), 32 per client address, idle ones closed after 5 s.
  */
@@ -30,8 +33,20 @@ typedef int (*http_snapshot_fn)(void *arg, pid_t pid, const char *view, uint8_t 
 
 struct http_server;
 
-/* address: "host:port", "[v6]:port" or ":port" (all interfaces). */
-struct http_server *http_start(const char *address, http_snapshot_fn snapshot, void *arg,
+/* POST /api/v1/snapshot: who may ask, how often (see docs/operations.md). */
+struct http_snapshot_api {
+	http_snapshot_fn fn;		/* NULL: the API is off (404 with the reason) */
+	void *arg;
+	const char *token_file;		/* NULL or "": no token asked (config allows
+					 * that on loopback-only listeners only) */
+	uint64_t per_pid_interval_ns;	/* one snapshot of a pid per interval */
+	uint32_t per_client_per_minute;	/* per client address */
+	uint32_t per_minute;		/* all clients */
+};
+
+/* address: "host:port" or "[v6]:port". api may be NULL (API off); what it
+ * points to is copied, token_file must outlive the server. */
+struct http_server *http_start(const char *address, const struct http_snapshot_api *api,
 			       struct pp_err *err);
 void http_set_ready(struct http_server *s, bool ready, const char *why);
 /* The port actually bound (useful with port 0). */

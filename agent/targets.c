@@ -227,6 +227,29 @@ static int evaluate(struct targets *t, struct target_proc *p, bool match)
 	return 0;
 }
 
+int targets_match_pid(const struct target_config *entries, size_t n, pid_t pid)
+{
+	char comm[16], exe[4096];
+
+	if (n == 0)
+		return 1;
+	int r = proc_comm(pid, comm, sizeof(comm));
+	if (r < 0)
+		return r;
+	if (proc_exe(pid, exe, sizeof(exe)) < 0)
+		exe[0] = '\0';
+	struct cg_lines lines = { .n = 0 };
+	if (proc_cgroup_each(pid, cg_collect, &lines) < 0)
+		cg_free(&lines);	/* only entries without cgroup keys can match */
+	struct target_facts f = {
+		.pid = pid, .comm = comm, .exe = exe,
+		.cgroup_paths = (const char *const *)lines.paths, .ncgroups = lines.n,
+	};
+	bool m = targets_match(entries, n, &f);
+	cg_free(&lines);
+	return m;
+}
+
 static int cmp_pid(const void *a, const void *b)
 {
 	pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;

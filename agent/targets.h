@@ -58,6 +58,10 @@ bool targets_whole_host(const struct targets *t);
 /* Pure matching, for the scanner and for tests. */
 bool target_entry_matches(const struct target_config *e, const struct target_facts *f);
 bool targets_match(const struct target_config *entries, size_t n, const struct target_facts *f);
+/* Read pid's facts from /proc now and match them (any thread: no shared
+ * state). 1 matches (always with no entries), 0 does not, negative when the
+ * process cannot be read (-ESRCH/-ENOENT: gone). */
+int targets_match_pid(const struct target_config *entries, size_t n, pid_t pid);
 
 typedef void (*targets_change_fn)(pid_t pid, bool matched, void *arg);
 

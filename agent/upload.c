@@ -44,6 +44,7 @@
 #include <grpc/support/log.h>
 #include <grpc/support/time.h>
 
+#include "fileutil.h"
 #include "log.h"
 #include "proto/profilestore.pb-c.h"
 #include "version.h"
@@ -289,49 +290,6 @@ static uint64_t next_rand(struct uploader *u)
 	return u->rng * 2685821657736338717ull;
 }
 
-/* Read a whole (small) file into a NUL-terminated buffer. */
-static int read_small_file(const char *path, size_t max, char **out, size_t *len,
-			   struct stat *st_out, const char *what, struct pp_err *err)
-{
-	struct stat st;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-
-	*out = NULL;
-	if (fd < 0)
-		return pp_errf(err, -errno, "cannot open %s %s: %s", what, path, strerror(errno));
-	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
-		int e = errno ? errno : EINVAL;
-		close(fd);
-		return pp_errf(err, -e, "%s %s is not a regular file", what, path);
-	}
-	if ((uint64_t)st.st_size > max) {
-		close(fd);
-		return pp_errf(err, -EFBIG, "%s %s is larger than %zu bytes", what, path, max);
-	}
-	char *buf = malloc((size_t)st.st_size + 1);
-	if (!buf) {
-		close(fd);
-		return pp_errf(err, -ENOMEM, "out of memory reading %s", path);
-	}
-	size_t n = 0;
-	while (n < (size_t)st.st_size) {
-		ssize_t r = read(fd, buf + n, (size_t)st.st_size - n);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			break;
-		n += r;
-	}
-	close(fd);
-	buf[n] = '\0';
-	*out = buf;
-	if (len)
-		*len = n;
-	if (st_out)
-		*st_out = st;
-	return 0;
-}
-
 /* Build "Bearer <token>" from raw token bytes; refuses what cannot be a
  * header value. Never puts the token into err. */
 static int make_auth(const char *raw, const char *source, char **auth, struct pp_err *err)
@@ -384,7 +342,7 @@ static int refresh_token(struct uploader *u, struct pp_err *err)
 	    st.st_mtim.tv_nsec == u->token_st.st_mtim.tv_nsec)
 		return 0;
 	char *raw = NULL, *auth = NULL;
-	int rc = read_small_file(u->token_file, MAX_TOKEN_BYTES, &raw, NULL, &st,
+	int rc = pp_read_small_file(u->token_file, MAX_TOKEN_BYTES, &raw, NULL, &st,
 				 "bearer token file", err);
 	if (rc)
 		return rc;
@@ -414,12 +372,12 @@ static grpc_channel_credentials *make_creds(const struct remote_store_config *rs
 		return NULL;
 	}
 	if (rs->ca_file && *rs->ca_file &&
-	    read_small_file(rs->ca_file, MAX_PEM_BYTES, &ca, NULL, NULL, "CA file", err))
+	    pp_read_small_file(rs->ca_file, MAX_PEM_BYTES, &ca, NULL, NULL, "CA file", err))
 		goto out;
 	if (rs->cert_file && *rs->cert_file &&
-	    (read_small_file(rs->cert_file, MAX_PEM_BYTES, &cert, NULL, NULL, "client certificate",
+	    (pp_read_small_file(rs->cert_file, MAX_PEM_BYTES, &cert, NULL, NULL, "client certificate",
 			     err) ||
-	     read_small_file(rs->key_file, MAX_PEM_BYTES, &key, NULL, NULL, "client key", err)))
+	     pp_read_small_file(rs->key_file, MAX_PEM_BYTES, &key, NULL, NULL, "client key", err)))
 		goto out;
 
 	if (rs->insecure_skip_verify) {

@@ -125,7 +125,8 @@ def main():
     if have_cc:
         check_cfg(cm["data"]["pushprof.yaml"], "manifests",
                   ['http_address: "0.0.0.0:7071"', 'node: "node-a"',
-                   'directory: "/var/lib/pushprof/spool"'])
+                   'directory: "/var/lib/pushprof/spool"',
+                   "snapshot_api:\n  enabled: false"])
 
     # --- Helm chart: defaults -------------------------------------------------------
     rc, out, err = dl.render()
@@ -149,7 +150,8 @@ def main():
     if have_cc:
         check_cfg(cfg_default, "chart defaults",
                   ['address: "parca.parca.svc.cluster.local:7070"', "insecure: true",
-                   'http_address: "0.0.0.0:7071"', 'bearer_token_file: ""'])
+                   'http_address: "0.0.0.0:7071"', 'bearer_token_file: ""',
+                   "snapshot_api:\n  enabled: false"])
 
     d = pptest.tmpdir("pushprof-chart-")
 
@@ -158,6 +160,32 @@ def main():
         with open(p, "w") as f:
             f.write(text)
         return p
+
+    # --- NetworkPolicy: only the selected namespace reaches the HTTP port ----------
+    vnp = values("np.yaml", """
+networkPolicy:
+  enabled: true
+  namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: observability}}
+  podSelector: {matchLabels: {app: prometheus}}
+""")
+    rc, out, err = dl.render([vnp])
+    if check(rc == 0, "chart renders with networkPolicy.enabled", err):
+        objs = dl.load_docs(out)
+        check_valid(objs, models, "chart networkPolicy")
+        nps = [o for o in objs if o["kind"] == "NetworkPolicy"]
+        ds = dl.find(objs, "DaemonSet")
+        if check(len(nps) == 1, "one NetworkPolicy", str([o["kind"] for o in objs])):
+            sp = nps[0]["spec"]
+            frm = sp["ingress"][0]["from"][0]
+            check(sp["podSelector"]["matchLabels"].items() <=
+                  ds["spec"]["template"]["metadata"]["labels"].items() and
+                  sp["policyTypes"] == ["Ingress"] and
+                  sp["ingress"][0]["ports"] == [{"port": "http", "protocol": "TCP"}] and
+                  frm["namespaceSelector"] == {"matchLabels": {
+                      "kubernetes.io/metadata.name": "observability"}} and
+                  frm["podSelector"] == {"matchLabels": {"app": "prometheus"}},
+                  "NetworkPolicy: the agent's pods, ingress to port http from the selected "
+                  "namespace and pods only", str(sp))
 
     # --- override: token from the chart, ServiceMonitor, extras, privileged fallback ---
     v1 = values("v1.yaml", """

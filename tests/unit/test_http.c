@@ -15,7 +15,7 @@ static int failures, passes;
 
 static char resp[65536];
 
-static const char *request(int port, const char *method, const char *path)
+static const char *request_h(int port, const char *method, const char *path, const char *hdr)
 {
 	int fd = socket(AF_INET, SOCK_STREAM, 0);
 	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
@@ -26,7 +26,8 @@ static const char *request(int port, const char *method, const char *path)
 		return resp;
 	}
 	char req[512];
-	int n = snprintf(req, sizeof(req), "%s %s HTTP/1.0\r\nHost: x\r\nContent-Length: 0\r\n\r\n", method, path);
+	int n = snprintf(req, sizeof(req), "%s %s HTTP/1.0\r\nHost: x\r\n%sContent-Length: 0\r\n\r\n",
+			 method, path, hdr ? hdr : "");
 	if (write(fd, req, (size_t)n) != n) {}
 	size_t got = 0;
 	ssize_t r;
@@ -35,6 +36,11 @@ static const char *request(int port, const char *method, const char *path)
 	resp[got] = '\0';
 	close(fd);
 	return resp;
+}
+
+static const char *request(int port, const char *method, const char *path)
+{
+	return request_h(port, method, path, NULL);
 }
 
 static int fake_snapshot(void *arg, pid_t pid, const char *view, uint8_t **out, size_t *len,
@@ -53,7 +59,9 @@ static int fake_snapshot(void *arg, pid_t pid, const char *view, uint8_t **out, 
 int main(void)
 {
 	struct pp_err err = { 0 };
-	struct http_server *s = http_start("127.0.0.1:0", fake_snapshot, NULL, &err);
+	struct http_snapshot_api api = { .fn = fake_snapshot, .per_pid_interval_ns = 10000000000ull,
+					 .per_client_per_minute = 5, .per_minute = 100 };
+	struct http_server *s = http_start("127.0.0.1:0", &api, &err);
 
 	CHECK(s, "start: %s", err.msg);
 	if (!s)
@@ -91,11 +99,62 @@ int main(void)
 	request(port, "GET", "/nope");
 	CHECK(strstr(resp, " 404 "), "404");
 
-	struct http_server *dup = http_start("127.0.0.1:bad", NULL, NULL, &err);
+	/* rate limits: the same pid again within per_pid_interval; then more
+	 * than per_client_per_minute (5: pids 12, 999999, 13, 14, 15) */
+	request(port, "POST", "/api/v1/snapshot?pid=12");
+	CHECK(strstr(resp, " 429 ") && strstr(resp, "Retry-After: ") &&
+	      strstr(resp, "per_pid_interval"), "same pid again: %s", resp);
+	for (int pid = 13; pid <= 15; pid++) {
+		char path[64];
+		snprintf(path, sizeof(path), "/api/v1/snapshot?pid=%d", pid);
+		request(port, "POST", path);
+		CHECK(strstr(resp, "200 OK"), "pid %d: %s", pid, resp);
+	}
+	request(port, "POST", "/api/v1/snapshot?pid=16");
+	CHECK(strstr(resp, " 429 ") && strstr(resp, "per_client_per_minute"), "per client: %s", resp);
+	http_stop(s);
+
+	/* the API off: 404 with the reason; health still answers */
+	s = http_start("127.0.0.1:0", NULL, &err);
+	port = http_port(s);
+	request(port, "POST", "/api/v1/snapshot?pid=12");
+	CHECK(strstr(resp, " 404 ") && strstr(resp, "snapshot_api.enabled"), "API off: %s", resp);
+	request(port, "GET", "/healthz");
+	CHECK(strstr(resp, "200 OK"), "healthz with the API off");
+	http_stop(s);
+
+	/* a token file: 401 without it or with a wrong one, 200 with it */
+	char tokf[] = "/tmp/pushprof-http-tok-XXXXXX";
+	int tfd = mkstemp(tokf);
+	if (write(tfd, "s3cret-tok\n", 11) != 11) {}
+	close(tfd);
+	api.token_file = tokf;
+	api.per_client_per_minute = 100;
+	s = http_start("127.0.0.1:0", &api, &err);
+	port = http_port(s);
+	request(port, "POST", "/api/v1/snapshot?pid=20");
+	CHECK(strstr(resp, " 401 ") && strstr(resp, "WWW-Authenticate: Bearer"), "no token: %s", resp);
+	request_h(port, "POST", "/api/v1/snapshot?pid=21", "Authorization: Bearer s3cret-to\r\n");
+	CHECK(strstr(resp, " 401 "), "a prefix of the token: %s", resp);
+	request_h(port, "POST", "/api/v1/snapshot?pid=22", "Authorization: Bearer s3cret-tok2\r\n");
+	CHECK(strstr(resp, " 401 "), "a longer token: %s", resp);
+	request_h(port, "POST", "/api/v1/snapshot?pid=23", "Authorization: Bearer s3cret-tok\r\n");
+	CHECK(strstr(resp, "200 OK"), "right token: %s", resp);
+	request(port, "GET", "/metrics");
+	CHECK(strstr(resp, "200 OK") && strstr(resp, "reason=\"unauthorized\"} 3"),
+	      "metrics stay open and count refusals: %s", resp);
+	unlink(tokf);
+	request_h(port, "POST", "/api/v1/snapshot?pid=24", "Authorization: Bearer s3cret-tok\r\n");
+	CHECK(strstr(resp, " 503 "), "token file gone: 503, not open: %s", resp);
+	http_stop(s);
+	s = NULL;
+
+	struct http_server *dup = http_start("127.0.0.1:bad", NULL, &err);
 	CHECK(!dup && strstr(err.msg, "127.0.0.1:bad"), "bad address: %s", err.msg);
 	char addr[64];
-	snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
-	dup = http_start(addr, NULL, NULL, &err);
+	s = http_start("127.0.0.1:0", NULL, &err);
+	snprintf(addr, sizeof(addr), "127.0.0.1:%d", http_port(s));
+	dup = http_start(addr, NULL, &err);
 	CHECK(!dup && strstr(err.msg, "cannot listen"), "port in use: %s", err.msg);
 
 	http_stop(s);
