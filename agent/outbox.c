@@ -45,9 +45,9 @@ struct outbox {
 	pthread_cond_t cond;		/* with lock */
 	int last_rc;			/* result of the sender's last flush */
 	char last_msg[sizeof(((struct pp_err *)0)->msg)];
-	/* spool files per drain call (drain_some): halved when a call times
+	/* profiles per WriteRaw call (send_batch): halved when a call times
 	 * out, doubled back on success. Flushing thread only. */
-	size_t drain_files;
+	size_t call_series;
 };
 
 void outbox_set_labeler(struct outbox *o, outbox_labeler_fn fn, void *arg)
@@ -63,6 +63,7 @@ static void spool_report(struct outbox *o);
 #define OFFLINE_MIN_NS 2000000000ull	/* 2 s */
 #define DRAIN_MAX_FILES 32		/* spool files per call, see drain_some() */
 #define DRAIN_MAX_BYTES (8u << 20)
+#define CALL_MAX_SERIES 1024		/* profiles per call, see send_batch() */
 #define OFFLINE_MAX_NS 30000000000ull	/* 30 s */
 
 static uint64_t mono_ns(void)
@@ -98,7 +99,7 @@ struct outbox *outbox_new(const struct config *cfg, struct pp_err *err)
 	pthread_mutex_init(&o->lock, NULL);
 	pthread_cond_init(&o->cond, NULL);
 	o->cfg = cfg;
-	o->drain_files = DRAIN_MAX_FILES;
+	o->call_series = CALL_MAX_SERIES;
 	if (cfg->local_store.directory && cfg->local_store.directory[0]) {
 		int rc = mkdirs(cfg->local_store.directory, 0700);
 		if (rc) {
@@ -289,14 +290,22 @@ static bool permanent(int rc)
 	return rc == -EINVAL || rc == -E2BIG;
 }
 
-/* *sent: how many leading profiles the store accepted (all of them when 0
- * is returned; a batch split into several requests can fail part way). */
+/*
+ * Send b in calls of at most o->call_series profiles (the uploader further
+ * splits each call at max_request_bytes). A call that times out may have
+ * met a store that is slow rather than down (it often stored the request
+ * anyway), and the same amount would time out again, forever, while the
+ * backlog grows: the rest goes out at once in calls half the size, down to
+ * one profile; each success doubles the size back up to CALL_MAX_SERIES.
+ * Only a single profile timing out is a failure. *sent: how many leading
+ * profiles the store accepted (all of them when 0 is returned).
+ */
 static int send_batch(struct outbox *o, const struct spool_batch *b, size_t *sent,
 		      struct pp_err *err)
 {
 	struct upload_series *s = calloc(b->n ? b->n : 1, sizeof(*s));
-	size_t ok = 0;
-	int rc;
+	size_t done = 0;
+	int rc = 0;
 
 	*sent = 0;
 	if (!s)
@@ -306,17 +315,37 @@ static int send_batch(struct outbox *o, const struct spool_batch *b, size_t *sen
 		s[i].profile = b->v[i].profile;
 		s[i].len = b->v[i].len;
 	}
-	rc = uploader_write(o->up, s, b->n, &ok, err);
+	while (done < b->n) {
+		size_t k = b->n - done, ok = 0;
+		if (k > o->call_series)
+			k = o->call_series;
+		rc = uploader_write(o->up, s + done, k, &ok, err);
+		if (rc == 0) {
+			done += k;
+			if (o->call_series < CALL_MAX_SERIES)
+				o->call_series = o->call_series * 2 > CALL_MAX_SERIES
+						 ? CALL_MAX_SERIES : o->call_series * 2;
+			continue;
+		}
+		done += ok;
+		if (rc != -ETIMEDOUT || k - ok <= 1)
+			break;
+		o->call_series = (k - ok) / 2;
+		pp_log(PP_WARN, "remote store slower than remote_store.timeout; sending fewer "
+		       "profiles per call", "profiles=%zu next=%zu error=%s", k - ok,
+		       o->call_series, pp_q(err ? err->msg : ""));
+		if (err)
+			pp_err_clear(err);
+		rc = 0;
+	}
 	free(s);
-	if (rc == 0)
-		ok = b->n;
-	*sent = ok;
-	if (ok) {
+	*sent = done;
+	if (done) {
 		pthread_mutex_lock(&o->lock);
-		o->st.delivered += ok;
+		o->st.delivered += done;
 		pthread_mutex_unlock(&o->lock);
 		metric_inc("pushprof_profiles_delivered_total",
-			   "Profiles accepted by the remote store.", NULL, (double)ok);
+			   "Profiles accepted by the remote store.", NULL, (double)done);
 	}
 	return rc;
 }
@@ -357,20 +386,13 @@ static void spool_report(struct outbox *o)
 }
 
 /*
- * Send the oldest spooled files, several per call (up to o->drain_files
- * files or DRAIN_MAX_BYTES of profiles; the uploader still splits requests
- * at max_request_bytes): after an outage the spool holds a file per window,
- * and a round trip per file would drain it no faster than one window per
- * RTT while new windows keep coming. Files are removed once every profile
- * in them was accepted.
- * - A refusal of a multi-file send switches to one file per call
- *   (*one_by_one) so that only the refused file is dropped.
- * - A call that times out may have met a store that is slow rather than
- *   down (it often stored the request anyway): resending the same amount
- *   would time out again, forever. The next call, at once, carries half as
- *   many files, down to one; successes double it back. Only a single file
- *   timing out counts as a failure (offline backoff), so a store that hangs
- *   costs at most log2(DRAIN_MAX_FILES) extra calls per flush.
+ * Send the oldest spooled files, several per call (up to DRAIN_MAX_FILES
+ * files or DRAIN_MAX_BYTES of profiles; send_batch() sizes the calls): after
+ * an outage the spool holds a file per window, and a round trip per file
+ * would drain it no faster than one window per RTT while new windows keep
+ * coming. Files are removed once every profile in them was accepted. A
+ * refusal of a multi-file send switches to one file per call (*one_by_one)
+ * so that only the refused file is dropped.
  * Returns 0 to go on, 1 when the spool is empty, negative on failure.
  */
 static int drain_some(struct outbox *o, bool *one_by_one, struct pp_err *err)
@@ -378,7 +400,7 @@ static int drain_some(struct outbox *o, bool *one_by_one, struct pp_err *err)
 	char names[DRAIN_MAX_FILES][64];
 	size_t ends[DRAIN_MAX_FILES];	/* items in `all` up to and with file i */
 	struct spool_batch all = { 0 };
-	size_t nf = 0, bytes = 0, max = *one_by_one ? 1 : o->drain_files;
+	size_t nf = 0, bytes = 0, max = *one_by_one ? 1 : DRAIN_MAX_FILES;
 	int rc = 0;
 
 	while (nf < max && bytes < DRAIN_MAX_BYTES) {
@@ -409,18 +431,6 @@ static int drain_some(struct outbox *o, bool *one_by_one, struct pp_err *err)
 	rc = send_batch(o, &all, &sent, err);
 	while (done < nf && ends[done] <= sent)
 		spool_remove(o->spool, names[done++]);
-	if (rc == 0 && o->drain_files < DRAIN_MAX_FILES) {
-		o->drain_files = o->drain_files * 2 > DRAIN_MAX_FILES ? DRAIN_MAX_FILES
-								      : o->drain_files * 2;
-	} else if (rc == -ETIMEDOUT && nf - done > 1) {
-		o->drain_files = (nf - done) / 2;
-		pp_log(PP_WARN, "remote store slower than remote_store.timeout; sending fewer "
-		       "spooled batches per call", "files=%zu next=%zu error=%s", nf - done,
-		       o->drain_files, pp_q(err ? err->msg : ""));
-		if (err)
-			pp_err_clear(err);
-		rc = 0;
-	}
 	if (rc && permanent(rc)) {
 		if (nf - done > 1) {
 			*one_by_one = true;	/* find the refused file */
