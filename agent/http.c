@@ -39,6 +39,7 @@ struct http_server {
 	struct rate_slot pids[RATE_SLOTS], clients[RATE_SLOTS];
 	uint64_t global_t0;
 	uint32_t global_n;
+	uint64_t beat_ns, max_silence_ns;	/* http_heartbeat; 0 = not yet */
 	pthread_mutex_t lock;
 	bool ready;
 	char why[256];
@@ -222,8 +223,18 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 		return reply(c, 200, "text/plain; version=0.0.4; charset=utf-8", out, len,
 			     MHD_RESPMEM_MUST_FREE);
 	}
-	if (!strcmp(url, "/healthz") && get)
+	if (!strcmp(url, "/healthz") && get) {
+		pthread_mutex_lock(&s->lock);
+		uint64_t beat = s->beat_ns, max = s->max_silence_ns, now = now_ns();
+		pthread_mutex_unlock(&s->lock);
+		if (beat && now - beat > max) {
+			char msg[160];
+			snprintf(msg, sizeof(msg), "stalled: the agent's loop has done no work for "
+				 "%.0fs (limit %.0fs)", (double)(now - beat) / 1e9, (double)max / 1e9);
+			return text(c, 503, msg);
+		}
 		return text(c, 200, "ok");
+	}
 	if (!strcmp(url, "/readyz") && get) {
 		char msg[300];
 		pthread_mutex_lock(&s->lock);
@@ -389,6 +400,16 @@ void http_set_ready(struct http_server *s, bool ready, const char *why)
 	pthread_mutex_lock(&s->lock);
 	s->ready = ready;
 	snprintf(s->why, sizeof(s->why), "%s", why ? why : "");
+	pthread_mutex_unlock(&s->lock);
+}
+
+void http_heartbeat(struct http_server *s, uint64_t max_silence_ns)
+{
+	if (!s)
+		return;
+	pthread_mutex_lock(&s->lock);
+	s->beat_ns = now_ns();
+	s->max_silence_ns = max_silence_ns;
 	pthread_mutex_unlock(&s->lock);
 }
 

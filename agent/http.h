@@ -2,7 +2,7 @@
  * http.h - the agent's HTTP endpoint (libmicrohttpd, one internal thread).
  *
  *   GET  /metrics                 self-metrics (metrics.h), Prometheus text format
- *   GET  /healthz                 200 while the process serves requests
+ *   GET  /healthz                 200 while the agent's loop keeps beating (http_heartbeat)
  *   GET  /readyz                  200 once http_set_ready(true), else 503 + reason
  *   POST /api/v1/snapshot?pid=PID[&view=runtime|latest]
  *                                 a Go heap profile, application/octet-stream (pprof.gz);
@@ -49,6 +49,10 @@ struct http_snapshot_api {
 struct http_server *http_start(const char *address, const struct http_snapshot_api *api,
 			       struct pp_err *err);
 void http_set_ready(struct http_server *s, bool ready, const char *why);
+/* The agent's loop is alive and did its work (a CPU window): /healthz answers
+ * 503 once max_silence_ns pass without another call, so a stuck loop gets
+ * the pod restarted. Before the first call /healthz is 200. */
+void http_heartbeat(struct http_server *s, uint64_t max_silence_ns);
 /* The port actually bound (useful with port 0). */
 int http_port(const struct http_server *s);
 void http_stop(struct http_server *s);

@@ -80,6 +80,17 @@ int main(void)
 	      "metrics: %s", resp);
 	request(port, "GET", "/healthz");
 	CHECK(strstr(resp, "200 OK"), "healthz");
+	/* the loop beats with a 300 ms allowance: ok while it beats, 503 when it stops */
+	http_heartbeat(s, 300000000ull);
+	request(port, "GET", "/healthz");
+	CHECK(strstr(resp, "200 OK"), "healthz right after a beat: %s", resp);
+	usleep(400000);
+	request(port, "GET", "/healthz");
+	CHECK(strstr(resp, " 503 ") && strstr(resp, "stalled"), "healthz after silence: %s", resp);
+	http_heartbeat(s, 300000000ull);
+	request(port, "GET", "/healthz");
+	CHECK(strstr(resp, "200 OK"), "healthz beats again: %s", resp);
+	http_heartbeat(s, 3600000000000ull);
 	http_set_ready(s, false, "waiting for the first window");
 	request(port, "GET", "/readyz");
 	CHECK(strstr(resp, " 503 ") && strstr(resp, "waiting for the first window"), "not ready: %s", resp);
