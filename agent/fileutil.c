@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -50,5 +51,51 @@ int pp_read_small_file(const char *path, size_t max, char **out, size_t *len,
 		*len = n;
 	if (st_out)
 		*st_out = st;
+	return 0;
+}
+
+int pp_private_dir(const char *dir, const char *what, bool *repaired, unsigned *old_mode,
+		   struct pp_err *err)
+{
+	char path[4096];
+	struct stat st;
+
+	if (repaired)
+		*repaired = false;
+	if (!dir || dir[0] != '/' || strlen(dir) >= sizeof(path))
+		return pp_errf(err, -EINVAL, "%s: %s is not an absolute path", what, dir ? dir : "");
+	snprintf(path, sizeof(path), "%s", dir);
+	for (char *p = path + 1; *p; p++) {
+		if (*p == '/') {
+			*p = '\0';
+			mkdir(path, 0755);
+			*p = '/';
+		}
+	}
+	if (mkdir(path, 0700) && errno != EEXIST)
+		return pp_errf(err, -errno, "%s: cannot create %s: %s", what, dir, strerror(errno));
+	if (lstat(dir, &st))
+		return pp_errf(err, -errno, "%s: %s: %s", what, dir, strerror(errno));
+	if (S_ISLNK(st.st_mode))
+		return pp_errf(err, -ELOOP, "%s: %s is a symbolic link; refusing (point the config "
+			       "at the real directory)", what, dir);
+	if (!S_ISDIR(st.st_mode))
+		return pp_errf(err, -ENOTDIR, "%s: %s is not a directory", what, dir);
+	if (st.st_uid != geteuid())
+		return pp_errf(err, -EPERM, "%s: %s is owned by uid %u, not by the agent (uid %u); "
+			       "refusing: its owner could read the profiles or plant files",
+			       what, dir, (unsigned)st.st_uid, (unsigned)geteuid());
+	if (st.st_mode & 077) {
+		if (old_mode)
+			*old_mode = st.st_mode & 07777;
+		if (chmod(dir, st.st_mode & 07700))
+			return pp_errf(err, -errno, "%s: %s is accessible to other users (mode %04o) "
+				       "and cannot be repaired: %s", what, dir,
+				       (unsigned)(st.st_mode & 07777), strerror(errno));
+		if (repaired)
+			*repaired = true;
+	}
+	if (access(dir, W_OK))
+		return pp_errf(err, -errno, "%s: %s is not writable: %s", what, dir, strerror(errno));
 	return 0;
 }

@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fileutil.h"
 #include "log.h"
 #include "metrics.h"
 #include "spool.h"
@@ -73,21 +74,6 @@ static uint64_t mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static int mkdirs(const char *dir, mode_t mode)
-{
-	char path[4096];
-
-	snprintf(path, sizeof(path), "%s", dir);
-	for (char *p = path + 1; *p; p++) {
-		if (*p == '/') {
-			*p = '\0';
-			mkdir(path, 0755);
-			*p = '/';
-		}
-	}
-	return (mkdir(path, mode) && errno != EEXIST) ? -errno : 0;
-}
-
 struct outbox *outbox_new(const struct config *cfg, struct pp_err *err)
 {
 	struct outbox *o = calloc(1, sizeof(*o));
@@ -101,12 +87,14 @@ struct outbox *outbox_new(const struct config *cfg, struct pp_err *err)
 	o->cfg = cfg;
 	o->call_series = CALL_MAX_SERIES;
 	if (cfg->local_store.directory && cfg->local_store.directory[0]) {
-		int rc = mkdirs(cfg->local_store.directory, 0700);
-		if (rc) {
-			pp_errf(err, rc, "local_store: cannot create %s: %s",
-				cfg->local_store.directory, strerror(-rc));
+		bool fixed = false;
+		unsigned mode = 0;
+		if (pp_private_dir(cfg->local_store.directory, "local_store", &fixed, &mode, err))
 			goto fail;
-		}
+		if (fixed)
+			pp_log(PP_WARN, "local_store directory was accessible to other users; made "
+			       "it 0700", "path=%s mode_was=%04o", pp_q(cfg->local_store.directory),
+			       mode);
 	}
 	if (cfg->remote_store.address && cfg->remote_store.address[0]) {
 		o->up = uploader_new(&cfg->remote_store, err);

@@ -1,4 +1,6 @@
 #include "spool.h"
+#include "fileutil.h"
+#include "log.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -15,6 +17,7 @@
 
 #define SPOOL_MAGIC "PPSPOOL1"
 #define SPOOL_MAX_RAW (512u << 20)	/* a batch never decodes to more than this */
+#define SPOOL_MAX_FILE SPOOL_MAX_RAW	/* nor is a file (compressed) larger */
 #define SPOOL_MAX_ITEMS 1000000u
 #define SPOOL_MAX_LABELS 4096u
 
@@ -339,26 +342,15 @@ struct spool *spool_open(const char *dir, uint64_t max_bytes, struct pp_err *err
 	}
 	s->max_bytes = max_bytes;
 	pthread_mutex_init(&s->mu, NULL);
-	/* mkdir -p with restrictive modes: profiles reveal code and data layout */
-	char path[4096];
-	snprintf(path, sizeof(path), "%s", dir);
-	for (char *p = path + 1; *p; p++) {
-		if (*p == '/') {
-			*p = '\0';
-			mkdir(path, 0755);
-			*p = '/';
-		}
-	}
-	if (mkdir(path, 0700) && errno != EEXIST) {
-		pp_errf(err, -errno, "spool: cannot create %s: %s", dir, strerror(errno));
+	bool fixed = false;
+	unsigned mode = 0;
+	if (pp_private_dir(dir, "spool", &fixed, &mode, err)) {
 		spool_close(s);
 		return NULL;
 	}
-	if (access(dir, W_OK)) {
-		pp_errf(err, -errno, "spool: %s is not writable: %s", dir, strerror(errno));
-		spool_close(s);
-		return NULL;
-	}
+	if (fixed)
+		pp_log(PP_WARN, "spool directory was accessible to other users; made it 0700",
+		       "path=%s mode_was=%04o", pp_q(dir), mode);
 	refresh_stats(s);
 	return s;
 }
@@ -495,23 +487,41 @@ static int peek_locked(struct spool *s, const char *after, char *name, size_t na
 		if (after && after[0] && strcmp(e[i].name, after) <= 0)
 			continue;
 		snprintf(path, sizeof(path), "%s/%s", s->dir, e[i].name);
-		FILE *f = fopen(path, "rb");
-		if (!f)
-			continue;
-		uint8_t *buf = malloc(e[i].size ? e[i].size : 1);
-		size_t got = buf ? fread(buf, 1, e[i].size, f) : 0;
-		fclose(f);
 		struct pp_err derr = { 0 };
-		if (buf && got == e[i].size && spool_decode(buf, got, out, &derr) == 0) {
+		/* A file that cannot be read, is larger than any batch the agent
+		 * writes, or does not fit in memory is moved aside like a corrupt
+		 * one: left in place it would block every later batch. */
+		if (e[i].size > SPOOL_MAX_FILE) {
+			pp_errf(&derr, -EFBIG, "%" PRIu64 " bytes, larger than any spool file",
+				e[i].size);
+		} else {
+			int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+			uint8_t *buf = fd >= 0 ? malloc(e[i].size ? e[i].size : 1) : NULL;
+			size_t got = 0;
+			while (buf && got < e[i].size) {
+				ssize_t r = read(fd, buf + got, e[i].size - got);
+				if (r < 0 && errno == EINTR)
+					continue;
+				if (r <= 0)
+					break;
+				got += (size_t)r;
+			}
+			if (fd < 0)
+				pp_errf(&derr, -errno, "cannot open: %s", strerror(errno));
+			else if (!buf)
+				pp_errf(&derr, -ENOMEM, "out of memory for %" PRIu64 " bytes", e[i].size);
+			else if (got == e[i].size && spool_decode(buf, got, out, &derr) == 0) {
+				free(buf);
+				close(fd);
+				snprintf(name, name_len, "%s", e[i].name);
+				free(e);
+				return 1;
+			} else if (got != e[i].size && !derr.code)
+				pp_errf(&derr, -EIO, "short read (%zu of %" PRIu64 " bytes)", got,
+					e[i].size);
 			free(buf);
-			snprintf(name, name_len, "%s", e[i].name);
-			free(e);
-			return 1;
-		}
-		free(buf);
-		if (!buf) {
-			free(e);
-			return pp_errf(err, -ENOMEM, "spool: out of memory");
+			if (fd >= 0)
+				close(fd);
 		}
 		/* never let one bad file block the rest */
 		char bad[4300];

@@ -10,6 +10,7 @@ import os
 import signal
 import socket
 import stat
+import subprocess
 import time
 
 import rellib as rl
@@ -121,6 +122,42 @@ try:
           "tracing: the token is not in the log, as text or hex",
           f"{log.count(TOKEN)} + {log.lower().count(hexed)} occurrences")
     check("blue" in log, "tracing: other metadata is still logged (x-team: blue)")
+
+    # -- existing spool / local_store directories: repaired or refused --------
+    # a directory other users can write to is made 0700 (and logged); one
+    # owned by another user, or a symlink, is refused with a clear error
+    loose_spool, loose_store = os.path.join(d, "loose-spool"), os.path.join(d, "loose-store")
+    os.makedirs(loose_spool)
+    os.makedirs(loose_store)
+    os.chmod(loose_spool, 0o777)
+    os.chmod(loose_store, 0o755)
+    cfg = rl.write_config(os.path.join(d, "dirs.yaml"), spool=loose_spool, store=loose_store,
+                          remote=f"127.0.0.1:{rl.free_port()}")
+    agent = rl.Agent(cfg, os.path.join(d, "dirs.log"))
+    modes = [oct(stat.S_IMODE(os.stat(p).st_mode)) for p in (loose_spool, loose_store)]
+    rc, _ = agent.stop()
+    log = agent.log()
+    check(agent.started and modes == ["0o700", "0o700"],
+          "world/group-accessible spool and local_store directories are repaired to 0700",
+          str(modes))
+    check("spool directory was accessible to other users" in log and
+          "local_store directory was accessible to other users" in log and "mode_was=0777" in log,
+          "each repair is logged with the old mode")
+    nobody = os.path.join(d, "nobody-store")
+    os.makedirs(nobody, mode=0o700)
+    os.chown(nobody, 65534, 65534)
+    link = os.path.join(d, "link-spool")
+    os.symlink(loose_spool, link)
+    for what, kw, needle in (("local_store owned by uid 65534", {"store": nobody},
+                              "is owned by uid 65534, not by the agent"),
+                             ("spool that is a symlink", {"spool": link},
+                              "is a symbolic link; refusing")):
+        cfg = rl.write_config(os.path.join(d, "bad-dir.yaml"),
+                              remote=f"127.0.0.1:{rl.free_port()}", **kw)
+        r = subprocess.run([rl.PUSHPROF, "run", "--config", cfg, "--duration", "5s"],
+                           capture_output=True, text=True, timeout=60)
+        check(r.returncode != 0 and needle in r.stderr, f"{what}: refused with a clear error",
+              f"rc={r.returncode} {r.stderr.strip()[-300:]}")
 
     # -- HTTP binds loopback by default ---------------------------------------
     cfg = os.path.join(d, "c.yaml")

@@ -124,6 +124,36 @@ int main(void)
 	      "oldest dropped first");
 	spool_batch_free(&b);
 
+	/* a file larger than any batch (sparse: 600 MiB) is moved aside without
+	 * being read into memory, and does not block the next one (a spool of
+	 * its own, large enough that the bound does not delete it first) */
+	{
+		char dir2[] = "/tmp/pushprof-spool-big-XXXXXX";
+		CHECK(mkdtemp(dir2) != NULL, "mkdtemp");
+		struct spool *s2 = spool_open(dir2, 1ull << 30, &err);
+		snprintf(path, sizeof(path), "%s/00000000000000000002.spool", dir2);
+		FILE *big = fopen(path, "w");
+		CHECK(big && ftruncate(fileno(big), 600ll << 20) == 0, "sparse file");
+		if (big)
+			fclose(big);
+		struct spool_batch hb = { 0 };
+		batch_of(&hb, "after-huge", 10);
+		CHECK(s2 && spool_write(s2, &hb, &err) == 0, "write: %s", err.msg);
+		spool_batch_free(&hb);
+		pp_err_clear(&err);
+		CHECK(s2 && spool_peek(s2, NULL, name, sizeof(name), &hb, &err) == 1 && hb.n == 1 &&
+		      strcmp(pp_labels_get(&hb.v[0].labels, "__name__"), "after-huge") == 0 &&
+		      strstr(err.msg, "larger than any spool file"), "huge file moved aside: %s",
+		      err.msg);
+		snprintf(path, sizeof(path), "%s/00000000000000000002.spool.corrupt", dir2);
+		CHECK(access(path, F_OK) == 0, "huge file renamed .corrupt");
+		spool_batch_free(&hb);
+		spool_close(s2);
+		char cmd2[300];
+		snprintf(cmd2, sizeof(cmd2), "rm -rf %s", dir2);
+		if (system(cmd2)) {}
+	}
+
 	/* decode rejects truncations of a valid file at every length */
 	struct spool_batch v = { 0 };
 	uint8_t *enc;
