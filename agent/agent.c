@@ -345,6 +345,9 @@ static void window(struct agent *a)
 		metric_inc("pushprof_cpu_lost_total",
 			   "Samples (counts_map_full) or stacks (others) lost or cut, by cause.",
 			   lost[i].cause, (double)s[lost[i].stat]);
+	metric_inc("pushprof_cpu_lost_total",
+		   "Samples (counts_map_full) or stacks (others) lost or cut, by cause.",
+		   "cause=\"junk_frame\"", (double)ps.junk_cut);
 	metric_inc("pushprof_cpu_profiles_total", "Per-process CPU profiles handed over.", NULL,
 		   (double)ps.profiles);
 	metric_inc("pushprof_cpu_profile_bytes_total", "Bytes of CPU profiles handed over.", NULL,
@@ -366,7 +369,7 @@ static void window(struct agent *a)
 	pp_log(PP_INFO, "cpu window",
 	       "window=%llu samples=%llu processes=%zu bytes=%llu lost_map_full=%llu "
 	       "lost_stack_err=%llu lost_stacks_full=%llu lost_collision=%llu truncated=%llu "
-	       "filtered=%llu targets=%zu/%zu locations=%llu named=%llu cpus=%u duration_ms=%lld "
+	       "truncated_junk=%llu filtered=%llu targets=%zu/%zu locations=%llu named=%llu cpus=%u duration_ms=%lld "
 	       "agent_cpu_ms=%.1f%s%s",
 	       (unsigned long long)a->windows, (unsigned long long)a->win.samples, ps.profiles,
 	       (unsigned long long)ps.bytes,
@@ -374,7 +377,7 @@ static void window(struct agent *a)
 	       (unsigned long long)s[CPU_STAT_STACK_ERR],
 	       (unsigned long long)s[CPU_STAT_STACKS_FULL],
 	       (unsigned long long)s[CPU_STAT_COLLISION],
-	       (unsigned long long)s[CPU_STAT_TRUNCATED],
+	       (unsigned long long)s[CPU_STAT_TRUNCATED], (unsigned long long)ps.junk_cut,
 	       (unsigned long long)s[CPU_STAT_FILTERED], matched, procs,
 	       (unsigned long long)ps.frames, (unsigned long long)ps.frames_named,
 	       cpu_sampler_ncpus(a->cpu), (long long)(dur / 1000000),

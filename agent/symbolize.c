@@ -600,6 +600,7 @@ static int fill_mapping(struct batch_priv *bp, struct sym_mapping *sm, const str
 	sm->offset = m->offset;
 	sm->dev = makedev(m->dev_major, m->dev_minor);
 	sm->inode = m->inode;
+	sm->executable = m->perms[2] == 'x';
 	sm->build_id = sm->go_build_id = sm->go_version = "";
 	sm->error = arena_str(bp, error);
 	if (e) {
@@ -968,7 +969,7 @@ int sym_resolve_kernel(struct symbolizer *s, const uint64_t *addrs, size_t n,
 				.build_id = arena_str(bp, km->build_id),
 				.build_id_kind = km->build_id[0] ? SYM_BUILD_ID_GNU : SYM_BUILD_ID_NONE,
 				.go_build_id = "", .go_version = "", .error = "",
-				.has_functions = true,
+				.has_functions = true, .executable = true,
 			};
 			if (!sm.path || !sm.build_id || (midx[mi] = batch_add_mapping(out, &sm)) < 0) {
 				rc = pp_errf(err, -ENOMEM, "symbolize: out of memory");

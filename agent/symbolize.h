@@ -83,6 +83,7 @@ struct sym_mapping {
 				 * "[kernel.kallsyms]" or "[module_name]" */
 	uint64_t start, limit, offset;
 	uint64_t dev, inode;	/* makedev(major, minor) and inode from maps; 0 kernel */
+	bool executable;	/* 'x' in the maps' permissions (kernel: true) */
 	const char *build_id;	/* "" when none */
 	enum sym_build_id_kind build_id_kind;
 	/* The Go build id too when a Go binary also has a GNU one. */

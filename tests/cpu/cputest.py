@@ -4,6 +4,7 @@ protoc-generated Python classes, and parsed by `go tool pprof`)."""
 import glob
 import gzip
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -45,6 +46,26 @@ def write_config(d, body, interval="1s", freq=FREQ, store=True, http=""):
     with open(path, "w") as f:
         f.write(text)
     return path, store_dir
+
+
+def free_port():
+    """A TCP port free on 127.0.0.1 right now (never the default 7071)."""
+    with socket.socket() as sk:
+        sk.bind(("127.0.0.1", 0))
+        return sk.getsockname()[1]
+
+
+def metrics(port, timeout=10):
+    """The agent's /metrics as {'name{labels}': value}."""
+    import urllib.request
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics",
+                                  timeout=timeout).read().decode()
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            k, _, v = line.rpartition(" ")
+            out[k] = float(v)
+    return out
 
 
 def start_agent(config, duration):
