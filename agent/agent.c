@@ -619,6 +619,9 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 			wake = next_flush;
 		if (next_young < wake)
 			wake = next_young;
+		uint64_t prep_due = a.sym ? sym_prepare_due(a.sym) : UINT64_MAX;
+		if (prep_due < wake)
+			wake = prep_due;
 		int timeout = wake > now ? (int)((wake - now + 999999) / 1000000) : 0;
 		struct pollfd pfd[3] = { { .fd = sfd, .events = POLLIN },
 					 { .fd = a.oom ? oom_watch_fd(a.oom) : -1, .events = POLLIN },
@@ -674,6 +677,9 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 			targets_recheck_young(a.targets, now, on_target_change, &a);
 			next_young = now + SCAN_NS;
 		}
+		/* new targets' maps again once ld.so has mapped their libraries */
+		if (a.sym && now >= sym_prepare_due(a.sym) && !stop)
+			sym_prepare_run(a.sym, now);
 		if (now >= next_recheck && !stop) {
 			gotrack_recheck(a.go);
 			last_recheck = now;

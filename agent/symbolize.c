@@ -155,7 +155,14 @@ struct pentry {
 	uint64_t start_time;
 	struct proc_maps maps;
 	uint64_t read_ms, used;
+	/* re-reads after sym_prepare(): the next is due at prep_start_ms +
+	 * prep_delay_ms[prep_step - 1]; prep_step 0 = none pending */
+	uint64_t prep_start_ms;
+	unsigned prep_step;
 };
+
+static const unsigned prep_delay_ms[] = { 20, 100, 500, 2000 };
+#define PREP_STEPS (sizeof(prep_delay_ms) / sizeof(prep_delay_ms[0]))
 
 #define KIDX_STEP 128
 
@@ -506,6 +513,7 @@ static struct pentry *proc_get(struct symbolizer *s, pid_t pid, uint64_t now, ui
 					p = &s->procs[i];
 			proc_maps_free(&p->maps);
 		}
+		p->prep_step = 0;
 	} else {
 		proc_maps_free(&p->maps);
 	}
@@ -533,20 +541,70 @@ static bool is_file_mapping(const struct proc_map *m)
 	return m->path[0] == '/' && m->inode != 0;
 }
 
-int sym_prepare(struct symbolizer *s, pid_t pid, struct pp_err *err)
+/* Read pid's maps now and load the executable files in them. */
+static struct pentry *prepare(struct symbolizer *s, pid_t pid, uint64_t now, int *rc,
+			      struct pp_err *err)
 {
-	uint64_t now = now_ms();
-	int rc = 0;
 	s->gen++;
-	struct pentry *p = proc_get(s, pid, now, 0, &rc, err);
+	struct pentry *p = proc_get(s, pid, now, 0, rc, err);
 	if (!p)
-		return rc;
+		return NULL;
 	for (size_t i = 0; i < p->maps.n; i++) {
 		const struct proc_map *m = &p->maps.v[i];
 		if (is_file_mapping(m) && m->perms[2] == 'x')
 			file_get(s, pid, m, now);
 	}
+	return p;
+}
+
+int sym_prepare(struct symbolizer *s, pid_t pid, struct pp_err *err)
+{
+	uint64_t now = now_ms();
+	int rc = 0;
+	struct pentry *p = prepare(s, pid, now, &rc, err);
+	if (!p)
+		return rc;
+	p->prep_start_ms = now;
+	p->prep_step = 1;
 	return 0;
+}
+
+uint64_t sym_prepare_due(const struct symbolizer *s)
+{
+	uint64_t due = UINT64_MAX;
+	for (size_t i = 0; i < s->nprocs; i++) {
+		const struct pentry *p = &s->procs[i];
+		if (p->prep_step && p->prep_start_ms + prep_delay_ms[p->prep_step - 1] < due)
+			due = p->prep_start_ms + prep_delay_ms[p->prep_step - 1];
+	}
+	return due == UINT64_MAX ? due : due * 1000000;
+}
+
+void sym_prepare_run(struct symbolizer *s, uint64_t now_ns)
+{
+	uint64_t now = now_ns / 1000000;
+	/* prepare() of a known live pid re-reads its entry in place: the
+	 * array is neither reordered nor evicted from under this loop */
+	for (size_t i = 0; i < s->nprocs; i++) {
+		struct pentry *p = &s->procs[i];
+		if (!p->prep_step || p->prep_start_ms + prep_delay_ms[p->prep_step - 1] > now)
+			continue;
+		pid_t pid = p->pid;
+		unsigned step = p->prep_step;
+		uint64_t start = p->prep_start_ms, st;
+		int rc = 0;
+		if (proc_start_time(pid, &st) < 0 || st != p->start_time) {
+			p->prep_step = 0;	/* gone (or reused): keep what was read */
+			continue;
+		}
+		p = prepare(s, pid, now, &rc, NULL);
+		if (!p)
+			continue;
+		while (step < PREP_STEPS && start + prep_delay_ms[step] <= now)
+			step++;	/* a late loop skips the re-reads it missed */
+		p->prep_start_ms = start;
+		p->prep_step = step < PREP_STEPS ? step + 1 : 0;
+	}
 }
 
 /* Frames for vaddr in e, copied into the batch arena. */

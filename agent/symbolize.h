@@ -164,6 +164,19 @@ int sym_resolve_kernel(struct symbolizer *s, const uint64_t *addrs, size_t n,
  */
 int sym_prepare(struct symbolizer *s, pid_t pid, struct pp_err *err);
 
+/*
+ * A process sym_prepare()d is read again (maps, and any executable file it
+ * maps since) 20 ms, 100 ms, 500 ms and 2 s later: sym_prepare() usually
+ * runs at exec, before ld.so maps the shared libraries and before early
+ * dlopen()s, and a short-lived process may exit before its window is
+ * built. sym_prepare_due() is when the next re-read is due
+ * (CLOCK_MONOTONIC ns; UINT64_MAX: none); sym_prepare_run() does those
+ * due by now_ns. Bounded: four re-reads per sym_prepare(), for at most
+ * max_procs processes; a process gone by then keeps the maps last read.
+ */
+uint64_t sym_prepare_due(const struct symbolizer *s);
+void sym_prepare_run(struct symbolizer *s, uint64_t now_ns);
+
 /* Forget pid's maps (process exited and its window is done). */
 void sym_forget(struct symbolizer *s, pid_t pid);
 
