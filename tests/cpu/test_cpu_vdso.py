@@ -1,0 +1,57 @@
+"""[vdso] frames are named: a C workload calling clock_gettime in a tight
+loop spends most of its time in the vDSO (no kernel entry). Frames whose
+mapping is [vdso] must be named with the vDSO's own symbol names
+(__vdso_clock_gettime, as perf names them, so they stay apart from libc's
+clock_gettime wrapper), none left as a raw address. Profiles parse with
+`go tool pprof`.
+"""
+import os
+import signal
+import subprocess
+import time
+
+import cputest as ct
+from pptest import check, done, tmpdir
+
+d = tmpdir()
+prog = ct.build_c("vdsoloop", d)
+w = subprocess.Popen([prog, "60"])
+cfg, store = ct.write_config(d, f"targets:\n  - pids: [{w.pid}]\n")
+agent = ct.start_agent(cfg, "40s")
+ct.wait_started(agent)
+# until 200 [vdso] frames were seen (at least 2 windows, at most 30 s)
+t0 = time.time()
+seen, vdso = set(), 0
+while time.time() - t0 < 30:
+    time.sleep(0.5)
+    for path in ct.profiles(store):
+        if path not in seen:
+            seen.add(path)
+            vdso += sum(v * k.count("[vdso]") for f, k, v, l in ct.Prof(path).samples)
+    if vdso >= 200 and time.time() - t0 >= 2.2:
+        break
+agent.send_signal(signal.SIGINT)
+rc, log = ct.finish(agent)
+w.kill()
+w.wait()
+print(log[-1500:])
+check(rc == 0, "agent exits 0 on SIGINT", f"rc={rc}")
+files = ct.profiles(store)
+check(files and all(ct.pprof_parses(p) for p in files),
+      "every profile parses with go tool pprof", f"{len(files)} files")
+names = {}
+samples = 0
+for path in files:
+    for frames, kinds, v, labels in ct.Prof(path).samples:
+        samples += v
+        for f, k in zip(frames, kinds):
+            if k == "[vdso]":
+                names[f] = names.get(f, 0) + v
+total = sum(names.values())
+print(f"samples {samples}, [vdso] frames {total}: {names}")
+check(total >= 50, "the workload was sampled in the vDSO", f"{total} of {samples}")
+unnamed = {f: v for f, v in names.items() if f.startswith("0x")}
+check(not unnamed, "no [vdso] frame left as an address", str(unnamed))
+check(names.get("__vdso_clock_gettime", 0) > total // 2,
+      "most [vdso] frames are __vdso_clock_gettime", str(names))
+done()
