@@ -8,7 +8,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+#include <linux/openat2.h>
 
 /* Bounds on what we accept from /proc: a process with more mappings than
  * this is either pathological or hostile, and is read partially. */
@@ -373,4 +377,90 @@ int proc_root_path(pid_t pid, const char *path, char *buf, size_t len)
 {
 	int n = snprintf(buf, len, "/proc/%d/root%s%s", (int)pid, path[0] == '/' ? "" : "/", path);
 	return (n < 0 || (size_t)n >= len) ? -ENAMETOOLONG : 0;
+}
+
+int proc_nspid(pid_t pid, pid_t *nspid)
+{
+	char path[64], *s;
+	int rc;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	rc = slurp(path, &s, NULL);
+	if (rc)
+		return rc;
+	char *t = strstr(s, "\nNSpid:");
+	rc = -EINVAL;
+	if (t) {
+		char *p = t + 7, *end;
+		long last = -1;
+		for (;;) {
+			while (*p == ' ' || *p == '\t')
+				p++;
+			if (!isdigit((unsigned char)*p))
+				break;
+			last = strtol(p, &end, 10);
+			p = end;
+		}
+		if (last > 0 && last <= INT_MAX) {
+			*nspid = (pid_t)last;
+			rc = 0;
+		}
+	}
+	free(s);
+	return rc;
+}
+
+#define FUSE_SUPER_MAGIC 0x65735546
+
+int proc_root_open(pid_t pid, const char *path, uint64_t max_size, struct stat *st)
+{
+	char p[64];
+	int root, pfd, fd, e;
+
+	snprintf(p, sizeof(p), "/proc/%d/root", (int)pid);
+	root = open(p, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (root < 0)
+		return gone(errno);
+	/* O_PATH: opening a FIFO or a device node this way has no effect on
+	 * it (no blocking, no driver open), so it can be looked at first */
+	struct open_how how = {
+		.flags = O_PATH | O_CLOEXEC,
+		.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
+	};
+	pfd = (int)syscall(SYS_openat2, root, path, &how, sizeof(how));
+	e = errno;
+	close(root);
+	if (pfd < 0)
+		return -e;
+	struct statfs sf;
+	if (fstat(pfd, st) < 0 || fstatfs(pfd, &sf) < 0) {
+		e = errno;
+		close(pfd);
+		return -e;
+	}
+	if (!S_ISREG(st->st_mode) || sf.f_type == FUSE_SUPER_MAGIC) {
+		close(pfd);
+		return -EINVAL;
+	}
+	if ((uint64_t)st->st_size > max_size) {
+		close(pfd);
+		return -EFBIG;
+	}
+	/* the same inode, now readable: /proc/self/fd reopens what pfd holds */
+	snprintf(p, sizeof(p), "/proc/self/fd/%d", pfd);
+	fd = open(p, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	e = errno;
+	close(pfd);
+	if (fd < 0)
+		return -e;
+	if (fstat(fd, st) < 0) {
+		e = errno;
+		close(fd);
+		return -e;
+	}
+	if (!S_ISREG(st->st_mode)) {
+		close(fd);
+		return -EINVAL;
+	}
+	return fd;
 }

@@ -21,6 +21,7 @@
 
 #include "elfsym.h"
 #include "gopclntab.h"
+#include "perfmap.h"
 #include "procinfo.h"
 
 #define MAX_FRAMES 64
@@ -159,6 +160,11 @@ struct pentry {
 	 * prep_delay_ms[prep_step - 1]; prep_step 0 = none pending */
 	uint64_t prep_start_ms;
 	unsigned prep_step;
+	/* /tmp/perf-PID.map, read when an address falls in anonymous
+	 * executable memory, refreshed at most every maps_max_age_ms */
+	struct perfmap pm;
+	uint64_t pm_checked_ms;
+	bool pm_checked;
 };
 
 static const unsigned prep_delay_ms[] = { 20, 100, 500, 2000 };
@@ -261,8 +267,10 @@ void sym_free(struct symbolizer *s)
 		n = f->next;
 		fentry_free(f);
 	}
-	for (size_t i = 0; i < s->nprocs; i++)
+	for (size_t i = 0; i < s->nprocs; i++) {
 		proc_maps_free(&s->procs[i].maps);
+		perfmap_free(&s->procs[i].pm);
+	}
 	free(s->procs);
 	free(s->ksyms);
 	free(s->kidx);
@@ -514,8 +522,14 @@ static struct pentry *proc_get(struct symbolizer *s, pid_t pid, uint64_t now, ui
 			proc_maps_free(&p->maps);
 		}
 		p->prep_step = 0;
+		perfmap_free(&p->pm);
+		p->pm_checked = false;
 	} else {
 		proc_maps_free(&p->maps);
+		if (p->start_time != st) {	/* pid reused */
+			perfmap_free(&p->pm);
+			p->pm_checked = false;
+		}
 	}
 	p->pid = pid;
 	p->start_time = st;
@@ -530,6 +544,7 @@ void sym_forget(struct symbolizer *s, pid_t pid)
 	for (size_t i = 0; i < s->nprocs; i++)
 		if (s->procs[i].pid == pid) {
 			proc_maps_free(&s->procs[i].maps);
+			perfmap_free(&s->procs[i].pm);
 			s->procs[i] = s->procs[--s->nprocs];
 			memset(&s->procs[s->nprocs], 0, sizeof(s->procs[0]));
 			return;
@@ -648,6 +663,43 @@ static int resolve_in(struct batch_priv *bp, const struct elfsym *e, uint64_t va
 	return 0;
 }
 
+/* Anonymous executable memory: where JIT compilers put code, named (if
+ * at all) by the process's perf map. */
+static bool is_jit_mapping(const struct proc_map *m)
+{
+	return m->perms[2] == 'x' && (!m->path[0] || !strncmp(m->path, "[anon", 5));
+}
+
+/* p's perf map, refreshed when older than maps_max_age_ms; NULL when the
+ * process has none (or it could not be used). The perf maps of all
+ * processes together stay within max_bytes: one that would pass it is
+ * dropped. */
+static const struct perfmap *perfmap_get(struct symbolizer *s, struct pentry *p, uint64_t now)
+{
+	if (!p->pm_checked || now - p->pm_checked_ms >= s->o.maps_max_age_ms) {
+		uint64_t st;
+		/* a gone process keeps the names last read */
+		if (proc_start_time(p->pid, &st) == 0 && st == p->start_time) {
+			int r = perfmap_refresh(&p->pm, p->pid);
+			if (r < 0 && r != -ENOENT)
+				s->st.perfmap_errors++;
+			if (r > 0) {
+				s->st.perfmap_loads++;
+				size_t total = 0;
+				for (size_t i = 0; i < s->nprocs; i++)
+					total += s->procs[i].pm.bytes;
+				if (total > s->o.max_bytes) {
+					perfmap_free(&p->pm);
+					s->st.perfmap_errors++;
+				}
+			}
+		}
+		p->pm_checked = true;
+		p->pm_checked_ms = now;
+	}
+	return p->pm.n ? &p->pm : NULL;
+}
+
 static int fill_mapping(struct batch_priv *bp, struct sym_mapping *sm, const struct proc_map *m,
 			const struct elfsym *e, const char *error)
 {
@@ -749,6 +801,25 @@ int sym_resolve_user(struct symbolizer *s, pid_t pid, const uint64_t *addrs, siz
 			e = s->vdso;
 		}
 		r->mapping = midx[mi];
+		if (!e && is_jit_mapping(m)) {
+			const struct perfmap *pm = perfmap_get(s, p, now);
+			const char *name = pm ? perfmap_lookup(pm, addrs[i]) : NULL;
+			if (name) {
+				struct sym_frame *f = arena_alloc(bp, sizeof(*f));
+				if (!f || !(f->func = arena_str(bp, name))) {
+					rc = pp_errf(err, -ENOMEM, "symbolize: out of memory");
+					break;
+				}
+				f->file = "";
+				f->line = 0;
+				f->inlined = false;
+				r->frames = f;
+				r->nframes = 1;
+				r->source = SYM_SRC_PERFMAP;
+				s->st.resolved++;
+			}
+			continue;
+		}
 		uint64_t vaddr;
 		if (!e || !elfsym_off_to_vaddr(e, addrs[i] - m->start + m->offset, &vaddr))
 			continue;
@@ -1058,6 +1129,9 @@ void sym_get_stats(const struct symbolizer *s, struct sym_stats *st)
 	st->files = s->nfiles;
 	st->bytes = s->bytes;
 	st->procs = s->nprocs;
+	st->perfmap_bytes = 0;
+	for (size_t i = 0; i < s->nprocs; i++)
+		st->perfmap_bytes += s->procs[i].pm.bytes;
 	st->kernel_symbols = s->nksyms;
 	st->kernel_bytes = s->kbytes;
 }

@@ -15,6 +15,9 @@
  * binaries resolve against the file actually mapped. Kernel addresses come
  * from /proc/kallsyms (modules kept as separate mappings); [vdso] from the
  * agent's own vdso (the kernel maps the same image into every process).
+ * Anonymous executable memory (JIT code) from the process's
+ * /tmp/perf-PID.map when it writes one (perfmap.h: read inside its root,
+ * safely; re-read when it changed, at most every maps_max_age_ms).
  *
  * An address that cannot be resolved is never dropped: its result has
  * nframes == 0 and keeps its mapping (when there is one), so the profile
@@ -74,6 +77,7 @@ enum sym_source {
 	SYM_SRC_SYMTAB,
 	SYM_SRC_DYNSYM,
 	SYM_SRC_KALLSYMS,
+	SYM_SRC_PERFMAP,	/* /tmp/perf-PID.map (JIT code), perfmap.h */
 };
 
 /* One mapping (one line of /proc/PID/maps, or one kernel image/module). */
@@ -130,6 +134,8 @@ struct sym_stats {
 	uint64_t file_loads, file_load_errors, file_evictions, file_reloads;
 	uint64_t lookups, resolved;	/* addresses asked / given >= 1 frame */
 	size_t kernel_symbols, kernel_bytes;	/* kallsyms table held */
+	size_t perfmap_bytes;			/* perf maps held */
+	uint64_t perfmap_loads, perfmap_errors;	/* (re)reads with new entries; unusable files */
 };
 
 struct symbolizer;

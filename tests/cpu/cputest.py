@@ -17,12 +17,12 @@ WORK = os.path.join(HERE, "workloads")
 FREQ = 199
 
 
-def build_c(name, out_dir):
+def build_c(name, out_dir, flags=()):
     out = os.path.join(out_dir, name)
     # -O0: GCC 12 leaves frameless leaf functions without a frame even with
     # -fno-omit-frame-pointer, and a frame-pointer walk then skips the
     # leaf's caller (a limit of frame-pointer unwinding, not of the agent).
-    pptest.run(["cc", "-O0", "-g", "-fno-omit-frame-pointer",
+    pptest.run(["cc", "-O0", "-g", "-fno-omit-frame-pointer", *flags,
                 "-o", out, os.path.join(WORK, name + ".c")], check_rc=0)
     return out
 

@@ -1,0 +1,121 @@
+"""perf map files for JIT code (/tmp/perf-PID.map), read as the process sees
+it and never trusted. A miniature JIT (workloads/jitwl.c, static) runs in a
+chroot of its own, each copy leaving a different file at its perf-map path:
+- A, also in its own PID namespace (so the file is /tmp/perf-1.map inside
+  its root): a real map; its JIT frames must be named "jit_hot_code" (the
+  later of two lines for the same code), malformed lines skipped;
+- B: an absolute symlink, C: a relative one (../../..), both to a map on
+  the host, outside their root, naming everything "escaped_name": that name
+  must never appear;
+- D: a FIFO, which must neither block the agent nor be read.
+The agent keeps producing a window a second throughout, exits 0 on
+SIGINT, and every profile parses with `go tool pprof`.
+"""
+import os
+import shutil
+import signal
+import subprocess
+import time
+
+import cputest as ct
+from pptest import check, done, tmpdir
+
+d = tmpdir()
+jit = ct.build_c("jitwl", d, flags=["-static"])
+outside = os.path.join(d, "outside.map")
+with open(outside, "w") as f:
+    f.write("0 7fffffffffff escaped_name\n")
+
+cases = {
+    "A": ["map"],
+    "B": ["symlink", outside],
+    "C": ["symlink", "../../../../../../../../.." + outside],
+    "D": ["fifo"],
+}
+procs = {}
+for name, args in cases.items():
+    root = os.path.join(d, "root" + name)
+    os.makedirs(root)
+    shutil.copy(jit, os.path.join(root, "jitwl"))
+    cmd = ["chroot", root, "/jitwl", "60", *args]
+    if name == "A":
+        cmd = ["unshare", "--pid", "--fork"] + cmd
+    procs[name] = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+for name, p in procs.items():
+    line = p.stdout.readline()
+    check(line.startswith("ready"), f"{name}: workload ready", line)
+
+
+def jit_pid(name):
+    """The jitwl process of a case (unshare forks it as a child)."""
+    pid = procs[name].pid
+    if name != "A":
+        return pid
+    for _ in range(100):
+        kids = open(f"/proc/{pid}/task/{pid}/children").read().split()
+        if kids:
+            return int(kids[0])
+        time.sleep(0.05)
+    return pid
+
+
+pids = {name: jit_pid(name) for name in procs}
+print("pids", pids, "A's NSpid:",
+      [l for l in open(f"/proc/{pids['A']}/status") if l.startswith("NSpid")])
+cfg, store = ct.write_config(d, 'targets:\n  - comm_regex: "^jitwl$"\n')
+agent = ct.start_agent(cfg, "40s")
+ct.wait_started(agent)
+t0 = time.time()
+seen, named = set(), 0
+while time.time() - t0 < 30:
+    time.sleep(0.5)
+    for path in ct.profiles(store):
+        if path not in seen and int(os.path.basename(path).split("-")[2]) == pids["A"]:
+            seen.add(path)
+            named += ct.Prof(path).count_where(lambda fr: "jit_hot_code" in fr)
+    if named >= 50 and time.time() - t0 >= 4.2:
+        break
+elapsed = time.time() - t0
+agent.send_signal(signal.SIGINT)
+rc, log = ct.finish(agent)
+for name, p in procs.items():
+    for pid in {p.pid, pids[name]}:     # A: unshare and its child
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    p.wait()
+print(log[-2000:])
+check(rc == 0, "agent exits 0 on SIGINT", f"rc={rc}")
+wins = ct.window_lines(log)
+check(len(wins) >= int(elapsed) - 1, "a window every second throughout (nothing blocked)",
+      f"{len(wins)} windows in {elapsed:.1f} s")
+files = ct.profiles(store)
+check(files and all(ct.pprof_parses(p) for p in files),
+      "every profile parses with go tool pprof", f"{len(files)} files")
+jit_frames = {n: {} for n in pids}
+for path in files:
+    pid = int(os.path.basename(path).split("-")[2])
+    name = next((n for n, p in pids.items() if p == pid), None)
+    if not name:
+        continue
+    for frames, kinds, v, labels in ct.Prof(path).samples:
+        for f, k in zip(frames, kinds):
+            if k == "" and not f.startswith("["):    # not a pseudo frame
+                jit_frames[name][f] = jit_frames[name].get(f, 0) + v
+for name in pids:
+    top = sorted(jit_frames[name].items(), key=lambda x: -x[1])[:5]
+    print(f"{name}: frames in anonymous memory {sum(jit_frames[name].values())}: {top}")
+a = jit_frames["A"]
+check(a.get("jit_hot_code", 0) >= 20, "A: JIT frames named from the perf map", str(a))
+check(all(f == "jit_hot_code" for f in a), "A: the later line wins, nothing else named",
+      str(a))
+for name in "BCD":
+    fr = jit_frames[name]
+    check(sum(fr.values()) >= 20, f"{name}: its JIT code was sampled", str(fr))
+    check("escaped_name" not in fr and all(f.startswith("0x") for f in fr),
+          f"{name}: nothing read from outside its root / from a FIFO", str(fr))
+check("escaped_name" not in open(os.path.join(d, "outside.map")).read() or
+      not any("escaped_name" in str(v) for v in jit_frames.values()),
+      "escaped_name never appears")
+done()
