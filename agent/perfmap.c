@@ -107,7 +107,7 @@ static long parse_from(struct perfmap *pm, int fd, uint64_t limit)
 		char *p = buf, *e = buf + have, *nl;
 		while ((nl = memchr(p, '\n', (size_t)(e - p)))) {
 			*nl = '\0';
-			if (!skip) {
+			if (!skip && nl - p <= PERFMAP_MAX_LINE) {
 				int a = add_line(pm, p);
 				if (a < 0) {
 					free(buf);

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 #include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#include <linux/magic.h>
 #include <linux/openat2.h>
 
 /* Bounds on what we accept from /proc: a process with more mappings than
@@ -410,7 +412,27 @@ int proc_nspid(pid_t pid, pid_t *nspid)
 	return rc;
 }
 
-#define FUSE_SUPER_MAGIC 0x65735546
+/* Filesystems a file read on behalf of a process must not come from: FUSE
+ * (its server can stall a read forever) and pseudo filesystems, whose
+ * "regular" files are made up for the reader, i.e. would describe the agent
+ * (a symlink to /proc/self/environ). */
+static bool untrusted_fs(long type)
+{
+	switch (type) {
+	case FUSE_SUPER_MAGIC:
+	case PROC_SUPER_MAGIC:
+	case SYSFS_MAGIC:
+	case DEBUGFS_MAGIC:
+	case TRACEFS_MAGIC:
+	case SECURITYFS_MAGIC:
+	case CGROUP_SUPER_MAGIC:
+	case CGROUP2_SUPER_MAGIC:
+	case BPF_FS_MAGIC:
+		return true;
+	default:
+		return false;
+	}
+}
 
 int proc_root_open(pid_t pid, const char *path, uint64_t max_size, struct stat *st)
 {
@@ -438,7 +460,7 @@ int proc_root_open(pid_t pid, const char *path, uint64_t max_size, struct stat *
 		close(pfd);
 		return -e;
 	}
-	if (!S_ISREG(st->st_mode) || sf.f_type == FUSE_SUPER_MAGIC) {
+	if (!S_ISREG(st->st_mode) || untrusted_fs((long)sf.f_type)) {
 		close(pfd);
 		return -EINVAL;
 	}

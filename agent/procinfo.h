@@ -81,9 +81,10 @@ int proc_nspid(pid_t pid, pid_t *nspid);
  * trusting it: resolved with openat2(RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS)
  * under /proc/PID/root, so no symlink leads out of the process's root; the
  * file is looked at through an O_PATH descriptor first and opened for
- * reading (O_NONBLOCK | O_NOCTTY) only when it is a regular file on a
- * filesystem that cannot stall a read forever (not FUSE), so FIFOs and
- * devices are never opened. *st is the file's stat. Returns the fd (the
+ * reading (O_NONBLOCK | O_NOCTTY) only when it is a regular file, not on
+ * FUSE (a read could stall forever) nor on a pseudo filesystem (proc,
+ * sysfs, cgroup...: made up for the reader, i.e. about the agent), so
+ * FIFOs and devices are never opened. *st is the file's stat. Returns the fd (the
  * caller closes it) or a negative errno: -EINVAL not a regular file,
  * -EFBIG over max_size bytes, -ENOSYS no openat2 (kernel < 5.6).
  */
