@@ -503,6 +503,13 @@ static struct pentry *proc_get(struct symbolizer *s, pid_t pid, uint64_t now, ui
 	}
 	struct proc_maps mm;
 	int r = proc_maps_read(pid, &mm, err);
+	if (r == 0 && mm.n == 0) {
+		/* a process that has released its memory on the way out (a
+		 * zombie, or one mid-exit) reads as no mappings at all: not
+		 * maps to resolve with, and not to replace the last ones */
+		proc_maps_free(&mm);
+		r = pp_errf(err, -ESRCH, "symbolize: process %d is exiting", (int)pid);
+	}
 	if (r < 0) {
 		if (p) {	/* raced with exit: keep the old maps */
 			p->used = ++s->proc_tick;

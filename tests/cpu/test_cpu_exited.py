@@ -56,6 +56,7 @@ files = ct.profiles(store)
 check(files and all(ct.pprof_parses(p) for p in files),
       "every profile parses with go tool pprof", f"{len(files)} files")
 stats = {}
+nomap_pids = set()
 prog = {"c": cprog, "go": goprog}
 for name in pids:
     want = set(pids[name])
@@ -73,6 +74,7 @@ for name in pids:
                 if not k.startswith("/"):
                     nomap += v
                     unnamed_ex.append(f"{f} (no mapping)")
+                    nomap_pids.add(int(os.path.basename(path).split("-")[2]))
                 elif "/libc.so" in k:
                     libc += v if not f.startswith("0x") else 0
                 elif k != prog[name]:
@@ -95,6 +97,9 @@ for name in pids:
     check(unnamed == 0 and named > 0, f"{name}: every frame in the executable is named",
           f"{unnamed} unnamed of {named + unnamed}")
     check(chains > 0, f"{name}: full chains present", f"{chains}")
+for pid in sorted(nomap_pids):
+    print(f"pid {pid} had frames without a mapping; its log lines:")
+    print("\n".join(l for l in log.splitlines() if f"pid={pid} " in l or l.endswith(f"pid={pid}")))
 check(stats["c"][5] > 0, "c: libc frames (libc is mapped after exec) are named",
       f"{stats['c'][5]}")
 done()
