@@ -353,7 +353,10 @@ int proc_start_time(pid_t pid, uint64_t *ticks)
 	return rc;
 }
 
-int proc_tgid(pid_t pid, pid_t *tgid)
+/* The last number on the line of /proc/PID/status that starts with key
+ * ("Tgid:", "NSpid:" - one number per PID namespace, innermost last), as
+ * a positive pid. */
+static int status_pid(pid_t pid, const char *key, pid_t *out)
 {
 	char path[64], *s;
 	int rc;
@@ -362,17 +365,33 @@ int proc_tgid(pid_t pid, pid_t *tgid)
 	rc = slurp(path, &s, NULL);
 	if (rc)
 		return rc;
-	char *t = strstr(s, "\nTgid:");
+	char want[32];
+	snprintf(want, sizeof(want), "\n%s", key);
+	char *p = strstr(s, want), *end;
+	long last = -1;
 	rc = -EINVAL;
-	if (t) {
-		long v = strtol(t + 6, NULL, 10);
-		if (v > 0 && v <= INT_MAX) {
-			*tgid = (pid_t)v;
+	if (p) {
+		p += strlen(want);
+		for (;;) {
+			while (*p == ' ' || *p == '\t')
+				p++;
+			if (!isdigit((unsigned char)*p))
+				break;
+			last = strtol(p, &end, 10);
+			p = end;
+		}
+		if (last > 0 && last <= INT_MAX) {
+			*out = (pid_t)last;
 			rc = 0;
 		}
 	}
 	free(s);
 	return rc;
+}
+
+int proc_tgid(pid_t pid, pid_t *tgid)
+{
+	return status_pid(pid, "Tgid:", tgid);
 }
 
 int proc_root_path(pid_t pid, const char *path, char *buf, size_t len)
@@ -383,33 +402,7 @@ int proc_root_path(pid_t pid, const char *path, char *buf, size_t len)
 
 int proc_nspid(pid_t pid, pid_t *nspid)
 {
-	char path[64], *s;
-	int rc;
-
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	rc = slurp(path, &s, NULL);
-	if (rc)
-		return rc;
-	char *t = strstr(s, "\nNSpid:");
-	rc = -EINVAL;
-	if (t) {
-		char *p = t + 7, *end;
-		long last = -1;
-		for (;;) {
-			while (*p == ' ' || *p == '\t')
-				p++;
-			if (!isdigit((unsigned char)*p))
-				break;
-			last = strtol(p, &end, 10);
-			p = end;
-		}
-		if (last > 0 && last <= INT_MAX) {
-			*nspid = (pid_t)last;
-			rc = 0;
-		}
-	}
-	free(s);
-	return rc;
+	return status_pid(pid, "NSpid:", nspid);
 }
 
 /* Filesystems a file read on behalf of a process must not come from: FUSE

@@ -629,6 +629,22 @@ void sym_prepare_run(struct symbolizer *s, uint64_t now_ns)
 	}
 }
 
+/* r gets one frame, named name (copied into the batch arena). */
+static int one_frame(struct batch_priv *bp, struct sym_result *r, const char *name,
+		     enum sym_source src)
+{
+	struct sym_frame *f = arena_alloc(bp, sizeof(*f));
+	if (!f || !(f->func = arena_str(bp, name)))
+		return -ENOMEM;
+	f->file = "";
+	f->line = 0;
+	f->inlined = false;
+	r->frames = f;
+	r->nframes = 1;
+	r->source = src;
+	return 0;
+}
+
 /* Frames for vaddr in e, copied into the batch arena. */
 static int resolve_in(struct batch_priv *bp, const struct elfsym *e, uint64_t vaddr,
 		      struct sym_result *r)
@@ -656,17 +672,8 @@ static int resolve_in(struct batch_priv *bp, const struct elfsym *e, uint64_t va
 	}
 	uint64_t start;
 	const char *name = elfsym_lookup(e, vaddr, &start);
-	if (name) {
-		struct sym_frame *out = arena_alloc(bp, sizeof(*out));
-		if (!out || !(out->func = arena_str(bp, name)))
-			return -ENOMEM;
-		out->file = "";
-		out->line = 0;
-		out->inlined = false;
-		r->frames = out;
-		r->nframes = 1;
-		r->source = e->from_dynsym ? SYM_SRC_DYNSYM : SYM_SRC_SYMTAB;
-	}
+	if (name)
+		return one_frame(bp, r, name, e->from_dynsym ? SYM_SRC_DYNSYM : SYM_SRC_SYMTAB);
 	return 0;
 }
 
@@ -812,17 +819,10 @@ int sym_resolve_user(struct symbolizer *s, pid_t pid, const uint64_t *addrs, siz
 			const struct perfmap *pm = perfmap_get(s, p, now);
 			const char *name = pm ? perfmap_lookup(pm, addrs[i]) : NULL;
 			if (name) {
-				struct sym_frame *f = arena_alloc(bp, sizeof(*f));
-				if (!f || !(f->func = arena_str(bp, name))) {
+				if (one_frame(bp, r, name, SYM_SRC_PERFMAP) < 0) {
 					rc = pp_errf(err, -ENOMEM, "symbolize: out of memory");
 					break;
 				}
-				f->file = "";
-				f->line = 0;
-				f->inlined = false;
-				r->frames = f;
-				r->nframes = 1;
-				r->source = SYM_SRC_PERFMAP;
 				s->st.resolved++;
 			}
 			continue;
@@ -1113,17 +1113,10 @@ int sym_resolve_kernel(struct symbolizer *s, const uint64_t *addrs, size_t n,
 			}
 		}
 		r->mapping = midx[mi];
-		struct sym_frame *f = arena_alloc(bp, sizeof(*f));
-		if (!f || !(f->func = arena_str(bp, s->knames + k->name))) {
+		if (one_frame(bp, r, s->knames + k->name, SYM_SRC_KALLSYMS) < 0) {
 			rc = pp_errf(err, -ENOMEM, "symbolize: out of memory");
 			break;
 		}
-		f->file = "";
-		f->line = 0;
-		f->inlined = false;
-		r->frames = f;
-		r->nframes = 1;
-		r->source = SYM_SRC_KALLSYMS;
 		s->st.resolved++;
 	}
 	free(midx);

@@ -4,6 +4,7 @@ protoc-generated Python classes, and parsed by `go tool pprof`)."""
 import glob
 import gzip
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -58,14 +59,8 @@ def free_port():
 def metrics(port, timeout=10):
     """The agent's /metrics as {'name{labels}': value}."""
     import urllib.request
-    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics",
-                                  timeout=timeout).read().decode()
-    out = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            k, _, v = line.rpartition(" ")
-            out[k] = float(v)
-    return out
+    return pptest.parse_metrics(urllib.request.urlopen(
+        f"http://127.0.0.1:{port}/metrics", timeout=timeout).read().decode())
 
 
 def start_agent(config, duration):
@@ -96,6 +91,23 @@ def finish(agent, timeout=60):
         print("sanitizer report in the agent's log:\n" + err[-4000:])
         rc = 99
     return rc, err
+
+
+def stop_checked(agent, store, workloads=(), tail=2500):
+    """SIGINT the agent, then kill the workloads (Popen objects); check that
+    it exited 0 and that every profile it wrote parses with `go tool
+    pprof`. Returns (log, profile paths)."""
+    agent.send_signal(signal.SIGINT)
+    rc, log = finish(agent)
+    for w in workloads:
+        w.kill()
+        w.wait()
+    print(log[-tail:])
+    pptest.check(rc == 0, "agent exits 0 on SIGINT", f"rc={rc}")
+    files = profiles(store)
+    pptest.check(files and all(pprof_parses(p) for p in files),
+                 "every profile parses with go tool pprof", f"{len(files)} files")
+    return log, files
 
 
 def window_lines(log):
@@ -168,6 +180,22 @@ class Prof:
 
     def count_where(self, pred):
         return sum(v for frames, kinds, v, labels in self.samples if pred(frames))
+
+
+def collect_until(store, count, enough, min_secs, max_secs=30):
+    """Poll store every 0.5 s, adding count(path) for each new profile, until
+    the sum reaches enough and min_secs have passed (or max_secs): quick on
+    an idle machine, still meaningful on a loaded one. Returns the sum."""
+    t0, seen, total = time.time(), set(), 0
+    while time.time() - t0 < max_secs:
+        time.sleep(0.5)
+        for path in profiles(store):
+            if path not in seen:
+                seen.add(path)
+                total += count(path)
+        if total >= enough and time.time() - t0 >= min_secs:
+            break
+    return total
 
 
 def profiles(store_dir):

@@ -9,9 +9,7 @@ frames (below the cut) stay. Profiles parse with
 `go tool pprof`.
 """
 import os
-import signal
 import subprocess
-import time
 
 import cputest as ct
 from pptest import check, done, tmpdir
@@ -39,34 +37,15 @@ port = ct.free_port()
 cfg, store = ct.write_config(d, f"targets:\n  - pids: [{w.pid}]\n", http=f"127.0.0.1:{port}")
 agent = ct.start_agent(cfg, "40s")
 ct.wait_started(agent)
-# Sample until enough hashing samples were seen (at least 3 windows, at most
-# 30 s): quick on an idle machine, still meaningful on a loaded one.
-t0 = time.time()
-seen, total = set(), 0
-while time.time() - t0 < 30:
-    time.sleep(0.5)
-    for path in ct.profiles(store):
-        if path not in seen:
-            seen.add(path)
-            total += ct.Prof(path).total()
-    if total >= 1500 and time.time() - t0 >= 3.2:
-        break
+# 1500 samples, at least 3 windows, at most 30 s
+ct.collect_until(store, lambda path: ct.Prof(path).total(), 1500, 3.2)
 ranges = exec_ranges(w.pid)
 try:
     metrics = ct.metrics(port)
 except OSError as e:
     print("metrics:", e)
     metrics = {}
-agent.send_signal(signal.SIGINT)
-rc, log = ct.finish(agent)
-w.kill()
-w.wait()
-print(log[-2500:])
-check(rc == 0, "agent exits 0 on SIGINT", f"rc={rc}")
-
-files = ct.profiles(store)
-check(files and all(ct.pprof_parses(p) for p in files),
-      "every profile parses with go tool pprof", f"{len(files)} files")
+log, files = ct.stop_checked(agent, store, [w])
 bad, user_locs, samples, junk_samples, sha_samples, sha_rooted = [], 0, 0, 0, 0, 0
 for path in files:
     pr = ct.Prof(path)

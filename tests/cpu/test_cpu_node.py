@@ -6,9 +6,7 @@ and the profiles parse with `go tool pprof`.
 """
 import os
 import shutil
-import signal
 import subprocess
-import time
 
 import cputest as ct
 from pptest import check, done, tmpdir
@@ -23,27 +21,11 @@ w = subprocess.Popen([node, "--perf-basic-prof", os.path.join(ct.WORK, "hot.js")
 cfg, store = ct.write_config(d, f"targets:\n  - pids: [{w.pid}]\n")
 agent = ct.start_agent(cfg, "40s")
 ct.wait_started(agent)
-# until 50 samples name hotLoop (at least 2 windows, at most 30 s)
-t0 = time.time()
-seen, hot = set(), 0
-while time.time() - t0 < 30:
-    time.sleep(0.5)
-    for path in ct.profiles(store):
-        if path not in seen:
-            seen.add(path)
-            hot += ct.Prof(path).count_where(lambda fr: any("hotLoop" in f for f in fr))
-    if hot >= 50 and time.time() - t0 >= 2.2:
-        break
-agent.send_signal(signal.SIGINT)
-rc, log = ct.finish(agent)
-w.kill()
-w.wait()
+# 50 samples naming hotLoop, at least 2 windows, at most 30 s
+hot = ct.collect_until(store, lambda path: ct.Prof(path).count_where(
+    lambda fr: any("hotLoop" in f for f in fr)), 50, 2.2)
+log, files = ct.stop_checked(agent, store, [w])
 perfmap = f"/tmp/perf-{w.pid}.map"
-print(log[-1500:])
-check(rc == 0, "agent exits 0 on SIGINT", f"rc={rc}")
-files = ct.profiles(store)
-check(files and all(ct.pprof_parses(p) for p in files),
-      "every profile parses with go tool pprof", f"{len(files)} files")
 samples, names = 0, {}
 for path in files:
     for frames, kinds, v, labels in ct.Prof(path).samples:

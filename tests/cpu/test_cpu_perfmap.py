@@ -65,34 +65,19 @@ print("pids", pids, "A's NSpid:",
 cfg, store = ct.write_config(d, 'targets:\n  - comm_regex: "^jitwl$"\n')
 agent = ct.start_agent(cfg, "40s")
 ct.wait_started(agent)
+# 50 samples of A naming jit_hot_code, at least 4 windows, at most 30 s
 t0 = time.time()
-seen, named = set(), 0
-while time.time() - t0 < 30:
-    time.sleep(0.5)
-    for path in ct.profiles(store):
-        if path not in seen and int(os.path.basename(path).split("-")[2]) == pids["A"]:
-            seen.add(path)
-            named += ct.Prof(path).count_where(lambda fr: "jit_hot_code" in fr)
-    if named >= 50 and time.time() - t0 >= 4.2:
-        break
+ct.collect_until(store, lambda path: ct.Prof(path).count_where(lambda fr: "jit_hot_code" in fr)
+                 if int(os.path.basename(path).split("-")[2]) == pids["A"] else 0, 50, 4.2)
 elapsed = time.time() - t0
-agent.send_signal(signal.SIGINT)
-rc, log = ct.finish(agent)
-for name, p in procs.items():
-    for pid in {p.pid, pids[name]}:     # A: unshare and its child
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    p.wait()
-print(log[-2000:])
-check(rc == 0, "agent exits 0 on SIGINT", f"rc={rc}")
+log, files = ct.stop_checked(agent, store, procs.values())
+try:
+    os.kill(pids["A"], signal.SIGKILL)  # unshare's child outlives it
+except ProcessLookupError:
+    pass
 wins = ct.window_lines(log)
 check(len(wins) >= int(elapsed) - 1, "a window every second throughout (nothing blocked)",
       f"{len(wins)} windows in {elapsed:.1f} s")
-files = ct.profiles(store)
-check(files and all(ct.pprof_parses(p) for p in files),
-      "every profile parses with go tool pprof", f"{len(files)} files")
 jit_frames = {n: {} for n in pids}
 for path in files:
     pid = int(os.path.basename(path).split("-")[2])

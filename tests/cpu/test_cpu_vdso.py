@@ -6,9 +6,7 @@ clock_gettime wrapper), none left as a raw address. Profiles parse with
 `go tool pprof`.
 """
 import os
-import signal
 import subprocess
-import time
 
 import cputest as ct
 from pptest import check, done, tmpdir
@@ -19,26 +17,10 @@ w = subprocess.Popen([prog, "60"])
 cfg, store = ct.write_config(d, f"targets:\n  - pids: [{w.pid}]\n")
 agent = ct.start_agent(cfg, "40s")
 ct.wait_started(agent)
-# until 200 [vdso] frames were seen (at least 2 windows, at most 30 s)
-t0 = time.time()
-seen, vdso = set(), 0
-while time.time() - t0 < 30:
-    time.sleep(0.5)
-    for path in ct.profiles(store):
-        if path not in seen:
-            seen.add(path)
-            vdso += sum(v * k.count("[vdso]") for f, k, v, l in ct.Prof(path).samples)
-    if vdso >= 200 and time.time() - t0 >= 2.2:
-        break
-agent.send_signal(signal.SIGINT)
-rc, log = ct.finish(agent)
-w.kill()
-w.wait()
-print(log[-1500:])
-check(rc == 0, "agent exits 0 on SIGINT", f"rc={rc}")
-files = ct.profiles(store)
-check(files and all(ct.pprof_parses(p) for p in files),
-      "every profile parses with go tool pprof", f"{len(files)} files")
+# 200 [vdso] frames, at least 2 windows, at most 30 s
+ct.collect_until(store, lambda path: sum(v * k.count("[vdso]")
+                                         for f, k, v, l in ct.Prof(path).samples), 200, 2.2)
+log, files = ct.stop_checked(agent, store, [w])
 names = {}
 samples = 0
 for path in files:
