@@ -8,8 +8,8 @@ chroot of its own, each copy leaving a different file at its perf-map path:
   the host, outside their root, naming everything "escaped_name": that name
   must never appear;
 - D: a FIFO, which must neither block the agent nor be read.
-The agent keeps producing a window a second throughout, exits 0 on
-SIGINT, and every profile parses with `go tool pprof`.
+The agent keeps producing windows throughout, exits 0 on SIGINT, and
+every profile parses with `go tool pprof`.
 """
 import os
 import shutil
@@ -76,7 +76,9 @@ try:
 except ProcessLookupError:
     pass
 wins = ct.window_lines(log)
-check(len(wins) >= int(elapsed) - 1, "a window every second throughout (nothing blocked)",
+# a blocked agent builds no window after its first look at the FIFO (and
+# would not exit on SIGINT); half the schedule leaves room for a loaded host
+check(len(wins) >= max(3, int(elapsed / 2)), "windows keep coming (nothing blocked)",
       f"{len(wins)} windows in {elapsed:.1f} s")
 jit_frames = {n: {} for n in pids}
 for path in files:
