@@ -55,6 +55,9 @@ static int add_line(struct perfmap *pm, char *line)
 		p[--l] = '\0';
 	if (!l || pm->n >= PERFMAP_MAX_ENTRIES)
 		return 0;
+	for (size_t i = 0; i < l; i++)	/* names end up in logs and UIs */
+		if ((unsigned char)p[i] < 0x20 || p[i] == 0x7f)
+			p[i] = '?';
 	if (pm->n == pm->cap) {
 		size_t cap = pm->cap ? 2 * pm->cap : 1024;
 		struct perfmap_sym *v = realloc(pm->v, cap * sizeof(*v));

@@ -47,7 +47,7 @@ int main(void)
 	CHECK(perfmap_refresh(&pm, self) == -ENOENT, "no file: -ENOENT");
 
 	append("1000 100 first\nnot a line\nzz 10 bad\n2000 0 zero_size\n3000\n"
-	       "0x4000 10 with_0x\n5000 10 sp ace name\r\n");
+	       "0x4000 10 with_0x\n5000 10 sp ace name\r\nb000 10 tab\there\x1b[0m\n");
 	CHECK(perfmap_refresh(&pm, self) == 1, "first read");
 	CHECK(!strcmp(name_at(&pm, 0x1000), "first") && !strcmp(name_at(&pm, 0x10ff), "first") &&
 	      !strcmp(name_at(&pm, 0x1100), "(none)") && !strcmp(name_at(&pm, 0xfff), "(none)"),
@@ -56,6 +56,8 @@ int main(void)
 	CHECK(!strcmp(name_at(&pm, 0x4005), "with_0x"), "0x prefix: %s", name_at(&pm, 0x4005));
 	CHECK(!strcmp(name_at(&pm, 0x5000), "sp ace name"), "name with spaces, CR trimmed: '%s'",
 	      name_at(&pm, 0x5000));
+	CHECK(!strcmp(name_at(&pm, 0xb000), "tab?here?[0m"), "control characters replaced: '%s'",
+	      name_at(&pm, 0xb000));
 	CHECK(perfmap_refresh(&pm, self) == 0, "unchanged: nothing re-read");
 
 	/* growth: a partial line is not read until its newline arrives */
