@@ -678,10 +678,13 @@ static int resolve_in(struct batch_priv *bp, const struct elfsym *e, uint64_t va
 }
 
 /* Anonymous executable memory: where JIT compilers put code, named (if
- * at all) by the process's perf map. */
+ * at all) by the process's perf map. memfd mappings count: runtimes that
+ * map their code twice (writable, executable) back it with a memfd (.NET's
+ * "doublemapper"). */
 static bool is_jit_mapping(const struct proc_map *m)
 {
-	return m->perms[2] == 'x' && (!m->path[0] || !strncmp(m->path, "[anon", 5));
+	return m->perms[2] == 'x' && (!m->path[0] || !strncmp(m->path, "[anon", 5) ||
+				      !strncmp(m->path, "/memfd:", 7));
 }
 
 /* p's perf map, refreshed when older than maps_max_age_ms; NULL when the

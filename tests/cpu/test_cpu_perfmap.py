@@ -7,7 +7,9 @@ chroot of its own, each copy leaving a different file at its perf-map path:
 - B: an absolute symlink, C: a relative one (../../..), both to a map on
   the host, outside their root, naming everything "escaped_name": that name
   must never appear;
-- D: a FIFO, which must neither block the agent nor be read.
+- D: a FIFO, which must neither block the agent nor be read;
+- E: a real map naming code that runs from a memfd mapped twice (writable
+  and executable, as .NET does): named "jit_hot_code" too.
 The agent keeps producing windows throughout, exits 0 on SIGINT, and
 every profile parses with `go tool pprof`.
 """
@@ -31,6 +33,7 @@ cases = {
     "B": ["symlink", outside],
     "C": ["symlink", "../../../../../../../../.." + outside],
     "D": ["fifo"],
+    "E": ["memfd"],
 }
 procs = {}
 for name, args in cases.items():
@@ -88,7 +91,7 @@ for path in files:
         continue
     for frames, kinds, v, labels in ct.Prof(path).samples:
         for f, k in zip(frames, kinds):
-            if k == "" and not f.startswith("["):    # not a pseudo frame
+            if (k == "" or k.startswith("/memfd:")) and not f.startswith("["):
                 jit_frames[name][f] = jit_frames[name].get(f, 0) + v
 for name in pids:
     top = sorted(jit_frames[name].items(), key=lambda x: -x[1])[:5]
@@ -97,6 +100,9 @@ a = jit_frames["A"]
 check(a.get("jit_hot_code", 0) >= 20, "A: JIT frames named from the perf map", str(a))
 check(all(f == "jit_hot_code" for f in a), "A: the later line wins, nothing else named",
       str(a))
+e = jit_frames["E"]
+check(e.get("jit_hot_code", 0) >= 20 and all(f == "jit_hot_code" for f in e),
+      "E: JIT code in a memfd named from the perf map", str(e))
 for name in "BCD":
     fr = jit_frames[name]
     check(sum(fr.values()) >= 20, f"{name}: its JIT code was sampled", str(fr))

@@ -5,9 +5,12 @@
  *   map           a perf map naming the code "jit_hot_code" (after an
  *                 earlier line naming it "jit_stale_name": later lines win;
  *                 malformed lines around it)
+ *   memfd         the code in a memfd mapped twice (writable, then
+ *                 executable, as .NET does), named "jit_hot_code"
  *   symlink PATH  a symlink to PATH
  *   fifo          a FIFO
  * Built static so it runs in a bare chroot. */
+#define _GNU_SOURCE	/* memfd_create */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,17 +42,28 @@ int main(int argc, char **argv)
 	const char *mode = argc > 2 ? argv[2] : "map";
 	char path[64];
 
-	unsigned char *mem = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
-				  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (mem == MAP_FAILED)
-		return 1;
-	memcpy(mem, code, sizeof(code));
-	if (mprotect(mem, 4096, PROT_READ | PROT_EXEC))
-		return 1;
+	unsigned char *mem;
+	if (!strcmp(mode, "memfd")) {
+		int fd = memfd_create("jitwl", MFD_CLOEXEC);
+		if (fd < 0 || ftruncate(fd, 4096))
+			return 1;
+		unsigned char *w = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		mem = mmap(NULL, 4096, PROT_READ | PROT_EXEC, MAP_SHARED, fd, 0);
+		if (w == MAP_FAILED || mem == MAP_FAILED)
+			return 1;
+		memcpy(w, code, sizeof(code));
+	} else {
+		mem = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (mem == MAP_FAILED)
+			return 1;
+		memcpy(mem, code, sizeof(code));
+		if (mprotect(mem, 4096, PROT_READ | PROT_EXEC))
+			return 1;
+	}
 	mkdir("/tmp", 01777);
 	snprintf(path, sizeof(path), "/tmp/perf-%d.map", (int)getpid());
 	unlink(path);
-	if (!strcmp(mode, "map")) {
+	if (!strcmp(mode, "map") || !strcmp(mode, "memfd")) {
 		FILE *f = fopen(path, "w");
 		if (!f)
 			return 1;
