@@ -364,6 +364,9 @@ static void window(struct agent *a)
 		metric_inc("pushprof_cpu_lost_total",
 			   "Samples (counts_map_full) or stacks (others) lost or cut, by cause.",
 			   lost[i].cause, (double)s[lost[i].stat]);
+	metric_inc("pushprof_cpu_lost_total",
+		   "Samples (counts_map_full) or stacks (others) lost or cut, by cause.",
+		   "cause=\"junk_frame\"", (double)ps.junk_cut);
 	metric_inc("pushprof_cpu_profiles_total", "Per-process CPU profiles handed over.", NULL,
 		   (double)ps.profiles);
 	metric_inc("pushprof_cpu_profile_bytes_total", "Bytes of CPU profiles handed over.", NULL,
@@ -385,7 +388,7 @@ static void window(struct agent *a)
 	pp_log(PP_INFO, "cpu window",
 	       "window=%llu samples=%llu processes=%zu bytes=%llu lost_map_full=%llu "
 	       "lost_stack_err=%llu lost_stacks_full=%llu lost_collision=%llu truncated=%llu "
-	       "filtered=%llu targets=%zu/%zu locations=%llu named=%llu cpus=%u duration_ms=%lld "
+	       "truncated_junk=%llu filtered=%llu targets=%zu/%zu locations=%llu named=%llu cpus=%u duration_ms=%lld "
 	       "agent_cpu_ms=%.1f%s%s",
 	       (unsigned long long)a->windows, (unsigned long long)a->win.samples, ps.profiles,
 	       (unsigned long long)ps.bytes,
@@ -393,7 +396,7 @@ static void window(struct agent *a)
 	       (unsigned long long)s[CPU_STAT_STACK_ERR],
 	       (unsigned long long)s[CPU_STAT_STACKS_FULL],
 	       (unsigned long long)s[CPU_STAT_COLLISION],
-	       (unsigned long long)s[CPU_STAT_TRUNCATED],
+	       (unsigned long long)s[CPU_STAT_TRUNCATED], (unsigned long long)ps.junk_cut,
 	       (unsigned long long)s[CPU_STAT_FILTERED], matched, procs,
 	       (unsigned long long)ps.frames, (unsigned long long)ps.frames_named,
 	       cpu_sampler_ncpus(a->cpu), (long long)(dur / 1000000),
@@ -656,6 +659,9 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 			wake = next_flush;
 		if (next_young < wake)
 			wake = next_young;
+		uint64_t prep_due = a.sym ? sym_prepare_due(a.sym) : UINT64_MAX;
+		if (prep_due < wake)
+			wake = prep_due;
 		int timeout = wake > now ? (int)((wake - now + 999999) / 1000000) : 0;
 		struct pollfd pfd[3] = { { .fd = sfd, .events = POLLIN },
 					 { .fd = a.oom ? oom_watch_fd(a.oom) : -1, .events = POLLIN },
@@ -711,6 +717,9 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 			targets_recheck_young(a.targets, now, on_target_change, &a);
 			next_young = now + SCAN_NS;
 		}
+		/* new targets' maps again once ld.so has mapped their libraries */
+		if (a.sym && now >= sym_prepare_due(a.sym) && !stop)
+			sym_prepare_run(a.sym, now);
 		if (now >= next_recheck && !stop) {
 			gotrack_recheck(a.go);
 			last_recheck = now;

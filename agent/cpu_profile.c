@@ -242,9 +242,31 @@ static uint64_t kernel_loc(struct proc_ctx *c, uint64_t addr)
 	return pprof_location(c->p, c->kernel_map, addr, NULL, 0);
 }
 
-/* Append the locations of one stack (leaf first) to locs. */
+#define JUNK_NAME "[truncated: junk return address]"
+
+/* Whether a user lookup address lies in an executable mapping of the
+ * process: 1 yes, 0 no, -1 unknown (no maps at all). Judged on the maps the
+ * symbolizer used (re-read once when an address missed them), else on the
+ * maps read for this profile. */
+static int user_exec(const struct proc_ctx *c, uint64_t addr)
+{
+	long idx = c->user && c->user->resolved ? addr_set_find(c->user, addr) : -1;
+	if (idx >= 0) {
+		const struct sym_result *r = &c->user->b.r[idx];
+		if (r->mapping < 0 || (size_t)r->mapping >= c->user->b.nmappings)
+			return 0;
+		return c->user->b.mappings[r->mapping].executable;
+	}
+	if (!c->have_maps)
+		return -1;
+	const struct proc_map *m = proc_maps_find(&c->maps, addr);
+	return m && m->perms[2] == 'x';
+}
+
+/* Append the locations of one stack (leaf first) to locs. *cut (user
+ * stacks) tells whether it was cut at a junk return address. */
 static int add_stack(struct proc_ctx *c, const struct cpu_window *w, uint64_t id, bool kernel,
-		     uint64_t *locs, size_t *n, size_t cap)
+		     uint64_t *locs, size_t *n, size_t cap, bool *cut)
 {
 	if (id == CPU_STACK_NONE)
 		return 0;
@@ -260,6 +282,14 @@ static int add_stack(struct proc_ctx *c, const struct cpu_window *w, uint64_t id
 	}
 	for (uint32_t i = 0; i < len && *n < cap; i++) {
 		uint64_t a = lookup_addr(ips, i);
+		if (!kernel && i > 0 && user_exec(c, a) == 0) {
+			uint64_t l = pseudo_loc(c->p, JUNK_NAME);
+			if (!l)
+				return -ENOMEM;
+			locs[(*n)++] = l;
+			*cut = true;
+			break;
+		}
 		uint64_t l = kernel ? kernel_loc(c, a) : user_loc(c, a);
 		if (!l)
 			return -ENOMEM;
@@ -344,10 +374,14 @@ static int build_one(const struct cpu_window *w, struct cpu_record *const *recs,
 	for (size_t i = 0; i < n; i++) {
 		const struct cpu_record *rec = recs[i];
 		size_t nl = 0;
-		r = add_stack(&c, w, rec->key.kernel_stack, true, locs, &nl, sizeof(locs) / 8 - 1);
+		bool cut = false;
+		r = add_stack(&c, w, rec->key.kernel_stack, true, locs, &nl, sizeof(locs) / 8 - 1,
+			      &cut);
 		if (!r)
 			r = add_stack(&c, w, rec->key.user_stack, false, locs, &nl,
-				      sizeof(locs) / 8 - 1);
+				      sizeof(locs) / 8 - 1, &cut);
+		if (cut)
+			st->junk_cut += rec->count;
 		if (!r && nl == 0) {
 			uint64_t l = pseudo_loc(c.p, "[no stack]");
 			r = l ? 0 : -ENOMEM;

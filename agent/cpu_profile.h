@@ -9,6 +9,15 @@
  *
  * Samples whose stack could not be stored still count, under a pseudo frame
  * naming the cause ("[lost stack: ...]"), so CPU time adds up.
+ *
+ * A user return address outside every executable mapping of the process
+ * (what a frame-pointer walk reads when code uses %rbp as data: hash state,
+ * heap or stack addresses) cannot be a real caller: the user stack ends
+ * before it, under a "[truncated: junk return address]" frame, and the
+ * sample counts in cpu_profile_stats.junk_cut. The sampled PC itself is
+ * never judged (it came from the registers, and JIT code runs from
+ * anonymous memory). When the process's mappings are unknown (gone before
+ * it was ever seen) the stack is kept as walked.
  */
 #ifndef PUSHPROF_CPU_PROFILE_H
 #define PUSHPROF_CPU_PROFILE_H
@@ -44,6 +53,10 @@ struct cpu_profile_stats {
 	uint64_t samples;
 	uint64_t bytes;			/* gzip bytes handed to emit */
 	uint64_t frames, frames_named;
+	/* Samples whose user stack was cut at a return address outside every
+	 * executable mapping of the process (a register used as data, not a
+	 * frame pointer); their frames from there on are dropped. */
+	uint64_t junk_cut;
 };
 
 /* Called once per process profile; labels and bytes are only valid during

@@ -387,13 +387,18 @@ static int load_syms(struct elfsym *e, Elf *elf, const struct src *s, const GElf
 		v[nv].addr = sym.st_value;
 		v[nv].size = sym.st_size;
 		v[nv].name = (uint32_t)names_len;
-		/* Which alias names an address: the fewest leading underscores
-		 * (malloc over __libc_malloc, fgets over _IO_fgets), then
-		 * global/weak over local; table order breaks ties. */
+		/* Which alias names an address: the vDSO's own names first
+		 * (__vdso_clock_gettime over its weak alias clock_gettime, as
+		 * perf names it; it then stays apart from libc's
+		 * clock_gettime wrapper in a profile), then the fewest leading
+		 * underscores (malloc over __libc_malloc, fgets over
+		 * _IO_fgets), then global/weak over local; table order breaks
+		 * ties. */
 		unsigned us = 0;
 		while (name[us] == '_' && us < 15)
 			us++;
-		rank[nv] = (uint8_t)(us * 2 + (ELF64_ST_BIND(sym.st_info) == STB_LOCAL));
+		rank[nv] = !strncmp(name, "__vdso_", 7) ? 0 :
+			   (uint8_t)(2 + us * 2 + (ELF64_ST_BIND(sym.st_info) == STB_LOCAL));
 		names_len += l;
 		nv++;
 	}

@@ -5,10 +5,16 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+#include <linux/magic.h>
+#include <linux/openat2.h>
 
 /* Bounds on what we accept from /proc: a process with more mappings than
  * this is either pathological or hostile, and is read partially. */
@@ -347,7 +353,10 @@ int proc_start_time(pid_t pid, uint64_t *ticks)
 	return rc;
 }
 
-int proc_tgid(pid_t pid, pid_t *tgid)
+/* The last number on the line of /proc/PID/status that starts with key
+ * ("Tgid:", "NSpid:" - one number per PID namespace, innermost last), as
+ * a positive pid. */
+static int status_pid(pid_t pid, const char *key, pid_t *out)
 {
 	char path[64], *s;
 	int rc;
@@ -356,12 +365,23 @@ int proc_tgid(pid_t pid, pid_t *tgid)
 	rc = slurp(path, &s, NULL);
 	if (rc)
 		return rc;
-	char *t = strstr(s, "\nTgid:");
+	char want[32];
+	snprintf(want, sizeof(want), "\n%s", key);
+	char *p = strstr(s, want), *end;
+	long last = -1;
 	rc = -EINVAL;
-	if (t) {
-		long v = strtol(t + 6, NULL, 10);
-		if (v > 0 && v <= INT_MAX) {
-			*tgid = (pid_t)v;
+	if (p) {
+		p += strlen(want);
+		for (;;) {
+			while (*p == ' ' || *p == '\t')
+				p++;
+			if (!isdigit((unsigned char)*p))
+				break;
+			last = strtol(p, &end, 10);
+			p = end;
+		}
+		if (last > 0 && last <= INT_MAX) {
+			*out = (pid_t)last;
 			rc = 0;
 		}
 	}
@@ -369,8 +389,93 @@ int proc_tgid(pid_t pid, pid_t *tgid)
 	return rc;
 }
 
+int proc_tgid(pid_t pid, pid_t *tgid)
+{
+	return status_pid(pid, "Tgid:", tgid);
+}
+
 int proc_root_path(pid_t pid, const char *path, char *buf, size_t len)
 {
 	int n = snprintf(buf, len, "/proc/%d/root%s%s", (int)pid, path[0] == '/' ? "" : "/", path);
 	return (n < 0 || (size_t)n >= len) ? -ENAMETOOLONG : 0;
+}
+
+int proc_nspid(pid_t pid, pid_t *nspid)
+{
+	return status_pid(pid, "NSpid:", nspid);
+}
+
+/* Filesystems a file read on behalf of a process must not come from: FUSE
+ * (its server can stall a read forever) and pseudo filesystems, whose
+ * "regular" files are made up for the reader, i.e. would describe the agent
+ * (a symlink to /proc/self/environ). */
+static bool untrusted_fs(long type)
+{
+	switch (type) {
+	case FUSE_SUPER_MAGIC:
+	case PROC_SUPER_MAGIC:
+	case SYSFS_MAGIC:
+	case DEBUGFS_MAGIC:
+	case TRACEFS_MAGIC:
+	case SECURITYFS_MAGIC:
+	case CGROUP_SUPER_MAGIC:
+	case CGROUP2_SUPER_MAGIC:
+	case BPF_FS_MAGIC:
+		return true;
+	default:
+		return false;
+	}
+}
+
+int proc_root_open(pid_t pid, const char *path, uint64_t max_size, struct stat *st)
+{
+	char p[64];
+	int root, pfd, fd, e;
+
+	snprintf(p, sizeof(p), "/proc/%d/root", (int)pid);
+	root = open(p, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (root < 0)
+		return gone(errno);
+	/* O_PATH: opening a FIFO or a device node this way has no effect on
+	 * it (no blocking, no driver open), so it can be looked at first */
+	struct open_how how = {
+		.flags = O_PATH | O_CLOEXEC,
+		.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
+	};
+	pfd = (int)syscall(SYS_openat2, root, path, &how, sizeof(how));
+	e = errno;
+	close(root);
+	if (pfd < 0)
+		return -e;
+	struct statfs sf;
+	if (fstat(pfd, st) < 0 || fstatfs(pfd, &sf) < 0) {
+		e = errno;
+		close(pfd);
+		return -e;
+	}
+	if (!S_ISREG(st->st_mode) || untrusted_fs((long)sf.f_type)) {
+		close(pfd);
+		return -EINVAL;
+	}
+	if ((uint64_t)st->st_size > max_size) {
+		close(pfd);
+		return -EFBIG;
+	}
+	/* the same inode, now readable: /proc/self/fd reopens what pfd holds */
+	snprintf(p, sizeof(p), "/proc/self/fd/%d", pfd);
+	fd = open(p, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	e = errno;
+	close(pfd);
+	if (fd < 0)
+		return -e;
+	if (fstat(fd, st) < 0) {
+		e = errno;
+		close(fd);
+		return -e;
+	}
+	if (!S_ISREG(st->st_mode)) {
+		close(fd);
+		return -EINVAL;
+	}
+	return fd;
 }

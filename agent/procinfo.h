@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include "err.h"
@@ -72,5 +73,21 @@ int proc_start_time(pid_t pid, uint64_t *ticks);
 int proc_tgid(pid_t pid, pid_t *tgid);
 /* Path under /proc/PID/root for a file named in the process's mount namespace. */
 int proc_root_path(pid_t pid, const char *path, char *buf, size_t len);
+/* pid as the process knows itself: the last entry of NSpid: in
+ * /proc/PID/status (its id in its own PID namespace). */
+int proc_nspid(pid_t pid, pid_t *nspid);
+/*
+ * Open a file a process controls (path as the process sees it) without
+ * trusting it: resolved with openat2(RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS)
+ * under /proc/PID/root, so no symlink leads out of the process's root; the
+ * file is looked at through an O_PATH descriptor first and opened for
+ * reading (O_NONBLOCK | O_NOCTTY) only when it is a regular file, not on
+ * FUSE (a read could stall forever) nor on a pseudo filesystem (proc,
+ * sysfs, cgroup...: made up for the reader, i.e. about the agent), so
+ * FIFOs and devices are never opened. *st is the file's stat. Returns the fd (the
+ * caller closes it) or a negative errno: -EINVAL not a regular file,
+ * -EFBIG over max_size bytes, -ENOSYS no openat2 (kernel < 5.6).
+ */
+int proc_root_open(pid_t pid, const char *path, uint64_t max_size, struct stat *st);
 
 #endif

@@ -21,6 +21,7 @@
 
 #include "elfsym.h"
 #include "gopclntab.h"
+#include "perfmap.h"
 #include "procinfo.h"
 
 #define MAX_FRAMES 64
@@ -155,7 +156,19 @@ struct pentry {
 	uint64_t start_time;
 	struct proc_maps maps;
 	uint64_t read_ms, used;
+	/* re-reads after sym_prepare(): the next is due at prep_start_ms +
+	 * prep_delay_ms[prep_step - 1]; prep_step 0 = none pending */
+	uint64_t prep_start_ms;
+	unsigned prep_step;
+	/* /tmp/perf-PID.map, read when an address falls in anonymous
+	 * executable memory, refreshed at most every maps_max_age_ms */
+	struct perfmap pm;
+	uint64_t pm_checked_ms;
+	bool pm_checked;
 };
+
+static const unsigned prep_delay_ms[] = { 20, 100, 500, 2000 };
+#define PREP_STEPS (sizeof(prep_delay_ms) / sizeof(prep_delay_ms[0]))
 
 #define KIDX_STEP 128
 
@@ -254,8 +267,10 @@ void sym_free(struct symbolizer *s)
 		n = f->next;
 		fentry_free(f);
 	}
-	for (size_t i = 0; i < s->nprocs; i++)
+	for (size_t i = 0; i < s->nprocs; i++) {
 		proc_maps_free(&s->procs[i].maps);
+		perfmap_free(&s->procs[i].pm);
+	}
 	free(s->procs);
 	free(s->ksyms);
 	free(s->kidx);
@@ -488,6 +503,13 @@ static struct pentry *proc_get(struct symbolizer *s, pid_t pid, uint64_t now, ui
 	}
 	struct proc_maps mm;
 	int r = proc_maps_read(pid, &mm, err);
+	if (r == 0 && mm.n == 0) {
+		/* a process that has released its memory on the way out (a
+		 * zombie, or one mid-exit) reads as no mappings at all: not
+		 * maps to resolve with, and not to replace the last ones */
+		proc_maps_free(&mm);
+		r = pp_errf(err, -ESRCH, "symbolize: process %d is exiting", (int)pid);
+	}
 	if (r < 0) {
 		if (p) {	/* raced with exit: keep the old maps */
 			p->used = ++s->proc_tick;
@@ -506,8 +528,15 @@ static struct pentry *proc_get(struct symbolizer *s, pid_t pid, uint64_t now, ui
 					p = &s->procs[i];
 			proc_maps_free(&p->maps);
 		}
+		p->prep_step = 0;
+		perfmap_free(&p->pm);
+		p->pm_checked = false;
 	} else {
 		proc_maps_free(&p->maps);
+		if (p->start_time != st) {	/* pid reused */
+			perfmap_free(&p->pm);
+			p->pm_checked = false;
+		}
 	}
 	p->pid = pid;
 	p->start_time = st;
@@ -522,6 +551,7 @@ void sym_forget(struct symbolizer *s, pid_t pid)
 	for (size_t i = 0; i < s->nprocs; i++)
 		if (s->procs[i].pid == pid) {
 			proc_maps_free(&s->procs[i].maps);
+			perfmap_free(&s->procs[i].pm);
 			s->procs[i] = s->procs[--s->nprocs];
 			memset(&s->procs[s->nprocs], 0, sizeof(s->procs[0]));
 			return;
@@ -533,19 +563,85 @@ static bool is_file_mapping(const struct proc_map *m)
 	return m->path[0] == '/' && m->inode != 0;
 }
 
-int sym_prepare(struct symbolizer *s, pid_t pid, struct pp_err *err)
+/* Read pid's maps now and load the executable files in them. */
+static struct pentry *prepare(struct symbolizer *s, pid_t pid, uint64_t now, int *rc,
+			      struct pp_err *err)
 {
-	uint64_t now = now_ms();
-	int rc = 0;
 	s->gen++;
-	struct pentry *p = proc_get(s, pid, now, 0, &rc, err);
+	struct pentry *p = proc_get(s, pid, now, 0, rc, err);
 	if (!p)
-		return rc;
+		return NULL;
 	for (size_t i = 0; i < p->maps.n; i++) {
 		const struct proc_map *m = &p->maps.v[i];
 		if (is_file_mapping(m) && m->perms[2] == 'x')
 			file_get(s, pid, m, now);
 	}
+	return p;
+}
+
+int sym_prepare(struct symbolizer *s, pid_t pid, struct pp_err *err)
+{
+	uint64_t now = now_ms();
+	int rc = 0;
+	struct pentry *p = prepare(s, pid, now, &rc, err);
+	if (!p)
+		return rc;
+	p->prep_start_ms = now;
+	p->prep_step = 1;
+	return 0;
+}
+
+uint64_t sym_prepare_due(const struct symbolizer *s)
+{
+	uint64_t due = UINT64_MAX;
+	for (size_t i = 0; i < s->nprocs; i++) {
+		const struct pentry *p = &s->procs[i];
+		if (p->prep_step && p->prep_start_ms + prep_delay_ms[p->prep_step - 1] < due)
+			due = p->prep_start_ms + prep_delay_ms[p->prep_step - 1];
+	}
+	return due == UINT64_MAX ? due : due * 1000000;
+}
+
+void sym_prepare_run(struct symbolizer *s, uint64_t now_ns)
+{
+	uint64_t now = now_ns / 1000000;
+	/* prepare() of a known live pid re-reads its entry in place: the
+	 * array is neither reordered nor evicted from under this loop */
+	for (size_t i = 0; i < s->nprocs; i++) {
+		struct pentry *p = &s->procs[i];
+		if (!p->prep_step || p->prep_start_ms + prep_delay_ms[p->prep_step - 1] > now)
+			continue;
+		pid_t pid = p->pid;
+		unsigned step = p->prep_step;
+		uint64_t start = p->prep_start_ms, st;
+		int rc = 0;
+		if (proc_start_time(pid, &st) < 0 || st != p->start_time) {
+			p->prep_step = 0;	/* gone (or reused): keep what was read */
+			continue;
+		}
+		p = prepare(s, pid, now, &rc, NULL);
+		if (!p)
+			continue;
+		while (step < PREP_STEPS && start + prep_delay_ms[step] <= now)
+			step++;	/* a late loop skips the re-reads it missed */
+		p->prep_start_ms = start;
+		p->prep_step = step < PREP_STEPS ? step + 1 : 0;
+	}
+}
+
+/* r gets one frame, named name (copied into the batch arena). */
+static int one_frame(struct batch_priv *bp, struct sym_result *r, const char *name,
+		     enum sym_source src)
+{
+	struct sym_frame *f = arena_alloc(bp, sizeof(*f));
+	if (!f || !(f->func = arena_str(bp, name)))
+		return -ENOMEM;
+	f->file = "";
+	f->line = 0;
+	f->inlined = false;
+	r->frames = f;
+	r->nframes = 1;
+	r->source = src;
 	return 0;
 }
 
@@ -576,18 +672,49 @@ static int resolve_in(struct batch_priv *bp, const struct elfsym *e, uint64_t va
 	}
 	uint64_t start;
 	const char *name = elfsym_lookup(e, vaddr, &start);
-	if (name) {
-		struct sym_frame *out = arena_alloc(bp, sizeof(*out));
-		if (!out || !(out->func = arena_str(bp, name)))
-			return -ENOMEM;
-		out->file = "";
-		out->line = 0;
-		out->inlined = false;
-		r->frames = out;
-		r->nframes = 1;
-		r->source = e->from_dynsym ? SYM_SRC_DYNSYM : SYM_SRC_SYMTAB;
-	}
+	if (name)
+		return one_frame(bp, r, name, e->from_dynsym ? SYM_SRC_DYNSYM : SYM_SRC_SYMTAB);
 	return 0;
+}
+
+/* Anonymous executable memory: where JIT compilers put code, named (if
+ * at all) by the process's perf map. memfd mappings count: runtimes that
+ * map their code twice (writable, executable) back it with a memfd (.NET's
+ * "doublemapper"). */
+static bool is_jit_mapping(const struct proc_map *m)
+{
+	return m->perms[2] == 'x' && (!m->path[0] || !strncmp(m->path, "[anon", 5) ||
+				      !strncmp(m->path, "/memfd:", 7));
+}
+
+/* p's perf map, refreshed when older than maps_max_age_ms; NULL when the
+ * process has none (or it could not be used). The perf maps of all
+ * processes together stay within max_bytes: one that would pass it is
+ * dropped. */
+static const struct perfmap *perfmap_get(struct symbolizer *s, struct pentry *p, uint64_t now)
+{
+	if (!p->pm_checked || now - p->pm_checked_ms >= s->o.maps_max_age_ms) {
+		uint64_t st;
+		/* a gone process keeps the names last read */
+		if (proc_start_time(p->pid, &st) == 0 && st == p->start_time) {
+			int r = perfmap_refresh(&p->pm, p->pid);
+			if (r < 0 && r != -ENOENT)
+				s->st.perfmap_errors++;
+			if (r > 0) {
+				s->st.perfmap_loads++;
+				size_t total = 0;
+				for (size_t i = 0; i < s->nprocs; i++)
+					total += s->procs[i].pm.bytes;
+				if (total > s->o.max_bytes) {
+					perfmap_free(&p->pm);
+					s->st.perfmap_errors++;
+				}
+			}
+		}
+		p->pm_checked = true;
+		p->pm_checked_ms = now;
+	}
+	return p->pm.n ? &p->pm : NULL;
 }
 
 static int fill_mapping(struct batch_priv *bp, struct sym_mapping *sm, const struct proc_map *m,
@@ -600,6 +727,7 @@ static int fill_mapping(struct batch_priv *bp, struct sym_mapping *sm, const str
 	sm->offset = m->offset;
 	sm->dev = makedev(m->dev_major, m->dev_minor);
 	sm->inode = m->inode;
+	sm->executable = m->perms[2] == 'x';
 	sm->build_id = sm->go_build_id = sm->go_version = "";
 	sm->error = arena_str(bp, error);
 	if (e) {
@@ -690,6 +818,18 @@ int sym_resolve_user(struct symbolizer *s, pid_t pid, const uint64_t *addrs, siz
 			e = s->vdso;
 		}
 		r->mapping = midx[mi];
+		if (!e && is_jit_mapping(m)) {
+			const struct perfmap *pm = perfmap_get(s, p, now);
+			const char *name = pm ? perfmap_lookup(pm, addrs[i]) : NULL;
+			if (name) {
+				if (one_frame(bp, r, name, SYM_SRC_PERFMAP) < 0) {
+					rc = pp_errf(err, -ENOMEM, "symbolize: out of memory");
+					break;
+				}
+				s->st.resolved++;
+			}
+			continue;
+		}
 		uint64_t vaddr;
 		if (!e || !elfsym_off_to_vaddr(e, addrs[i] - m->start + m->offset, &vaddr))
 			continue;
@@ -968,7 +1108,7 @@ int sym_resolve_kernel(struct symbolizer *s, const uint64_t *addrs, size_t n,
 				.build_id = arena_str(bp, km->build_id),
 				.build_id_kind = km->build_id[0] ? SYM_BUILD_ID_GNU : SYM_BUILD_ID_NONE,
 				.go_build_id = "", .go_version = "", .error = "",
-				.has_functions = true,
+				.has_functions = true, .executable = true,
 			};
 			if (!sm.path || !sm.build_id || (midx[mi] = batch_add_mapping(out, &sm)) < 0) {
 				rc = pp_errf(err, -ENOMEM, "symbolize: out of memory");
@@ -976,17 +1116,10 @@ int sym_resolve_kernel(struct symbolizer *s, const uint64_t *addrs, size_t n,
 			}
 		}
 		r->mapping = midx[mi];
-		struct sym_frame *f = arena_alloc(bp, sizeof(*f));
-		if (!f || !(f->func = arena_str(bp, s->knames + k->name))) {
+		if (one_frame(bp, r, s->knames + k->name, SYM_SRC_KALLSYMS) < 0) {
 			rc = pp_errf(err, -ENOMEM, "symbolize: out of memory");
 			break;
 		}
-		f->file = "";
-		f->line = 0;
-		f->inlined = false;
-		r->frames = f;
-		r->nframes = 1;
-		r->source = SYM_SRC_KALLSYMS;
 		s->st.resolved++;
 	}
 	free(midx);
@@ -999,6 +1132,9 @@ void sym_get_stats(const struct symbolizer *s, struct sym_stats *st)
 	st->files = s->nfiles;
 	st->bytes = s->bytes;
 	st->procs = s->nprocs;
+	st->perfmap_bytes = 0;
+	for (size_t i = 0; i < s->nprocs; i++)
+		st->perfmap_bytes += s->procs[i].pm.bytes;
 	st->kernel_symbols = s->nksyms;
 	st->kernel_bytes = s->kbytes;
 }

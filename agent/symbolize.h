@@ -15,6 +15,9 @@
  * binaries resolve against the file actually mapped. Kernel addresses come
  * from /proc/kallsyms (modules kept as separate mappings); [vdso] from the
  * agent's own vdso (the kernel maps the same image into every process).
+ * Anonymous executable memory (JIT code) from the process's
+ * /tmp/perf-PID.map when it writes one (perfmap.h: read inside its root,
+ * safely; re-read when it changed, at most every maps_max_age_ms).
  *
  * An address that cannot be resolved is never dropped: its result has
  * nframes == 0 and keeps its mapping (when there is one), so the profile
@@ -74,6 +77,7 @@ enum sym_source {
 	SYM_SRC_SYMTAB,
 	SYM_SRC_DYNSYM,
 	SYM_SRC_KALLSYMS,
+	SYM_SRC_PERFMAP,	/* /tmp/perf-PID.map (JIT code), perfmap.h */
 };
 
 /* One mapping (one line of /proc/PID/maps, or one kernel image/module). */
@@ -83,6 +87,7 @@ struct sym_mapping {
 				 * "[kernel.kallsyms]" or "[module_name]" */
 	uint64_t start, limit, offset;
 	uint64_t dev, inode;	/* makedev(major, minor) and inode from maps; 0 kernel */
+	bool executable;	/* 'x' in the maps' permissions (kernel: true) */
 	const char *build_id;	/* "" when none */
 	enum sym_build_id_kind build_id_kind;
 	/* The Go build id too when a Go binary also has a GNU one. */
@@ -129,6 +134,8 @@ struct sym_stats {
 	uint64_t file_loads, file_load_errors, file_evictions, file_reloads;
 	uint64_t lookups, resolved;	/* addresses asked / given >= 1 frame */
 	size_t kernel_symbols, kernel_bytes;	/* kallsyms table held */
+	size_t perfmap_bytes;			/* perf maps held */
+	uint64_t perfmap_loads, perfmap_errors;	/* (re)reads with new entries; unusable files */
 };
 
 struct symbolizer;
@@ -162,6 +169,19 @@ int sym_resolve_kernel(struct symbolizer *s, const uint64_t *addrs, size_t n,
  * processes seen at the start of a window). Cheap when already cached.
  */
 int sym_prepare(struct symbolizer *s, pid_t pid, struct pp_err *err);
+
+/*
+ * A process sym_prepare()d is read again (maps, and any executable file it
+ * maps since) 20 ms, 100 ms, 500 ms and 2 s later: sym_prepare() usually
+ * runs at exec, before ld.so maps the shared libraries and before early
+ * dlopen()s, and a short-lived process may exit before its window is
+ * built. sym_prepare_due() is when the next re-read is due
+ * (CLOCK_MONOTONIC ns; UINT64_MAX: none); sym_prepare_run() does those
+ * due by now_ns. Bounded: four re-reads per sym_prepare(), for at most
+ * max_procs processes; a process gone by then keeps the maps last read.
+ */
+uint64_t sym_prepare_due(const struct symbolizer *s);
+void sym_prepare_run(struct symbolizer *s, uint64_t now_ns);
 
 /* Forget pid's maps (process exited and its window is done). */
 void sym_forget(struct symbolizer *s, pid_t pid);

@@ -478,12 +478,14 @@ void targets_forget_gone(struct targets *t, void (*cb)(pid_t pid, void *arg), vo
 {
 	size_t k = 0;
 	for (size_t i = 0; i < t->n; i++) {
-		if (t->v[i].gone) {
+		if (t->v[i].gone && t->v[i].gone_kept) {
 			if (cb)
 				cb(t->v[i].pid, arg);
 			proc_clear(&t->v[i]);
-		}
-		else {
+		} else {
+			/* found gone since the last call: it may have exited
+			 * after this window's drain, with samples in the next */
+			t->v[i].gone_kept = t->v[i].gone;
 			t->v[k++] = t->v[i];
 		}
 	}

@@ -12,9 +12,12 @@
  * reported through a callback so the kernel filter (cpu_sampler_allow)
  * follows them; every evaluation is reported to an optional observer.
  *
- * Processes that exit stay known (gone = true) until targets_forget_gone(),
- * which the agent calls after a window is built, so samples of a process
- * that exited mid-window still get their labels.
+ * Processes that exit stay known (gone = true) until the second
+ * targets_forget_gone() after they were found gone (the agent calls it
+ * after each window is built), so samples of a process that exited
+ * mid-window still get their labels and symbols, also when it exited while
+ * a window was being built: after that window's drain, which sent its last
+ * samples to the next one.
  */
 #ifndef PUSHPROF_TARGETS_H
 #define PUSHPROF_TARGETS_H
@@ -31,6 +34,7 @@ struct target_proc {
 	pid_t pid;
 	bool matched;
 	bool gone;
+	bool gone_kept;			/* gone, kept through one targets_forget_gone() */
 	uint64_t first_seen_ns, checked_ns;
 	uint64_t start_time;		/* clock ticks since boot, tells pid reuse */
 	char comm[16];
@@ -112,7 +116,8 @@ int targets_check_pid(struct targets *t, pid_t pid, uint64_t now_ns, targets_cha
  * process; NULL when unknown and gone. */
 const struct target_proc *targets_refresh(struct targets *t, pid_t pid);
 
-/* Drop exited processes; cb (optional) hears each pid dropped. */
+/* Drop processes found gone before the previous call (those found gone
+ * since are kept once more); cb (optional) hears each pid dropped. */
 void targets_forget_gone(struct targets *t, void (*cb)(pid_t pid, void *arg), void *arg);
 
 size_t targets_count(const struct targets *t, size_t *matched);

@@ -16,9 +16,14 @@ PKGS=(
   containerd runc golang-github-masterminds-sprig-dev golang-gopkg-yaml.v3-dev
   python3-yaml dpkg-dev systemd
 )
-# Node.js runs the Kubernetes schema validation (npm kubernetes-models); keep
+# Node.js runs the Kubernetes schema validation (npm kubernetes-models) and
+# is the JIT runtime of the CPU perf-map test (node --perf-basic-prof); keep
 # an existing installation rather than replacing it with Debian's.
-command -v npm >/dev/null 2>&1 || PKGS+=(nodejs npm)
+if ! command -v npm >/dev/null 2>&1; then
+  PKGS+=(nodejs npm)
+elif ! command -v node >/dev/null 2>&1; then
+  PKGS+=(nodejs)
+fi
 
 if [ "$(id -u)" -ne 0 ]; then
   echo "setup.sh: run as root (sudo ./scripts/setup.sh)" >&2

@@ -4,6 +4,8 @@ protoc-generated Python classes, and parsed by `go tool pprof`)."""
 import glob
 import gzip
 import os
+import signal
+import socket
 import subprocess
 import sys
 import time
@@ -16,12 +18,12 @@ WORK = os.path.join(HERE, "workloads")
 FREQ = 199
 
 
-def build_c(name, out_dir):
+def build_c(name, out_dir, flags=()):
     out = os.path.join(out_dir, name)
     # -O0: GCC 12 leaves frameless leaf functions without a frame even with
     # -fno-omit-frame-pointer, and a frame-pointer walk then skips the
     # leaf's caller (a limit of frame-pointer unwinding, not of the agent).
-    pptest.run(["cc", "-O0", "-g", "-fno-omit-frame-pointer",
+    pptest.run(["cc", "-O0", "-g", "-fno-omit-frame-pointer", *flags,
                 "-o", out, os.path.join(WORK, name + ".c")], check_rc=0)
     return out
 
@@ -45,6 +47,20 @@ def write_config(d, body, interval="1s", freq=FREQ, store=True, http=""):
     with open(path, "w") as f:
         f.write(text)
     return path, store_dir
+
+
+def free_port():
+    """A TCP port free on 127.0.0.1 right now (never the default 7071)."""
+    with socket.socket() as sk:
+        sk.bind(("127.0.0.1", 0))
+        return sk.getsockname()[1]
+
+
+def metrics(port, timeout=10):
+    """The agent's /metrics as {'name{labels}': value}."""
+    import urllib.request
+    return pptest.parse_metrics(urllib.request.urlopen(
+        f"http://127.0.0.1:{port}/metrics", timeout=timeout).read().decode())
 
 
 def start_agent(config, duration):
@@ -75,6 +91,23 @@ def finish(agent, timeout=60):
         print("sanitizer report in the agent's log:\n" + err[-4000:])
         rc = 99
     return rc, err
+
+
+def stop_checked(agent, store, workloads=(), tail=2500):
+    """SIGINT the agent, then kill the workloads (Popen objects); check that
+    it exited 0 and that every profile it wrote parses with `go tool
+    pprof`. Returns (log, profile paths)."""
+    agent.send_signal(signal.SIGINT)
+    rc, log = finish(agent)
+    for w in workloads:
+        w.kill()
+        w.wait()
+    print(log[-tail:])
+    pptest.check(rc == 0, "agent exits 0 on SIGINT", f"rc={rc}")
+    files = profiles(store)
+    pptest.check(files and all(pprof_parses(p) for p in files),
+                 "every profile parses with go tool pprof", f"{len(files)} files")
+    return log, files
 
 
 def window_lines(log):
@@ -147,6 +180,22 @@ class Prof:
 
     def count_where(self, pred):
         return sum(v for frames, kinds, v, labels in self.samples if pred(frames))
+
+
+def collect_until(store, count, enough, min_secs, max_secs=30):
+    """Poll store every 0.5 s, adding count(path) for each new profile, until
+    the sum reaches enough and min_secs have passed (or max_secs): quick on
+    an idle machine, still meaningful on a loaded one. Returns the sum."""
+    t0, seen, total = time.time(), set(), 0
+    while time.time() - t0 < max_secs:
+        time.sleep(0.5)
+        for path in profiles(store):
+            if path not in seen:
+                seen.add(path)
+                total += count(path)
+        if total >= enough and time.time() - t0 >= min_secs:
+            break
+    return total
 
 
 def profiles(store_dir):

@@ -30,11 +30,7 @@ try:
     body = (f"remote_store: {{address: \"{rcv.address}\", insecure: true}}\n"
             f"external_labels: {{env: cputest}}\n"
             f"targets:\n  - pids: [{work.pid}]\n")
-    import socket
-    with socket.socket() as sk:
-        sk.bind(("127.0.0.1", 0))
-        free_port = sk.getsockname()[1]
-    cfg, store = ct.write_config(d, body, http=f"127.0.0.1:{free_port}")
+    cfg, store = ct.write_config(d, body, http=f"127.0.0.1:{ct.free_port()}")
     agent = ct.start_agent(cfg, "6s")
     started = ct.wait_started(agent)
     port = ct.logfields(started[-1]).get("http_port") if started else None

@@ -81,6 +81,16 @@ def pprof(*args, timeout=120):
     return p.stdout
 
 
+def parse_metrics(text):
+    """The agent's /metrics text as {'name{labels}': value}."""
+    vals = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            k, _, v = line.rpartition(" ")
+            vals[k] = float(v)
+    return vals
+
+
 def have(prog):
     return shutil.which(prog) is not None
 

@@ -107,14 +107,8 @@ go_heap:
 
     def metrics(self):
         import urllib.request
-        text = urllib.request.urlopen(f"http://127.0.0.1:{self.http_port}/metrics",
-                                      timeout=10).read().decode()
-        vals = {}
-        for line in text.splitlines():
-            if line and not line.startswith("#"):
-                k, _, v = line.rpartition(" ")
-                vals[k] = float(v)
-        return vals
+        return pptest.parse_metrics(urllib.request.urlopen(
+            f"http://127.0.0.1:{self.http_port}/metrics", timeout=10).read().decode())
 
     def windows(self):
         return len(self.events("cpu window"))

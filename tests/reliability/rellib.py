@@ -190,12 +190,7 @@ class Agent:
     def metrics(self):
         """{'name{labels}': value}"""
         _, text = self.get("/metrics")
-        vals = {}
-        for line in text.splitlines():
-            if line and not line.startswith("#"):
-                k, _, v = line.rpartition(" ")
-                vals[k] = float(v)
-        return vals
+        return pptest.parse_metrics(text)
 
     def stop(self, sig=signal.SIGTERM, timeout=30):
         """Signal and wait: (rc, seconds taken). rc 99 = sanitizer report."""
