@@ -12,6 +12,9 @@
  *   counts as a failure and is retried later.
  */
 #include "debuginfo.h"
+#include "procinfo.h"
+
+#define DEBUGINFO_MAX_FILE (4ull << 30)	/* larger files are not uploaded */
 
 #include <errno.h>
 #include <fcntl.h>
@@ -259,11 +262,15 @@ static int upload(struct debuginfo *d, const char *id, const char *mapped, char 
 	snprintf(file, filesz, "%s/%.2s/%s.debug", d->debug_dir, id, id + 2);
 	s.fd = open(file, O_RDONLY | O_CLOEXEC);
 	if (s.fd < 0) {
+		/* the process's file (map_files link): opened like the symbolizer
+		 * opens it, never in a way that can block */
 		snprintf(file, filesz, "%s", mapped);
-		s.fd = open(file, O_RDONLY | O_CLOEXEC);
+		s.fd = proc_open_link(file, DEBUGINFO_MAX_FILE, &st);
+		if (s.fd < 0)
+			return pp_errf(err, s.fd, "cannot open %s: %s", mapped,
+				       s.fd == -EINVAL ? "not a regular file on a trusted filesystem"
+				       : strerror(-s.fd));
 	}
-	if (s.fd < 0)
-		return pp_errf(err, -errno, "cannot open %s: %s", mapped, strerror(errno));
 	if (fstat(s.fd, &st) || !S_ISREG(st.st_mode) || st.st_size <= 0) {
 		rc = pp_errf(err, -EINVAL, "%s is not a non-empty regular file", file);
 		goto out;

@@ -535,6 +535,8 @@ static void vars_from_code(struct gobin *g)
 
 /* ---- Open / attach ---------------------------------------------------- */
 
+#define GOBIN_MAX_FILE (4ull << 30)
+
 int gobin_open(const char *path, struct gobin **out, struct pp_err *err)
 {
 	int rc;
@@ -555,11 +557,16 @@ int gobin_open(const char *path, struct gobin **out, struct pp_err *err)
 		gobin_free(g);
 		return -ENOMEM;
 	}
-	g->impl->fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* usually /proc/PID/exe of a process that may be hostile: never an
+	 * open that can block (FUSE), never anything but a regular file */
+	struct stat st0;
+	g->impl->fd = proc_open_link(path, GOBIN_MAX_FILE, &st0);
 	if (g->impl->fd < 0) {
-		rc = -errno;
+		rc = g->impl->fd == -ESRCH ? -ENOENT : g->impl->fd;
 		gobin_free(g);
-		return pp_errf(err, rc, "open %s: %s", path, strerror(-rc));
+		return pp_errf(err, rc, "open %s: %s", path,
+			       rc == -EINVAL ? "not a regular file on a trusted filesystem"
+			       : rc == -EFBIG ? "larger than 4 GiB" : strerror(-rc));
 	}
 	struct stat st;
 	if (fstat(g->impl->fd, &st) == 0) {

@@ -427,27 +427,14 @@ static bool untrusted_fs(long type)
 	}
 }
 
-int proc_root_open(pid_t pid, const char *path, uint64_t max_size, struct stat *st)
+/* pfd: an O_PATH descriptor (consumed). The file it names, checked and
+ * opened for reading; see proc_root_open(). */
+static int reopen_checked(int pfd, uint64_t max_size, struct stat *st)
 {
 	char p[64];
-	int root, pfd, fd, e;
-
-	snprintf(p, sizeof(p), "/proc/%d/root", (int)pid);
-	root = open(p, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (root < 0)
-		return gone(errno);
-	/* O_PATH: opening a FIFO or a device node this way has no effect on
-	 * it (no blocking, no driver open), so it can be looked at first */
-	struct open_how how = {
-		.flags = O_PATH | O_CLOEXEC,
-		.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
-	};
-	pfd = (int)syscall(SYS_openat2, root, path, &how, sizeof(how));
-	e = errno;
-	close(root);
-	if (pfd < 0)
-		return -e;
+	int fd, e;
 	struct statfs sf;
+
 	if (fstat(pfd, st) < 0 || fstatfs(pfd, &sf) < 0) {
 		e = errno;
 		close(pfd);
@@ -478,4 +465,36 @@ int proc_root_open(pid_t pid, const char *path, uint64_t max_size, struct stat *
 		return -EINVAL;
 	}
 	return fd;
+}
+
+int proc_root_open(pid_t pid, const char *path, uint64_t max_size, struct stat *st)
+{
+	char p[64];
+	int root, pfd, e;
+
+	snprintf(p, sizeof(p), "/proc/%d/root", (int)pid);
+	root = open(p, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (root < 0)
+		return gone(errno);
+	/* O_PATH: opening a FIFO or a device node this way has no effect on
+	 * it (no blocking, no driver open), so it can be looked at first */
+	struct open_how how = {
+		.flags = O_PATH | O_CLOEXEC,
+		.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
+	};
+	pfd = (int)syscall(SYS_openat2, root, path, &how, sizeof(how));
+	e = errno;
+	close(root);
+	if (pfd < 0)
+		return -e;
+	return reopen_checked(pfd, max_size, st);
+}
+
+int proc_open_link(const char *link, uint64_t max_size, struct stat *st)
+{
+	int pfd = open(link, O_PATH | O_CLOEXEC);
+
+	if (pfd < 0)
+		return gone(errno);
+	return reopen_checked(pfd, max_size, st);
 }

@@ -89,5 +89,14 @@ int proc_nspid(pid_t pid, pid_t *nspid);
  * -EFBIG over max_size bytes, -ENOSYS no openat2 (kernel < 5.6).
  */
 int proc_root_open(pid_t pid, const char *path, uint64_t max_size, struct stat *st);
+/*
+ * The same checks for a kernel "magic link" to a process's file
+ * (/proc/PID/exe, /proc/PID/map_files/START-END): the kernel picks the
+ * file, not the process, but it can still sit on FUSE (an open there asks
+ * a daemon the process may control) or be replaced by the time it is read.
+ * Followed with O_PATH (no open of the file itself), then checked and
+ * reopened as proc_root_open() does. -ESRCH when the link is gone.
+ */
+int proc_open_link(const char *link, uint64_t max_size, struct stat *st);
 
 #endif

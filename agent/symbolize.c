@@ -16,6 +16,8 @@
 #include <sys/auxv.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/vfs.h>
+#include <linux/magic.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -336,6 +338,8 @@ static void evict(struct symbolizer *s)
 	}
 }
 
+#define SYM_MAX_FILE (4ull << 30)	/* an ELF file larger than this is not read */
+
 static void map_files_path(char *buf, size_t len, pid_t pid, const struct proc_map *m)
 {
 	snprintf(buf, len, "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, (int)pid, m->start, m->end);
@@ -346,29 +350,28 @@ static void map_files_path(char *buf, size_t len, pid_t pid, const struct proc_m
 static int open_mapped(pid_t pid, const struct proc_map *m, struct stat *st, char *why, size_t wlen)
 {
 	char p[PATH_MAX + 64];
+	/* Both ways treat the file as the process's (hostile): no open that can
+	 * block (FIFO, device, FUSE), no symlink out of its root, regular files
+	 * only, and it must be the very file maps names (device and inode). */
 	map_files_path(p, sizeof(p), pid, m);
-	int fd = open(p, O_RDONLY | O_CLOEXEC);
+	int fd = proc_open_link(p, SYM_MAX_FILE, st);
+	if (fd < 0 && fd != -EINVAL && fd != -EFBIG && m->path[0] == '/')
+		fd = proc_root_open(pid, m->path, SYM_MAX_FILE, st);
 	if (fd < 0) {
-		if (proc_root_path(pid, m->path, p, sizeof(p)) < 0) {
-			snprintf(why, wlen, "path too long");
-			return -ENAMETOOLONG;
-		}
-		fd = open(p, O_RDONLY | O_CLOEXEC);
+		snprintf(why, wlen, "open: %s", fd == -EINVAL ? "not a regular file on a trusted "
+			 "filesystem" : fd == -EFBIG ? "larger than 4 GiB" : strerror(-fd));
+		return fd;
 	}
-	if (fd < 0) {
-		int e = errno;
-		snprintf(why, wlen, "open: %s", strerror(e));
-		return -e;
-	}
-	if (fstat(fd, st) < 0 || !S_ISREG(st->st_mode)) {
+	/* overlayfs reports its own device to stat, the layer's in maps */
+	struct statfs sf;
+	bool overlay = fstatfs(fd, &sf) == 0 && sf.f_type == OVERLAYFS_SUPER_MAGIC;
+	if (m->inode && ((uint64_t)st->st_ino != m->inode ||
+			 (!overlay && (major(st->st_dev) != m->dev_major ||
+				       minor(st->st_dev) != m->dev_minor)))) {
+		snprintf(why, wlen, "file replaced (%u:%u inode %" PRIu64 " mapped, %u:%u inode %"
+			 PRIu64 " found)", m->dev_major, m->dev_minor, m->inode,
+			 major(st->st_dev), minor(st->st_dev), (uint64_t)st->st_ino);
 		close(fd);
-		snprintf(why, wlen, "not a regular file");
-		return -EINVAL;
-	}
-	if (m->inode && (uint64_t)st->st_ino != m->inode) {
-		close(fd);
-		snprintf(why, wlen, "file replaced (inode %" PRIu64 " mapped, %" PRIu64 " on disk)",
-			 m->inode, (uint64_t)st->st_ino);
 		return -ESTALE;
 	}
 	return fd;
