@@ -46,24 +46,54 @@ struct http_server {
 	int port;
 };
 
-static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const char *type,
-			     void *body, size_t len, enum MHD_ResponseMemoryMode mode)
+/* One response; hdr/val: an extra header (NULL: none). Takes body when
+ * mode is MHD_RESPMEM_MUST_FREE, also on failure. */
+static enum MHD_Result reply_h(struct MHD_Connection *c, unsigned status, const char *type,
+			       void *body, size_t len, enum MHD_ResponseMemoryMode mode,
+			       const char *hdr, const char *val)
 {
 	struct MHD_Response *r = MHD_create_response_from_buffer(len, body, mode);
-	if (!r)
+	if (!r) {
+		if (mode == MHD_RESPMEM_MUST_FREE)
+			free(body);
 		return MHD_NO;
+	}
 	MHD_add_response_header(r, "Content-Type", type);
+	if (hdr)
+		MHD_add_response_header(r, hdr, val);
 	enum MHD_Result ret = MHD_queue_response(c, status, r);
 	MHD_destroy_response(r);
 	return ret;
 }
 
-static enum MHD_Result text(struct MHD_Connection *c, unsigned status, const char *msg)
+static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const char *type,
+			     void *body, size_t len, enum MHD_ResponseMemoryMode mode)
+{
+	return reply_h(c, status, type, body, len, mode, NULL, NULL);
+}
+
+static enum MHD_Result text_h(struct MHD_Connection *c, unsigned status, const char *msg,
+			      const char *hdr, const char *val)
 {
 	char *b = NULL;
 	if (asprintf(&b, "%s\n", msg) < 0)
 		return MHD_NO;
-	return reply(c, status, "text/plain; charset=utf-8", b, strlen(b), MHD_RESPMEM_MUST_FREE);
+	return reply_h(c, status, "text/plain; charset=utf-8", b, strlen(b), MHD_RESPMEM_MUST_FREE,
+		       hdr, val);
+}
+
+static enum MHD_Result text(struct MHD_Connection *c, unsigned status, const char *msg)
+{
+	return text_h(c, status, msg, NULL, NULL);
+}
+
+/* A snapshot request refused before any work: counted by reason. */
+static enum MHD_Result refuse(struct MHD_Connection *c, unsigned status, const char *msg,
+			      const char *hdr, const char *val, const char *reason)
+{
+	metric_inc("pushprof_snapshot_api_refused_total",
+		   "Snapshot API requests refused before any work, by reason.", reason, 1);
+	return text_h(c, status, msg, hdr, val);
 }
 
 /* Constant time in the length of the expected value: the time taken says
@@ -252,21 +282,9 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 		int a = authorized(s, c);
 		if (a < 0)
 			return text(c, 503, "cannot read snapshot_api.bearer_token_file");
-		if (!a) {
-			struct MHD_Response *r = MHD_create_response_from_buffer(
-				strlen("bearer token required\n"), (void *)"bearer token required\n",
-				MHD_RESPMEM_PERSISTENT);
-			if (!r)
-				return MHD_NO;
-			MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
-			MHD_add_response_header(r, "Content-Type", "text/plain; charset=utf-8");
-			enum MHD_Result ret = MHD_queue_response(c, 401, r);
-			MHD_destroy_response(r);
-			metric_inc("pushprof_snapshot_api_refused_total",
-				   "Snapshot API requests refused before any work, by reason.",
-				   "reason=\"unauthorized\"", 1);
-			return ret;
-		}
+		if (!a)
+			return refuse(c, 401, "bearer token required", "WWW-Authenticate", "Bearer",
+				      "reason=\"unauthorized\"");
 		const char *pid_s = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "pid");
 		const char *view = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "view");
 		char *end = NULL;
@@ -278,24 +296,9 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 		char msg[512] = "";
 		unsigned retry = rate_check(s, c, (pid_t)pid, msg, sizeof(msg));
 		if (retry) {
-			char *b = NULL, ra[16];
-			if (asprintf(&b, "%s\n", msg) < 0)
-				return MHD_NO;
-			struct MHD_Response *r = MHD_create_response_from_buffer(
-				strlen(b), b, MHD_RESPMEM_MUST_FREE);
-			if (!r) {
-				free(b);
-				return MHD_NO;
-			}
+			char ra[16];
 			snprintf(ra, sizeof(ra), "%u", retry);
-			MHD_add_response_header(r, "Retry-After", ra);
-			MHD_add_response_header(r, "Content-Type", "text/plain; charset=utf-8");
-			enum MHD_Result ret = MHD_queue_response(c, 429, r);
-			MHD_destroy_response(r);
-			metric_inc("pushprof_snapshot_api_refused_total",
-				   "Snapshot API requests refused before any work, by reason.",
-				   "reason=\"rate_limited\"", 1);
-			return ret;
+			return refuse(c, 429, msg, "Retry-After", ra, "reason=\"rate_limited\"");
 		}
 		uint8_t *out = NULL;
 		size_t len = 0;
