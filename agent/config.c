@@ -1640,6 +1640,8 @@ static const struct field remote_fields[] = {
 	{ "timeout", F_DUR, RS(timeout_ns), 1 * NS_PER_MS, 3600 * NS_PER_S, 0, NULL, NULL },
 	{ "max_request_bytes", F_SIZE, RS(max_request_bytes), 1 << 10, 1 << 30, 0, NULL, NULL },
 	{ "debuginfo_upload", F_BOOL, RS(debuginfo_upload), 0, 0, 0, NULL, NULL },
+	{ "debuginfo_max_bytes_per_hour", F_SIZE, RS(debuginfo_max_bytes_per_hour), 1 << 10,
+	  INT64_MAX, 0, NULL, NULL },
 	{ NULL, 0, 0, 0, 0, 0, NULL, NULL },
 };
 
@@ -1773,6 +1775,7 @@ int config_defaults(struct config *c, struct pp_err *err)
 	c->remote_store.timeout_ns = 10 * NS_PER_S;
 	c->remote_store.max_request_bytes = 4u << 20;
 	c->remote_store.debuginfo_upload = true;
+	c->remote_store.debuginfo_max_bytes_per_hour = 1ull << 30;
 	c->local_store.max_bytes = 1ull << 30;
 	c->spool.max_bytes = 256ull << 20;
 	c->cpu.enabled = true;
@@ -2126,6 +2129,7 @@ int config_dump(const struct config *c, FILE *out)
 	put_kv_dur(out, 2, "timeout", r->timeout_ns);
 	put_kv_size(out, 2, "max_request_bytes", r->max_request_bytes);
 	put_kv_bool(out, 2, "debuginfo_upload", r->debuginfo_upload);
+	put_kv_size(out, 2, "debuginfo_max_bytes_per_hour", r->debuginfo_max_bytes_per_hour);
 	fputs("local_store:\n", out);
 	put_kv_str(out, 2, "directory", c->local_store.directory);
 	put_kv_size(out, 2, "max_bytes", c->local_store.max_bytes);

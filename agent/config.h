@@ -32,6 +32,7 @@ struct remote_store_config {
 	uint64_t timeout_ns;		/* per call; default 10s */
 	uint64_t max_request_bytes;	/* default 4 MiB */
 	bool debuginfo_upload;		/* upload unsymbolized ELF files; default true */
+	uint64_t debuginfo_max_bytes_per_hour;	/* upload budget; default 1 GiB */
 };
 
 struct store_config {

@@ -4,8 +4,12 @@
  *
  * Decisions worth knowing:
  * - The worker has its own uploader (channel): uploaders are single-caller.
- * - The build id is taken as given (the symbolizer read it from the mapped
- *   file); ids that are not 2..128 lower-case hex digits are ignored.
+ * - The build id comes from the symbolizer (it read it from the mapped file);
+ *   ids that are not 2..128 lower-case hex digits are ignored. The file sent
+ *   is checked to carry that build id (a separate debug file that does not
+ *   is ignored; a mapped file that no longer does is not sent).
+ * - At most remote_store.debuginfo_max_bytes_per_hour are sent per hour; a
+ *   file that would exceed it fails (retried later).
  * - The file is hashed, then streamed by pread() of 8 MiB chunks; a file
  *   whose size changes in between fails the upload (retried later).
  * - A SIGNED_URL instruction is not supported (no HTTP client for it): it
@@ -29,6 +33,7 @@
 
 #include <openssl/evp.h>
 
+#include "elfsym.h"
 #include "log.h"
 #include "metrics.h"
 #include "proto/debuginfo.pb-c.h"
@@ -55,6 +60,8 @@ struct job {
 struct debuginfo {
 	struct uploader *u;
 	uint64_t timeout_ns, retry_ns;
+	/* upload budget (worker thread only): bytes sent since hour_t0 */
+	uint64_t max_bytes_per_hour, hour_t0, hour_bytes;
 	char *debug_dir;
 	pthread_t th;
 	bool started;
@@ -245,6 +252,22 @@ static int next_chunk(void *arg, const uint8_t **msg, size_t *len)
 	return 1;
 }
 
+/* 0 when the ELF file on fd has GNU build id `id`; -ESTALE otherwise. */
+static int check_build_id(int fd, const char *id, const char *file, struct pp_err *err)
+{
+	struct elfsym *e = NULL;
+	struct pp_err lerr = { 0 };
+	int rc = elfsym_load_fd(fd, &e, &lerr);
+
+	if (rc < 0)
+		return pp_errf(err, -ESTALE, "%s is not a readable ELF file: %s", file, lerr.msg);
+	rc = strcmp(e->gnu_build_id, id) ? pp_errf(err, -ESTALE, "%s has build id %s, not %s",
+						    file, e->gnu_build_id[0] ? e->gnu_build_id
+						    : "(none)", id) : 0;
+	elfsym_free(e);
+	return rc;
+}
+
 /* 1 uploaded, 0 the server said no, negative failure (err set). */
 static int upload(struct debuginfo *d, const char *id, const char *mapped, char *file,
 		  size_t filesz, off_t *sent, struct pp_err *err)
@@ -258,9 +281,18 @@ static int upload(struct debuginfo *d, const char *id, const char *mapped, char 
 	struct stat st;
 	int rc;
 
-	/* a separate debug file (same build id) carries more than the binary */
+	/* a separate debug file (same build id) carries more than the binary;
+	 * what is sent must carry the build id it is sent for (a file found
+	 * under that name, or a mapped file changed since, may not) */
 	snprintf(file, filesz, "%s/%.2s/%s.debug", d->debug_dir, id, id + 2);
-	s.fd = open(file, O_RDONLY | O_CLOEXEC);
+	s.fd = open(file, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+	if (s.fd >= 0 && (rc = check_build_id(s.fd, id, file, err)) < 0) {
+		pp_log(PP_WARN, "debuginfo: ignoring a separate debug file", "error=%s",
+		       pp_q(err->msg));
+		pp_err_clear(err);
+		close(s.fd);
+		s.fd = -1;
+	}
 	if (s.fd < 0) {
 		/* the process's file (map_files link): opened like the symbolizer
 		 * opens it, never in a way that can block */
@@ -270,6 +302,8 @@ static int upload(struct debuginfo *d, const char *id, const char *mapped, char 
 			return pp_errf(err, s.fd, "cannot open %s: %s", mapped,
 				       s.fd == -EINVAL ? "not a regular file on a trusted filesystem"
 				       : strerror(-s.fd));
+		if ((rc = check_build_id(s.fd, id, file, err)) < 0)
+			goto out;
 	}
 	if (fstat(s.fd, &st) || !S_ISREG(st.st_mode) || st.st_size <= 0) {
 		rc = pp_errf(err, -EINVAL, "%s is not a non-empty regular file", file);
@@ -281,6 +315,19 @@ static int upload(struct debuginfo *d, const char *id, const char *mapped, char 
 		goto out;
 	}
 	s.size = st.st_size;
+	uint64_t now = mono_ns();
+	if (!d->hour_t0 || now - d->hour_t0 >= 3600000000000ull) {
+		d->hour_t0 = now;
+		d->hour_bytes = 0;
+	}
+	if (d->hour_bytes + (uint64_t)s.size > d->max_bytes_per_hour) {
+		rc = pp_errf(err, -EAGAIN, "%s (%lld bytes) would exceed "
+			     "remote_store.debuginfo_max_bytes_per_hour (%llu, %llu sent this hour); "
+			     "retried later", file, (long long)s.size,
+			     (unsigned long long)d->max_bytes_per_hour,
+			     (unsigned long long)d->hour_bytes);
+		goto out;
+	}
 	if ((rc = hash_file(s.fd, s.size, hash, err)))
 		goto out;
 
@@ -425,6 +472,7 @@ static void *worker(void *arg)
 		if (rc > 0) {
 			d->st.uploaded++;
 			d->st.bytes += (uint64_t)sent;
+			d->hour_bytes += (uint64_t)sent;
 		} else if (rc == 0) {
 			d->st.refused++;
 		} else {
@@ -451,6 +499,8 @@ struct debuginfo *debuginfo_new(const struct remote_store_config *rs,
 	pthread_cond_init(&d->cond, NULL);
 	d->timeout_ns = rs->timeout_ns ? rs->timeout_ns : 10000000000ull;
 	d->retry_ns = o->retry_ns ? o->retry_ns : 300000000000ull;
+	d->max_bytes_per_hour = rs->debuginfo_max_bytes_per_hour ? rs->debuginfo_max_bytes_per_hour
+								 : 1ull << 30;
 	d->qlen = o->queue_len ? o->queue_len : 64;
 	d->max_ids = o->max_ids ? o->max_ids : 4096;
 	for (d->tabsz = 16; d->tabsz < 2 * d->max_ids; d->tabsz *= 2)

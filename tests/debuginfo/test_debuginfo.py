@@ -6,7 +6,10 @@ DebuginfoService over real gRPC:
 (2) ShouldInitiateUpload answering false -> nothing uploaded;
 (3) the debuginfo RPCs failing (UNAVAILABLE) or hanging do not hold back
     profile pushes nor the agent's exit;
-(4) remote_store.debuginfo_upload: false -> no debuginfo RPC at all.
+(4) remote_store.debuginfo_upload: false -> no debuginfo RPC at all;
+(5) a separate debug file of another build under the workload's build id
+    is not sent (the workload's own bytes are);
+(6) debuginfo_max_bytes_per_hour below the file's size: nothing uploaded.
 """
 import hashlib
 import os
@@ -124,6 +127,37 @@ try:
         check(not rpcs(rcv, "Upload"), f"nothing uploaded ({mode})")
         check(took < 4 + 6, f"exit not held by debuginfo {mode} ({took:.1f}s for a 4s run)",
               log[-1500:])
+
+    # (5) a separate debug file under the workload's build id that is not
+    # of that build (another ELF): ignored, the workload itself is sent
+    planted = f"/usr/lib/debug/.build-id/{build_id[:2]}/{build_id[2:]}.debug"
+    check(not os.path.exists(planted), "no debug file for the test's build id yet", planted)
+    made_dir = not os.path.isdir(os.path.dirname(planted))
+    os.makedirs(os.path.dirname(planted), exist_ok=True)
+    shutil.copy("/bin/true", planted)
+    try:
+        rcv, rc, log, took = agent_run("planted", "yes")
+        ups = rpcs(rcv, "Upload", build_id)
+        got = open(os.path.join(rcv.out, ups[0]["file"]), "rb").read() if ups else b""
+        check(rc == 0 and len(ups) == 1 and got == data,
+              "a debug file of another build is not sent; the workload's own bytes are",
+              f"{len(ups)} uploads, {len(got)} bytes vs {len(data)}")
+        check("ignoring a separate debug file" in log and "not " + build_id in log,
+              "the mismatch is logged", log[-1200:])
+    finally:
+        os.unlink(planted)
+        if made_dir:
+            os.rmdir(os.path.dirname(planted))
+
+    # (6) remote_store.debuginfo_max_bytes_per_hour below the file's size: not
+    # sent, the reason logged
+    rcv, rc, log, took = agent_run("budget", "yes", duration="3s",
+                                   extra=", debuginfo_max_bytes_per_hour: 4KiB")
+    check(rc == 0 and not rpcs(rcv, "Upload") and len(rcv.calls()) >= 1,
+          "over the hourly debuginfo budget: nothing uploaded, profiles still pushed",
+          f"{rpcs(rcv, 'Upload')}")
+    check("debuginfo_max_bytes_per_hour" in log, "the budget is named in the log",
+          log[-1200:])
 
     # (4) off
     rcv, rc, log, took = agent_run("off", "yes", duration="2s",
