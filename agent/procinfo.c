@@ -103,7 +103,7 @@ static int parse_map_line(char *line, struct proc_map *m)
 
 int proc_maps_read(pid_t pid, struct proc_maps *out, struct pp_err *err)
 {
-	char path[64], *buf, *save = NULL;
+	char path[64], *buf;
 	int rc;
 
 	out->v = NULL;
@@ -112,6 +112,18 @@ int proc_maps_read(pid_t pid, struct proc_maps *out, struct pp_err *err)
 	rc = slurp(path, &buf, NULL);
 	if (rc)
 		return pp_errf(err, rc, "reading %s: %s", path, strerror(-rc));
+	rc = proc_maps_parse(buf, path, out, err);
+	free(buf);
+	return rc;
+}
+
+int proc_maps_parse(char *buf, const char *path, struct proc_maps *out, struct pp_err *err)
+{
+	char *save = NULL;
+	int rc;
+
+	out->v = NULL;
+	out->n = 0;
 	size_t cap = 0;
 	for (char *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
 		if (out->n >= MAX_MAPS)
@@ -134,10 +146,8 @@ int proc_maps_read(pid_t pid, struct proc_maps *out, struct pp_err *err)
 		if (prc == 0)
 			out->n++;
 	}
-	free(buf);
 	return 0;
 fail:
-	free(buf);
 	proc_maps_free(out);
 	return rc;
 }

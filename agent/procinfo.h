@@ -32,6 +32,9 @@ struct proc_maps {
 
 /* /proc/PID/maps, sorted by start as the kernel writes it. */
 int proc_maps_read(pid_t pid, struct proc_maps *out, struct pp_err *err);
+/* The parser behind it, for a NUL-terminated maps text (modified in place;
+ * path names it in errors). Malformed lines are skipped. For fuzzing. */
+int proc_maps_parse(char *buf, const char *path, struct proc_maps *out, struct pp_err *err);
 void proc_maps_free(struct proc_maps *m);
 /* The mapping holding addr, or NULL. */
 const struct proc_map *proc_maps_find(const struct proc_maps *m, uint64_t addr);
