@@ -6,7 +6,7 @@
 #
 #   sudo ./scripts/test.sh            everything
 #   PUSHPROF_TEST_ASAN=0 ...          skip the sanitizer pass
-#   PUSHPROF_FUZZ_SECONDS=N ...       fuzz each parser N s (default 60; 0 = skip)
+#   PUSHPROF_FUZZ_SECONDS=N ...       fuzz each parser N s (default 30; 0 = skip)
 #   PUSHPROF_TEST_ARGS="cpu" ...      only tests whose name matches (meson test args)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -47,9 +47,9 @@ if [ "${PUSHPROF_TEST_ASAN:-1}" = 1 ]; then
     run_suite build-asan -Db_sanitize=address,undefined -Db_lundef=false || status=1
 fi
 
-if [ "${PUSHPROF_FUZZ_SECONDS:-60}" != 0 ]; then
-  echo "== fuzz each parser for ${PUSHPROF_FUZZ_SECONDS:-60}s (libFuzzer, ASan + UBSan)"
-  ./scripts/fuzz.sh "${PUSHPROF_FUZZ_SECONDS:-60}" | tee build-fuzz-run.log || status=1
+if [ "${PUSHPROF_FUZZ_SECONDS:-30}" != 0 ]; then
+  echo "== fuzz each parser for ${PUSHPROF_FUZZ_SECONDS:-30}s (libFuzzer, ASan + UBSan)"
+  ./scripts/fuzz.sh "${PUSHPROF_FUZZ_SECONDS:-30}" | tee build-fuzz-run.log || status=1
   total_ok=$((total_ok + $(grep -c '^ok   fuzz' build-fuzz-run.log)))
   total_fail=$((total_fail + $(grep -c '^FAIL fuzz' build-fuzz-run.log)))
   rm -f build-fuzz-run.log
