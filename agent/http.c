@@ -40,6 +40,9 @@ struct http_server {
 	uint64_t global_t0;
 	uint32_t global_n;
 	uint64_t beat_ns, max_silence_ns;	/* http_heartbeat; 0 = not yet */
+	/* the one snapshot that may run (snap_job), on its own thread */
+	pthread_t snap_th;
+	bool snap_busy, snap_joinable;
 	pthread_mutex_t lock;
 	bool ready;
 	char why[256];
@@ -225,19 +228,143 @@ static unsigned rate_check(struct http_server *s, struct MHD_Connection *c, pid_
 	return wait;
 }
 
+/*
+ * A snapshot runs on a thread of its own while its connection is suspended
+ * (MHD_suspend_connection): the server's thread goes on answering probes
+ * and metrics, however long the snapshot takes (a hostile process can make
+ * it take seconds). One at a time; another request meanwhile gets 429.
+ */
+struct snap_job {
+	struct http_server *s;
+	struct MHD_Connection *c;
+	pid_t pid;
+	char view[16];
+	int status;
+	uint8_t *out;
+	size_t len;
+	char msg[512];
+	bool done;
+};
+
+static int handler_marker;	/* *state of a request that is not a snapshot job */
+
+static void *snap_thread(void *arg)
+{
+	struct snap_job *j = arg;
+
+	j->status = j->s->api.fn(j->s->api.arg, j->pid, j->view, &j->out, &j->len, j->msg,
+				 sizeof(j->msg));
+	pthread_mutex_lock(&j->s->lock);
+	j->done = true;
+	pthread_mutex_unlock(&j->s->lock);
+	MHD_resume_connection(j->c);
+	return NULL;
+}
+
+/* The job is over (answered, or its client went away): the thread is
+ * joined, the slot freed. */
+static void snap_finish(struct http_server *s, struct snap_job *j)
+{
+	pthread_mutex_lock(&s->lock);
+	bool join = s->snap_joinable;
+	s->snap_joinable = false;
+	pthread_mutex_unlock(&s->lock);
+	if (join)
+		pthread_join(s->snap_th, NULL);
+	free(j->out);
+	free(j);
+	pthread_mutex_lock(&s->lock);
+	s->snap_busy = false;
+	pthread_mutex_unlock(&s->lock);
+}
+
+static enum MHD_Result snap_start(struct http_server *s, struct MHD_Connection *c, pid_t pid,
+				  const char *view, void **state)
+{
+	pthread_mutex_lock(&s->lock);
+	bool busy = s->snap_busy;
+	s->snap_busy = true;
+	pthread_mutex_unlock(&s->lock);
+	if (busy)
+		return refuse(c, 429, "a snapshot is running; one at a time", "Retry-After", "1",
+			      "reason=\"busy\"");
+	struct snap_job *j = calloc(1, sizeof(*j));
+	if (!j) {
+		pthread_mutex_lock(&s->lock);
+		s->snap_busy = false;
+		pthread_mutex_unlock(&s->lock);
+		return text(c, 503, "out of memory");
+	}
+	j->s = s;
+	j->c = c;
+	j->pid = pid;
+	snprintf(j->view, sizeof(j->view), "%s", view);
+	*state = j;
+	MHD_suspend_connection(c);
+	pthread_mutex_lock(&s->lock);
+	int rc = pthread_create(&s->snap_th, NULL, snap_thread, j);
+	s->snap_joinable = rc == 0;
+	if (rc) {
+		j->status = 503;
+		snprintf(j->msg, sizeof(j->msg), "cannot start a thread: %s", strerror(rc));
+		j->done = true;
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (rc)
+		MHD_resume_connection(c);
+	return MHD_YES;
+}
+
+/* Called again once snap_thread resumed the connection. */
+static enum MHD_Result snap_answer(struct http_server *s, struct MHD_Connection *c,
+				   struct snap_job *j, void **state)
+{
+	enum MHD_Result ret;
+
+	pthread_mutex_lock(&s->lock);
+	bool done = j->done;
+	pthread_mutex_unlock(&s->lock);
+	if (!done)
+		return MHD_YES;
+	*state = &handler_marker;
+	if (j->status == 200) {
+		ret = reply(c, 200, "application/octet-stream", j->out, j->len,
+			    MHD_RESPMEM_MUST_FREE);
+		j->out = NULL;
+	} else {
+		ret = text(c, (unsigned)j->status, j->msg[0] ? j->msg : "snapshot failed");
+	}
+	snap_finish(s, j);
+	return ret;
+}
+
+/* MHD_OPTION_NOTIFY_COMPLETED: a client that went away mid-snapshot. */
+static void request_done(void *cls, struct MHD_Connection *c, void **state,
+			 enum MHD_RequestTerminationCode why)
+{
+	(void)c;
+	(void)why;
+	if (*state && *state != &handler_marker) {
+		struct snap_job *j = *state;
+		*state = NULL;
+		snap_finish(cls, j);
+	}
+}
+
 static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url,
 			      const char *method, const char *version, const char *upload,
 			      size_t *upload_size, void **state)
 {
 	struct http_server *s = cls;
-	static int marker;
 	(void)version;
 	(void)upload;
 
 	if (*state == NULL) {	/* first call: headers only */
-		*state = &marker;
+		*state = &handler_marker;
 		return MHD_YES;
 	}
+	if (*state != &handler_marker)	/* a snapshot job, resumed */
+		return snap_answer(s, c, *state, state);
 	if (*upload_size) {	/* request bodies are not used; discard */
 		*upload_size = 0;
 		return MHD_YES;
@@ -300,15 +427,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 			snprintf(ra, sizeof(ra), "%u", retry);
 			return refuse(c, 429, msg, "Retry-After", ra, "reason=\"rate_limited\"");
 		}
-		uint8_t *out = NULL;
-		size_t len = 0;
-		int st = s->api.fn(s->api.arg, (pid_t)pid, view ? view : "runtime", &out, &len, msg,
-				   sizeof(msg));
-		if (st == 200)
-			return reply(c, 200, "application/octet-stream", out, len,
-				     MHD_RESPMEM_MUST_FREE);
-		free(out);
-		return text(c, (unsigned)st, msg[0] ? msg : "snapshot failed");
+		return snap_start(s, c, (pid_t)pid, view ? view : "runtime", state);
 	}
 	return text(c, 404, "not found: try /metrics, /healthz, /readyz, POST /api/v1/snapshot");
 }
@@ -369,7 +488,8 @@ struct http_server *http_start(const char *address, const struct http_snapshot_a
 	 * HTTP_IDLE_S, and a small per-connection buffer so that many slow
 	 * clients cost little memory (a GET with its headers fits easily).
 	 */
-	unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG;
+	unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG |
+			 MHD_ALLOW_SUSPEND_RESUME;
 	if (ss.ss_family == AF_INET6)
 		flags |= MHD_USE_IPv6;
 	unsigned max_conns = HTTP_MAX_CONNS;
@@ -383,6 +503,7 @@ struct http_server *http_start(const char *address, const struct http_snapshot_a
 				MHD_OPTION_CONNECTION_LIMIT, max_conns,
 				MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)HTTP_PER_IP,
 				MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_CONN_MEMORY,
+				MHD_OPTION_NOTIFY_COMPLETED, request_done, s,
 				MHD_OPTION_END);
 	if (!s->d) {
 		pp_errf(err, -EADDRINUSE, "http: cannot listen on %s (in use or not permitted)",
@@ -425,6 +546,13 @@ void http_stop(struct http_server *s)
 {
 	if (!s)
 		return;
+	/* a snapshot under way ends first (it resumes its connection) */
+	pthread_mutex_lock(&s->lock);
+	bool join = s->snap_joinable;
+	s->snap_joinable = false;
+	pthread_mutex_unlock(&s->lock);
+	if (join)
+		pthread_join(s->snap_th, NULL);
 	MHD_stop_daemon(s->d);
 	pthread_mutex_destroy(&s->lock);
 	free(s);

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "http.h"
@@ -51,6 +53,8 @@ static int fake_snapshot(void *arg, pid_t pid, const char *view, uint8_t **out, 
 		snprintf(msg, msg_len, "no such process %d", pid);
 		return 404;
 	}
+	if (pid == 77)		/* a slow snapshot (a hostile process can make one) */
+		usleep(1500000);
 	*out = (uint8_t *)strdup(view);
 	*len = strlen(view);
 	return 200;
@@ -123,6 +127,41 @@ int main(void)
 	}
 	request(port, "POST", "/api/v1/snapshot?pid=16");
 	CHECK(strstr(resp, " 429 ") && strstr(resp, "per_client_per_minute"), "per client: %s", resp);
+	http_stop(s);
+
+	/* a slow snapshot runs off the server's thread: probes answer at once
+	 * meanwhile, a second snapshot gets 429, the slow one still gets its 200 */
+	api.per_client_per_minute = 100;
+	s = http_start("127.0.0.1:0", &api, &err);
+	port = http_port(s);
+	pid_t child = fork();
+	if (child == 0) {
+		request(port, "POST", "/api/v1/snapshot?pid=77");
+		_exit(strstr(resp, "200 OK") && strstr(resp, "\r\n\r\nruntime") ? 0 : 1);
+	}
+	usleep(300000);
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	request(port, "GET", "/healthz");
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	double ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+	CHECK(strstr(resp, "200 OK") && ms < 100, "healthz during a slow snapshot: %.1f ms: %s", ms,
+	      resp);
+	request(port, "POST", "/api/v1/snapshot?pid=78");
+	CHECK(strstr(resp, " 429 ") && strstr(resp, "one at a time"), "second snapshot: %s", resp);
+	int wst = 0;
+	waitpid(child, &wst, 0);
+	CHECK(WIFEXITED(wst) && WEXITSTATUS(wst) == 0, "the slow snapshot was answered 200");
+	request(port, "POST", "/api/v1/snapshot?pid=79");
+	CHECK(strstr(resp, "200 OK"), "the next snapshot after it: %s", resp);
+	/* a client that goes away mid-snapshot, then the server stops */
+	child = fork();
+	if (child == 0) {
+		alarm(1);	/* killed while its snapshot (pid 77 again, 1.5 s) runs */
+		request(port, "POST", "/api/v1/snapshot?pid=77");
+		_exit(0);
+	}
+	waitpid(child, &wst, 0);
 	http_stop(s);
 
 	/* the API off: 404 with the reason; health still answers */
