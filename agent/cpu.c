@@ -277,6 +277,49 @@ int cpu_sampler_allow(struct cpu_sampler *s, pid_t tgid, bool allow)
 	return 0;
 }
 
+int cpu_sampler_fl_write(struct cpu_sampler *s, uint32_t word, const uint64_t *bits, uint32_t n)
+{
+	int fd = bpf_map__fd(s->skel->maps.fl_bits);
+	if (word > CPU_FL_POOL_WORDS || n > CPU_FL_POOL_WORDS - word)
+		return -ERANGE;
+	/* one syscall per 4096 words (a 30 MB text is ~15k words) */
+	while (n) {
+		__u32 keys[4096], cnt = n < 4096 ? n : 4096;
+		for (__u32 i = 0; i < cnt; i++)
+			keys[i] = word + i;
+		DECLARE_LIBBPF_OPTS(bpf_map_batch_opts, opts);
+		if (bpf_map_update_batch(fd, keys, bits, &cnt, &opts)) {
+			/* no batch ops: one word at a time */
+			if (errno != EINVAL && errno != EOPNOTSUPP && errno != 524 /* ENOTSUPP */)
+				return -errno;
+			cnt = n < 4096 ? n : 4096;
+			for (__u32 i = 0; i < cnt; i++)
+				if (bpf_map_update_elem(fd, &keys[i], &bits[i], BPF_ANY))
+					return -errno;
+		}
+		word += cnt;
+		bits += cnt;
+		n -= cnt;
+	}
+	return 0;
+}
+
+int cpu_sampler_fl_set(struct cpu_sampler *s, pid_t tgid, const struct cpu_fl_proc *p)
+{
+	__u32 k = (__u32)tgid;
+	if (bpf_map_update_elem(bpf_map__fd(s->skel->maps.fl_procs), &k, p, BPF_ANY))
+		return errno == E2BIG || errno == ENOMEM ? -E2BIG : -errno;
+	return 0;
+}
+
+int cpu_sampler_fl_del(struct cpu_sampler *s, pid_t tgid)
+{
+	__u32 k = (__u32)tgid;
+	if (bpf_map_delete_elem(bpf_map__fd(s->skel->maps.fl_procs), &k) && errno != ENOENT)
+		return -errno;
+	return 0;
+}
+
 int cpu_sampler_prog_id(const struct cpu_sampler *s)
 {
 	struct bpf_prog_info info;
