@@ -382,8 +382,9 @@ int gopcln_func_frameless(const struct gopcln *t, size_t i, uint64_t *budget)
 		return 0;
 	if (off == 0 || off >= t->pc_len)
 		return 0;
-	/* pcvalue's walk, checking every value instead of finding one: the
-	 * table must say 0 all the way to the function's end. */
+	/* pcvalue's walk, checking every value instead of finding one: 0 up
+	 * to the table's end (the code's end; the linker's alignment padding
+	 * after it is in no table) or the function's end. */
 	const uint8_t *b = t->tab + t->pc_off;
 	size_t len = t->pc_len, pos = off;
 	uint64_t pc = fn.entry;
@@ -394,8 +395,10 @@ int gopcln_func_frameless(const struct gopcln *t, size_t i, uint64_t *budget)
 		if (*budget == 0)
 			return -E2BIG;
 		(*budget)--;
-		if (pos >= len || (b[pos] == 0 && !first))
-			return 0;	/* table ends before the function does */
+		if (pos >= len)
+			return 0;
+		if (b[pos] == 0 && !first)
+			break;		/* end of table */
 		if (!uvarint(b, len, &pos, &uv) || !uvarint(b, len, &pos, &pcd))
 			return 0;
 		val = (int32_t)((uint32_t)val + (-(uv & 1) ^ (uv >> 1)));
@@ -404,7 +407,7 @@ int gopcln_func_frameless(const struct gopcln *t, size_t i, uint64_t *budget)
 		pc += (uint64_t)pcd * t->quantum;
 		first = false;
 	}
-	return 1;
+	return first ? 0 : 1;
 }
 
 static int32_t pcdata(const struct gopcln *t, const struct fn *fn, uint32_t table, uint64_t pc)
