@@ -379,6 +379,16 @@ int main(int argc, char **argv)
 				       f.name ? f.name : "?");
 			}
 		}
+	} else if (!strcmp(cmd, "frameless")) {
+		/* functions gopcln_func_frameless() calls frameless, by name */
+		uint64_t budget = UINT64_MAX;
+		for (size_t i = 0; e->pcln && i < gopcln_nfunc(e->pcln); i++) {
+			struct gopcln_func f;
+			if (gopcln_func_frameless(e->pcln, i, &budget) == 1 &&
+			    gopcln_func_at(e->pcln, i, &f) == 0)
+				printf("%" PRIx64 " %" PRIx64 " %s\n", f.entry, f.end,
+				       f.name ? f.name : "?");
+		}
 	} else if (!strcmp(cmd, "pclntab")) {
 		for (int i = 3; i < argc; i++) {
 			uint64_t pc = strtoull(argv[i], NULL, 16);
