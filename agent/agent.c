@@ -375,6 +375,16 @@ static void window(struct agent *a)
 			      METRIC_GAUGE, "map=\"cpu_counts\""), (double)cap_counts);
 	metric_set(metric_get("pushprof_bpf_map_capacity", "Entries each BPF map holds, by map.",
 			      METRIC_GAUGE, "map=\"cpu_stacks\""), (double)cap_stacks);
+	if (a->fl) {
+		size_t fp, fb, fw;
+		frameless_counts(a->fl, &fp, &fb, &fw);
+		metric_set(metric_get("pushprof_cpu_frameless_processes",
+				      "Processes whose frameless Go leaves BPF corrects.", METRIC_GAUGE,
+				      NULL), (double)fp);
+		metric_set(metric_get("pushprof_cpu_frameless_pool_words",
+				      "Bitmap words of frameless Go code in BPF (pool: 262144).",
+				      METRIC_GAUGE, NULL), (double)fw);
+	}
 	metric_set(metric_get("pushprof_cpu_sampled_cpus", "CPUs with a perf event attached.",
 			      METRIC_GAUGE, NULL), (double)cpu_sampler_ncpus(a->cpu));
 	pp_log(PP_INFO, "cpu window",

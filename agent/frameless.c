@@ -58,6 +58,7 @@ struct frameless {
 	size_t npids, cap_pids;
 	size_t installed;
 	uint64_t tick;
+	bool warned;			/* fl_procs refused an entry once */
 };
 
 static void skipped(const char *cause)
@@ -130,13 +131,13 @@ static uint32_t pool_find(const struct frameless *f, uint32_t n)
 	}
 }
 
-/* Least recently used bin no process names (and not keep), or -1. */
-static int lru_idle(const struct frameless *f, bool with_table, int keep)
+/* Least recently used bin no process names (with a table: only those), or -1. */
+static int lru_idle(const struct frameless *f, bool with_table)
 {
 	int best = -1;
 	for (size_t i = 0; i < f->nbins; i++) {
 		const struct fl_bin *b = &f->bins[i];
-		if (b->refs || (int)i == keep || (with_table && !b->have))
+		if (b->refs || (with_table && !b->have))
 			continue;
 		if (best < 0 || b->used < f->bins[best].used)
 			best = (int)i;
@@ -237,76 +238,94 @@ static bool text_segment(const struct elfsym *e, uint64_t lo, uint64_t *vaddr, u
 	return false;
 }
 
-/* A new bin for the file open at fd: analysed, its bitmap in the pool when
- * there is one. Index, or negative errno. */
-static int bin_new(struct frameless *f, int fd, const struct stat *st, const char *exe)
+/* Room for one more bin: evict the least recently used idle one if full. */
+static bool bin_room(struct frameless *f)
 {
-	if (f->nbins == FL_MAX_BINS) {
-		int v = lru_idle(f, false, -1);
-		if (v < 0) {
-			skipped("executables_full");
-			return -ENOSPC;
-		}
-		bin_drop(f, v);
-	}
-	struct fl_bin *b = &f->bins[f->nbins];
-	memset(b, 0, sizeof(*b));
-	b->dev = (uint64_t)st->st_dev;
-	b->ino = (uint64_t)st->st_ino;
-	b->used = ++f->tick;
-	int idx = (int)f->nbins++;
+	if (f->nbins < FL_MAX_BINS)
+		return true;
+	int v = lru_idle(f, false);
+	if (v < 0)
+		return false;
+	bin_drop(f, v);
+	return true;
+}
 
+/*
+ * Analyse the file open at fd; on success its bitmap is in the pool
+ * (idle executables' bitmaps make way when the pool is full). Fills nb;
+ * nb->have says whether it got a table. Negative errno only for ENOMEM.
+ */
+static int bin_analyse(struct frameless *f, int fd, const char *exe, struct fl_bin *nb)
+{
 	struct elfsym *e = NULL;
 	uint64_t t0 = mono_us();
 	if (elfsym_load_fd(fd, &e, NULL) < 0 || !e->pcln) {
 		elfsym_free(e);
-		return idx;	/* not Go (or unreadable): remembered as such */
+		return 0;	/* not Go (or unreadable): remembered as such */
 	}
 	uint64_t *bits = NULL;
 	const char *cause = NULL;
-	int r = analyse(b, e, exe, &bits, &cause);
-	if (r > 0 && !text_segment(e, b->lo, &b->seg_vaddr, &b->seg_offset)) {
+	int r = analyse(nb, e, exe, &bits, &cause);
+	if (r > 0 && !text_segment(e, nb->lo, &nb->seg_vaddr, &nb->seg_offset)) {
 		r = 0;
 		cause = "no_text_segment";
 	}
 	elfsym_free(e);
-	if (r < 0)
-		return r;
-	if (r == 0) {
+	if (r <= 0) {
 		free(bits);
-		if (cause)
+		if (r == 0 && cause)
 			skipped(cause);
-		return idx;
+		return r;
 	}
 	uint32_t at;
 	int v;
-	/* the pool is full: forget executables no process runs now */
-	while ((at = pool_find(f, b->nwords)) == UINT32_MAX && (v = lru_idle(f, true, idx)) >= 0) {
-		f->bins[v].have = false;
-		f->bins[v].nwords = 0;
-	}
+	/* the pool is full: forget executables no process runs now (nb is in
+	 * no list yet, so dropping bins cannot move it) */
+	while ((at = pool_find(f, nb->nwords)) == UINT32_MAX && (v = lru_idle(f, true)) >= 0)
+		bin_drop(f, v);
 	if (at == UINT32_MAX) {
 		free(bits);
 		skipped("pool_full");
 		pp_log(PP_WARN, "frameless Go code not marked: bitmap pool full", "exe=%s words=%u",
-		       pp_q(exe), b->nwords);
-		b->nwords = 0;
-		return idx;
+		       pp_q(exe), nb->nwords);
+		nb->nwords = 0;
+		return 0;
 	}
-	r = cpu_sampler_fl_write(f->cpu, at, bits, b->nwords);
+	r = cpu_sampler_fl_write(f->cpu, at, bits, nb->nwords);
 	free(bits);
 	if (r < 0) {
 		skipped("map_error");
 		pp_log(PP_WARN, "frameless Go code not marked: BPF map update failed",
 		       "exe=%s error=%s", pp_q(exe), pp_q(strerror(-r)));
-		b->nwords = 0;
-		return idx;
+		nb->nwords = 0;
+		return 0;
 	}
-	b->word = at;
-	b->have = true;
+	nb->word = at;
+	nb->have = true;
 	pp_log(PP_DEBUG, "frameless table loaded", "exe=%s word=%u words=%u ms=%.1f", pp_q(exe),
-	       at, b->nwords, (double)(mono_us() - t0) / 1000.0);
-	return idx;
+	       at, nb->nwords, (double)(mono_us() - t0) / 1000.0);
+	return 0;
+}
+
+/* A new bin for the file open at fd. Index, or negative errno. */
+static int bin_new(struct frameless *f, int fd, const struct stat *st, const char *exe)
+{
+	struct fl_bin nb = { .dev = (uint64_t)st->st_dev, .ino = (uint64_t)st->st_ino };
+	if (f->nbins == FL_MAX_BINS && lru_idle(f, false) < 0) {
+		skipped("executables_full");	/* before the work, not after */
+		return -ENOSPC;
+	}
+	int r = bin_analyse(f, fd, exe, &nb);
+	if (r < 0)
+		return r;
+	/* after the analysis: its evictions may have made room */
+	if (!bin_room(f)) {
+		skipped("executables_full");
+		return -ENOSPC;	/* nb's words are in no bin: free again */
+	}
+	nb.used = ++f->tick;
+	f->bins[f->nbins] = nb;
+	return (int)f->nbins++;
 }
 
 /* ---- processes --------------------------------------------------------- */
@@ -364,6 +383,39 @@ static int runtime_range(pid_t pid, const struct fl_bin *b, const char *exe, uin
 	return rc;
 }
 
+/* Enter p's runtime text range into fl_procs. 1 done, 0 not, -ESRCH gone
+ * (p is dropped then). */
+static int install(struct frameless *f, struct fl_pid *p, const char *exe)
+{
+	const struct fl_bin *b = &f->bins[p->bin];
+	pid_t pid = p->pid;
+	uint64_t start = 0, end = 0;
+	int rc = runtime_range(pid, b, exe, &start, &end);
+	if (rc == -ESRCH) {
+		frameless_untrack(f, pid);
+		return -ESRCH;
+	}
+	if (rc < 0) {
+		skipped("text_not_mapped");
+		pp_log(PP_DEBUG, "frameless Go code: text not found in the maps", "pid=%d exe=%s",
+		       (int)pid, pp_q(exe));
+		return 0;
+	}
+	struct cpu_fl_proc fp = { .start = start, .end = end, .word = b->word, .nwords = b->nwords };
+	rc = cpu_sampler_fl_set(f->cpu, pid, &fp);
+	if (rc < 0) {
+		/* retried at each re-evaluation: warn once, count each time */
+		skipped(rc == -E2BIG ? "processes_full" : "map_error");
+		pp_log(f->warned ? PP_DEBUG : PP_WARN, "frameless Go code: process not entered",
+		       "pid=%d error=%s", (int)pid, pp_q(strerror(-rc)));
+		f->warned = true;
+		return 0;
+	}
+	p->installed = true;
+	f->installed++;
+	return 1;
+}
+
 int frameless_track(struct frameless *f, pid_t pid)
 {
 	char path[64], exe[4096];
@@ -374,8 +426,14 @@ int frameless_track(struct frameless *f, pid_t pid)
 	struct fl_pid *p = pid_find(f, pid);
 	if (p) {
 		struct fl_bin *b = &f->bins[p->bin];
-		if (b->dev == (uint64_t)st.st_dev && b->ino == (uint64_t)st.st_ino)
-			return p->installed ? 1 : 0;
+		if (b->dev == (uint64_t)st.st_dev && b->ino == (uint64_t)st.st_ino) {
+			if (p->installed || !b->have)
+				return p->installed ? 1 : 0;
+			/* its text was not mapped yet, or the map was full: again */
+			if (proc_exe(pid, exe, sizeof(exe)) < 0)
+				exe[0] = '\0';
+			return install(f, p, exe);
+		}
 		frameless_untrack(f, pid);	/* exec'd another file */
 	}
 	if (f->npids == FL_MAX_PIDS) {
@@ -417,33 +475,13 @@ int frameless_track(struct frameless *f, pid_t pid)
 		f->cap_pids = nc;
 	}
 	struct fl_bin *b = &f->bins[bi];
+	b->used = ++f->tick;
+	/* only processes with a table are remembered: bins without one stay
+	 * idle, hence evictable, and cost a stat and a lookup per call */
+	if (!b->have)
+		return 0;
 	p = &f->pids[f->npids++];
 	*p = (struct fl_pid){ .pid = pid, .bin = bi };
 	b->refs++;
-	b->used = ++f->tick;
-	if (!b->have)
-		return 0;
-	uint64_t start = 0, end = 0;
-	int rc = runtime_range(pid, b, exe, &start, &end);
-	if (rc == -ESRCH) {
-		frameless_untrack(f, pid);
-		return -ESRCH;
-	}
-	if (rc < 0) {
-		skipped("text_not_mapped");
-		pp_log(PP_DEBUG, "frameless Go code: text not found in the maps", "pid=%d exe=%s",
-		       (int)pid, pp_q(exe));
-		return 0;
-	}
-	struct cpu_fl_proc fp = { .start = start, .end = end, .word = b->word, .nwords = b->nwords };
-	rc = cpu_sampler_fl_set(f->cpu, pid, &fp);
-	if (rc < 0) {
-		skipped(rc == -E2BIG ? "processes_full" : "map_error");
-		pp_log(PP_WARN, "frameless Go code: process not entered", "pid=%d error=%s", (int)pid,
-		       pp_q(strerror(-rc)));
-		return 0;
-	}
-	p->installed = true;
-	f->installed++;
-	return 1;
+	return install(f, p, exe);
 }

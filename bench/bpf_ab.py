@@ -86,6 +86,8 @@ def main():
     with open(STATS) as f:
         old = f.read().strip()
     res = {"A": [], "B": []}
+    # SIGTERM too must restore the sysctl and stop the workload
+    signal.signal(signal.SIGTERM, lambda *a: sys.exit(1))
     try:
         with open(STATS, "w") as f:
             f.write("1")
