@@ -390,8 +390,8 @@ static void window(struct agent *a)
 	pp_log(PP_INFO, "cpu window",
 	       "window=%llu samples=%llu processes=%zu bytes=%llu lost_map_full=%llu "
 	       "lost_stack_err=%llu lost_stacks_full=%llu lost_collision=%llu truncated=%llu "
-	       "filtered=%llu frameless_leaf=%llu targets=%zu/%zu locations=%llu named=%llu cpus=%u duration_ms=%lld "
-	       "agent_cpu_ms=%.1f%s%s",
+	       "filtered=%llu frameless_leaf=%llu targets=%zu/%zu locations=%llu named=%llu cpus=%u "
+	       "duration_ms=%lld agent_cpu_ms=%.1f%s%s",
 	       (unsigned long long)a->windows, (unsigned long long)a->win.samples, ps.profiles,
 	       (unsigned long long)ps.bytes,
 	       (unsigned long long)s[CPU_STAT_LOST_COUNTS_FULL],
