@@ -6,7 +6,8 @@
 
 Both agents sample the same running workload (tests/cpu/workloads/leaves.go:
 Go code spending its time in frameless leaves, 2 goroutines) in turns,
-A B B A A B ..., one agent at a time, each for --secs; with
+A B B A A B ..., one agent at a time, each for --secs (--together: both at
+once, each with its own events and program, --rounds times); with
 kernel.bpf_stats_enabled=1 (restored afterwards) the program's
 run_time_ns / run_cnt is read from `bpftool prog show` at the end of each
 turn. Whole host by default (every non-idle sample takes the full path);
@@ -36,7 +37,9 @@ def prog(prog_id):
     return json.loads(r.stdout) if r.returncode == 0 else {}
 
 
-def turn(binary, d, pid, secs, freq, targeted):
+def start(binary, d, pid, secs, freq, targeted):
+    """An agent and its BPF program's id."""
+    os.makedirs(d, exist_ok=True)
     store = os.path.join(d, "store")
     cfg = os.path.join(d, "cfg.yaml")
     with open(cfg, "w") as f:
@@ -57,14 +60,40 @@ def turn(binary, d, pid, secs, freq, targeted):
     if prog_id is None:
         a.kill()
         sys.exit(f"{binary}: no 'agent started' line:\n" + "".join(seen))
+    return a, prog_id
+
+
+def delta(p0, p1):
+    cnt = p1.get("run_cnt", 0) - p0.get("run_cnt", 0)
+    ns = p1.get("run_time_ns", 0) - p0.get("run_time_ns", 0)
+    return ns / cnt if cnt else float("nan"), cnt
+
+
+def turn(binary, d, pid, secs, freq, targeted):
+    a, prog_id = start(binary, d, pid, secs, freq, targeted)
     p0 = prog(prog_id)
     time.sleep(secs)
     p1 = prog(prog_id)
     a.send_signal(signal.SIGINT)
     a.communicate(timeout=60)
-    cnt = p1.get("run_cnt", 0) - p0.get("run_cnt", 0)
-    ns = p1.get("run_time_ns", 0) - p0.get("run_time_ns", 0)
-    return ns / cnt if cnt else float("nan"), cnt
+    return delta(p0, p1)
+
+
+def together(o, d, pid):
+    """Both agents at once, each with its own perf events and program: the
+    same load for both (the events' timers are independent, so neither
+    program runs right after the other on a warm cache by design)."""
+    a, ia = start(o.a, os.path.join(d, "a"), pid, o.secs, o.freq, o.targeted)
+    b, ib = start(o.b, os.path.join(d, "b"), pid, o.secs, o.freq, o.targeted)
+    time.sleep(2)   # past both agents' start-up work
+    a0, b0 = prog(ia), prog(ib)
+    time.sleep(o.secs)
+    a1, b1 = prog(ia), prog(ib)
+    for x in (a, b):
+        x.send_signal(signal.SIGINT)
+    for x in (a, b):
+        x.communicate(timeout=60)
+    return delta(a0, a1), delta(b0, b1)
 
 
 def main():
@@ -75,6 +104,8 @@ def main():
     ap.add_argument("--secs", type=float, default=20)
     ap.add_argument("--freq", type=int, default=99)
     ap.add_argument("--targeted", action="store_true")
+    ap.add_argument("--together", action="store_true",
+                    help="run A and B at the same time, --rounds times")
     o = ap.parse_args()
     d = tempfile.mkdtemp(prefix="pushprof-bpf-ab-")
     work = os.path.join(d, "leaves")
@@ -91,8 +122,15 @@ def main():
     try:
         with open(STATS, "w") as f:
             f.write("1")
+        if o.together:
+            for r in range(o.rounds):
+                (na, ca), (nb, cb) = together(o, d, w.pid)
+                res["A"].append(na)
+                res["B"].append(nb)
+                print(f"A: {na:.0f} ns/run over {ca} runs, B: {nb:.0f} ns/run over {cb} runs, "
+                      f"B/A {nb / na:.3f}", flush=True)
         order = []
-        for r in range(o.rounds):
+        for r in range(0 if o.together else o.rounds):
             order += ["A", "B"] if r % 2 == 0 else ["B", "A"]
         for which in order:
             ns, cnt = turn(o.a if which == "A" else o.b, d, w.pid, o.secs, o.freq, o.targeted)

@@ -80,8 +80,11 @@ static unsigned exercise_pcln(const struct gopcln *t)
 	uint64_t lo, hi;
 	gopcln_text_range(t, &lo, &hi);
 	size_t n = gopcln_nfunc(t);
+	uint64_t budget = 1u << 24;	/* what the agent allows one executable */
 	for (size_t i = 0; i < n && i < 100000; i++) {
 		struct gopcln_func f;
+		if (budget)
+			gopcln_func_frameless(t, i, &budget);
 		if (gopcln_func_at(t, i, &f) < 0)
 			continue;
 		uint64_t pcs[3] = { f.entry, f.entry + (f.end - f.entry) / 2, f.end - 1 };
