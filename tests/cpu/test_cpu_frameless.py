@@ -136,6 +136,8 @@ for leaf in OTHER:
 a, b = mine["main.mix"]["main.hotA"], mine["main.mix"]["main.hotB"]
 ga, gb = theirs["main.mix"]["main.hotA"], theirs["main.mix"]["main.hotB"]
 share = a / (a + b) if a + b else 0
+print(f"main.mix by caller: hotA {a} hotB {b} ({100 * share:.1f}% hotA; Go's own: "
+      f"hotA {ga} hotB {gb})")
 check(abs(share - 0.70) <= 0.05, "main.mix: 70/30 split by caller within 5 points",
       f"hotA {share:.3f} (Go's own: {ga / (ga + gb) if ga + gb else 0:.3f})")
 chain = sum(v for frames, kinds, v, _ in on_samples
