@@ -79,12 +79,15 @@ def turn(binary, d, pid, secs, freq, targeted):
     return delta(p0, p1)
 
 
-def together(o, d, pid):
+def together(o, d, pid, b_first):
     """Both agents at once, each with its own perf events and program: the
-    same load for both (the events' timers are independent, so neither
-    program runs right after the other on a warm cache by design)."""
+    same load for both. Which one starts first alternates: if their events
+    fire back to back, the second program finds the caches warm."""
+    if b_first:
+        b, ib = start(o.b, os.path.join(d, "b"), pid, o.secs, o.freq, o.targeted)
     a, ia = start(o.a, os.path.join(d, "a"), pid, o.secs, o.freq, o.targeted)
-    b, ib = start(o.b, os.path.join(d, "b"), pid, o.secs, o.freq, o.targeted)
+    if not b_first:
+        b, ib = start(o.b, os.path.join(d, "b"), pid, o.secs, o.freq, o.targeted)
     time.sleep(2)   # past both agents' start-up work
     a0, b0 = prog(ia), prog(ib)
     time.sleep(o.secs)
@@ -124,11 +127,11 @@ def main():
             f.write("1")
         if o.together:
             for r in range(o.rounds):
-                (na, ca), (nb, cb) = together(o, d, w.pid)
+                (na, ca), (nb, cb) = together(o, d, w.pid, r % 2 == 1)
                 res["A"].append(na)
                 res["B"].append(nb)
-                print(f"A: {na:.0f} ns/run over {ca} runs, B: {nb:.0f} ns/run over {cb} runs, "
-                      f"B/A {nb / na:.3f}", flush=True)
+                print(f"{'B' if r % 2 else 'A'} started first: A: {na:.0f} ns/run over {ca} runs,"
+                      f" B: {nb:.0f} ns/run over {cb} runs, B/A {nb / na:.3f}", flush=True)
         order = []
         for r in range(0 if o.together else o.rounds):
             order += ["A", "B"] if r % 2 == 0 else ["B", "A"]
