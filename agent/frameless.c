@@ -47,7 +47,7 @@ struct fl_bin {
 struct fl_pid {
 	pid_t pid;
 	int bin;			/* index in bins */
-	bool installed;			/* has a fl_procs entry */
+	bool installed;			/* its range is in BPF (cpu_sampler_fl_set) */
 };
 
 struct frameless {
@@ -58,7 +58,7 @@ struct frameless {
 	size_t npids, cap_pids;
 	size_t installed;
 	uint64_t tick;
-	bool warned;			/* fl_procs refused an entry once */
+	bool warned;			/* BPF refused a range once */
 };
 
 static void skipped(const char *cause)
@@ -383,7 +383,7 @@ static int runtime_range(pid_t pid, const struct fl_bin *b, const char *exe, uin
 	return rc;
 }
 
-/* Enter p's runtime text range into fl_procs. 1 done, 0 not, -ESRCH gone
+/* Hand p's runtime text range to BPF. 1 done, 0 not, -ESRCH gone
  * (p is dropped then). */
 static int install(struct frameless *f, struct fl_pid *p, const char *exe)
 {

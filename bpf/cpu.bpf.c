@@ -58,15 +58,18 @@ struct {
 	.values = { &stacks0, &stacks1 },
 };
 
-/* tgids to sample when filter_tgids is set; value unused. */
+/* tgids to sample when filter_tgids is set. The value is the process's
+ * frameless-code range (cpu.h; nwords 0: none), so that a filtered sampler
+ * finds it with the lookup it does anyway. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 65536);
 	__type(key, __u32);
-	__type(value, __u8);
+	__type(value, struct cpu_fl_proc);
 } allowed_tgids SEC(".maps");
 
-/* Frameless Go code (see cpu.h): tgid -> text range, and the bitmap pool. */
+/* Frameless Go code (see cpu.h): tgid -> text range when the whole host is
+ * sampled (else in allowed_tgids), and the bitmap pool. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, CPU_FL_MAX_PROCS);
@@ -168,9 +171,10 @@ static __always_inline __u64 grab_kernel_stack(void *ctx, struct cpu_stack *st)
  * True when ip lies in frameless code of this process (cpu.h): one hash
  * lookup per sample, a bitmap word only for PCs inside the Go text.
  */
-static __always_inline bool frameless_at(__u32 tgid, __u64 ip)
+static __always_inline bool frameless_at(const struct cpu_fl_proc *fl, __u32 tgid, __u64 ip)
 {
-	struct cpu_fl_proc *fl = bpf_map_lookup_elem(&fl_procs, &tgid);
+	if (!fl)	/* whole host: not looked up yet */
+		fl = bpf_map_lookup_elem(&fl_procs, &tgid);
 	if (!fl || ip < fl->start || ip >= fl->end)
 		return false;
 	__u64 chunk = (ip - fl->start) >> CPU_FL_CHUNK_SHIFT;
@@ -193,7 +197,8 @@ static __always_inline bool frameless_at(__u32 tgid, __u64 ip)
  */
 static __always_inline __u64 grab_user_stack(struct bpf_perf_event_data *ctx,
 					     struct task_struct *task, __u32 tgid,
-					     bool in_user, struct cpu_stack *st)
+					     const struct cpu_fl_proc *fl, bool in_user,
+					     struct cpu_stack *st)
 {
 	const __u64 *r = (const __u64 *)&ctx->regs;
 	__u64 ip, fp, sp;
@@ -217,7 +222,7 @@ static __always_inline __u64 grab_user_stack(struct bpf_perf_event_data *ctx,
 		return CPU_STACK_NONE;
 	st->ips[0] = ip;
 	n = 1;
-	if (max_depth > 1 && frameless_at(tgid, ip)) {
+	if (max_depth > 1 && frameless_at(fl, tgid, ip)) {
 		__u64 ra;
 
 		if (bpf_probe_read_user(&ra, sizeof(ra), (void *)sp) == 0 && ra) {
@@ -289,9 +294,13 @@ int pp_cpu_sample(struct bpf_perf_event_data *ctx)
 		count(CPU_STAT_IDLE);
 		return 0;
 	}
-	if (filter_tgids && !bpf_map_lookup_elem(&allowed_tgids, &tgid)) {
-		count(CPU_STAT_FILTERED);
-		return 0;
+	const struct cpu_fl_proc *fl = NULL;
+	if (filter_tgids) {
+		fl = bpf_map_lookup_elem(&allowed_tgids, &tgid);
+		if (!fl) {
+			count(CPU_STAT_FILTERED);
+			return 0;
+		}
 	}
 
 	__u32 set = active & 1;
@@ -311,7 +320,7 @@ int pp_cpu_sample(struct bpf_perf_event_data *ctx)
 	bool in_user = (((const __u64 *)&ctx->regs)[17] & 3) == 3;
 	struct task_struct *task = bpf_get_current_task_btf();
 
-	__u64 u = grab_user_stack(ctx, task, tgid, in_user, &s->user);
+	__u64 u = grab_user_stack(ctx, task, tgid, fl, in_user, &s->user);
 	if (u == ~0ULL)
 		u = store_stack(stacks, &s->user);
 	s->key.user_stack = u;

@@ -42,10 +42,11 @@
  * (pcsp 0 at every PC) in a bitmap of one bit per CPU_FL_CHUNK bytes of a
  * binary's text: Go's linker aligns amd64 functions to 32 bytes, so the
  * bitmap is exact. Bitmaps live in one pool of u64 words (fl_bits, an
- * ARRAY), one analysis per executable shared by its processes; fl_procs
- * maps a tgid to its text range at runtime (PIE: biased) and first word.
- * Per sample BPF does one fl_procs lookup, and only when the leaf PC lies
- * in that range one fl_bits lookup; a set bit makes it insert [sp] as
+ * ARRAY), one analysis per executable shared by its processes; a tgid's
+ * text range at runtime (PIE: biased) and first word are the value of its
+ * allowed_tgids entry when the sampler filters (the lookup it does anyway),
+ * of its fl_procs entry when it samples the whole host (one more lookup
+ * per sample). Only when the leaf PC lies in that range one fl_bits lookup; a set bit makes it insert [sp] as
  * frame 1 and go on with the usual walk. [sp] of a frameless leaf is a
  * return address, fixed per call site, so stacks still dedupe.
  * Mid-stack frameless functions and prologues are not handled here.
