@@ -145,7 +145,10 @@ def main():
         w.kill()
         w.wait()
     ma, mb = statistics.median(res["A"]), statistics.median(res["B"])
-    print(f"median A {ma:.0f} ns/run, B {mb:.0f} ns/run, B/A {mb / ma:.3f} "
+    # paired: the same round (--together) or neighbouring turns (A B, B A)
+    ratios = [b / a for a, b in zip(res["A"], res["B"])]
+    print(f"median A {ma:.0f} ns/run, B {mb:.0f} ns/run, B/A {mb / ma:.3f}; median of paired "
+          f"B/A {statistics.median(ratios):.3f} {[round(r, 3) for r in ratios]} "
           f"(A runs {[round(x) for x in res['A']]}, B runs {[round(x) for x in res['B']]})")
 
 
