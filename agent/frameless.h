@@ -6,13 +6,14 @@
  * once per file (device, inode): every function whose pcsp table is 0 at
  * every PC (.gopclntab, gopcln_func_frameless()) is marked in a bitmap of
  * one bit per 32-byte chunk of its text. The bitmap goes into the shared
- * pool (fl_bits); the process gets a fl_procs entry with its text range at
- * runtime (from /proc/PID/maps, so PIE works). Processes of one
+ * pool (fl_bits); the process's text range at runtime (from
+ * /proc/PID/maps, so PIE works) goes to BPF with cpu_sampler_fl_set() (its
+ * allowed_tgids entry when filtering, fl_procs for the whole host). Processes of one
  * executable share one bitmap; it is freed with the last of them.
  *
  * Bounds (the executable and /proc are the target's, hence hostile):
  * text of at most CPU_FL_POOL_WORDS * 2 KiB per binary, a budget of decoded
- * pcsp entries per analysis, CPU_FL_MAX_PROCS processes, a pool of
+ * pcsp entries per analysis, CPU_FL_MAX_PROCS processes (whole host), a pool of
  * CPU_FL_POOL_WORDS words, at most FL_MAX_BINS executables remembered
  * (negative results included). What does not fit is logged and counted
  * (pushprof_cpu_frameless_skipped_total{cause}), and the process is
