@@ -20,6 +20,7 @@
 #include "cpu.h"
 #include "containers.h"
 #include "debuginfo.h"
+#include "frameless.h"
 #include "cpu_profile.h"
 #include "gobin.h"
 #include "goheap.h"
@@ -47,6 +48,7 @@ struct agent {
 	struct outbox *outbox;
 	struct targets *targets;
 	struct cpu_sampler *cpu;
+	struct frameless *fl;		/* NULL: PUSHPROF_FRAMELESS=off (or no cpu) */
 	struct symbolizer *sym;		/* NULL: profiles carry addresses only */
 	struct http_server *http;	/* NULL: no http_address */
 	struct gotrack *go;		/* NULL: go_heap disabled */
@@ -101,6 +103,12 @@ static void on_target_change(pid_t pid, bool matched, void *arg)
 		return;
 	if (cpu_sampler_allow(a->cpu, pid, matched) < 0)
 		a->allow_errors++;
+	if (a->fl) {
+		if (matched)
+			frameless_track(a->fl, pid);
+		else
+			frameless_untrack(a->fl, pid);
+	}
 	/* Load a new target's files now: it may exit before its window ends. */
 	if (matched && a->sym)
 		sym_prepare(a->sym, pid, NULL);
@@ -112,8 +120,12 @@ static void on_target_change(pid_t pid, bool matched, void *arg)
 static void on_target_seen(pid_t pid, bool matched, void *arg)
 {
 	struct agent *a = arg;
-	if (a->go && matched)
+	if (a->go && matched && targets_whole_host(a->targets))
 		gotrack_consider(a->go, pid);
+	/* every (re)evaluation: a target that exec'd another file gets its
+	 * new table (the change callback stays silent for it) */
+	if (a->fl && matched)
+		frameless_track(a->fl, pid);
 }
 
 static void on_procev(enum procev_kind kind, pid_t pid, void *arg)
@@ -130,6 +142,8 @@ static void forget_pid(pid_t pid, void *arg)
 	struct agent *a = arg;
 	if (a->sym)
 		sym_forget(a->sym, pid);
+	if (a->fl)
+		frameless_untrack(a->fl, pid);
 	if (a->go)
 		gotrack_remove(a->go, pid);
 }
@@ -383,13 +397,23 @@ static void window(struct agent *a)
 			      METRIC_GAUGE, "map=\"cpu_counts\""), (double)cap_counts);
 	metric_set(metric_get("pushprof_bpf_map_capacity", "Entries each BPF map holds, by map.",
 			      METRIC_GAUGE, "map=\"cpu_stacks\""), (double)cap_stacks);
+	if (a->fl) {
+		size_t fp, fb, fw;
+		frameless_counts(a->fl, &fp, &fb, &fw);
+		metric_set(metric_get("pushprof_cpu_frameless_processes",
+				      "Processes whose frameless Go leaves BPF corrects.", METRIC_GAUGE,
+				      NULL), (double)fp);
+		metric_set(metric_get("pushprof_cpu_frameless_pool_words",
+				      "Bitmap words of frameless Go code in BPF (pool: 262144).",
+				      METRIC_GAUGE, NULL), (double)fw);
+	}
 	metric_set(metric_get("pushprof_cpu_sampled_cpus", "CPUs with a perf event attached.",
 			      METRIC_GAUGE, NULL), (double)cpu_sampler_ncpus(a->cpu));
 	pp_log(PP_INFO, "cpu window",
 	       "window=%llu samples=%llu processes=%zu bytes=%llu lost_map_full=%llu "
 	       "lost_stack_err=%llu lost_stacks_full=%llu lost_collision=%llu truncated=%llu "
-	       "truncated_junk=%llu filtered=%llu targets=%zu/%zu locations=%llu named=%llu cpus=%u duration_ms=%lld "
-	       "agent_cpu_ms=%.1f%s%s",
+	       "truncated_junk=%llu filtered=%llu frameless_leaf=%llu targets=%zu/%zu "
+	       "locations=%llu named=%llu cpus=%u duration_ms=%lld agent_cpu_ms=%.1f%s%s",
 	       (unsigned long long)a->windows, (unsigned long long)a->win.samples, ps.profiles,
 	       (unsigned long long)ps.bytes,
 	       (unsigned long long)s[CPU_STAT_LOST_COUNTS_FULL],
@@ -397,7 +421,8 @@ static void window(struct agent *a)
 	       (unsigned long long)s[CPU_STAT_STACKS_FULL],
 	       (unsigned long long)s[CPU_STAT_COLLISION],
 	       (unsigned long long)s[CPU_STAT_TRUNCATED], (unsigned long long)ps.junk_cut,
-	       (unsigned long long)s[CPU_STAT_FILTERED], matched, procs,
+	       (unsigned long long)s[CPU_STAT_FILTERED],
+	       (unsigned long long)s[CPU_STAT_FL_LEAF], matched, procs,
 	       (unsigned long long)ps.frames, (unsigned long long)ps.frames_named,
 	       cpu_sampler_ncpus(a->cpu), (long long)(dur / 1000000),
 	       (double)(cpu_time_ns() - cpu0) / 1e6, fr < 0 ? " flush_error=" : "",
@@ -514,6 +539,16 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 		r = cpu_sampler_new(&so, &a.cpu, err);
 		if (r < 0)
 			goto out;
+		/* Frameless Go leaves (bpf/cpu.h); off: plain frame-pointer
+		 * stacks, for comparisons */
+		const char *fl = getenv("PUSHPROF_FRAMELESS");
+		if (!(fl && !strcmp(fl, "off"))) {
+			a.fl = frameless_new(a.cpu);
+			if (!a.fl) {
+				r = pp_errf(err, -ENOMEM, "out of memory");
+				goto out;
+			}
+		}
 		struct sym_opts syo = { 0 };
 		struct pp_err serr = { 0 };
 		if (sym_new(&syo, &a.sym, &serr) < 0) {
@@ -598,7 +633,7 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 	/* the whole host reports no target changes: the observer finds Go
 	 * programs (at this first scan, then as they start or exec) */
 	bool go_host = a.go && targets_whole_host(a.targets);
-	if (go_host)
+	if (go_host || a.fl)
 		targets_set_observer(a.targets, on_target_seen, &a);
 	uint64_t now = mono_ns();
 	r = targets_scan(a.targets, now, on_target_change, &a, err);
@@ -784,6 +819,7 @@ out:
 	}
 	procev_free(a.procev);
 	debuginfo_free(a.dbg);
+	frameless_free(a.fl);
 	cpu_sampler_free(a.cpu);	/* detaches BPF */
 	sym_free(a.sym);
 	cpu_window_free(&a.win);

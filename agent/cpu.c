@@ -29,6 +29,7 @@ struct cpu_sampler {
 	uint64_t last_stats[CPU_STAT_MAX];
 	int counts_fd[2], stacks_fd[2];
 	uint32_t ncounts, nstacks;	/* max_entries of each map set */
+	bool filter;			/* allowed_tgids in use (it holds fl ranges) */
 };
 
 void cpu_sampler_capacity(const struct cpu_sampler *s, uint32_t *counts, uint32_t *stacks)
@@ -186,6 +187,7 @@ int cpu_sampler_new(const struct cpu_sampler_opts *o, struct cpu_sampler **out,
 	if (!s)
 		return pp_errf(err, -ENOMEM, "out of memory");
 	s->frequency_hz = o->frequency_hz;
+	s->filter = o->filter;
 	s->possible = libbpf_num_possible_cpus();
 	if (s->possible <= 0 || s->possible > MAX_CPUS) {
 		r = pp_errf(err, -EINVAL, "cannot tell the number of possible CPUs");
@@ -229,6 +231,9 @@ int cpu_sampler_new(const struct cpu_sampler_opts *o, struct cpu_sampler **out,
 	}
 	s->ncounts = ncounts;
 	s->nstacks = nstacks;
+	/* filtering keeps frameless ranges in allowed_tgids: fl_procs unused */
+	if (o->filter)
+		bpf_map__set_max_entries(s->skel->maps.fl_procs, 1);
 
 	r = cpu_bpf__load(s->skel);
 	if (r) {
@@ -268,11 +273,69 @@ void cpu_sampler_free(struct cpu_sampler *s)
 int cpu_sampler_allow(struct cpu_sampler *s, pid_t tgid, bool allow)
 {
 	__u32 k = (__u32)tgid;
-	__u8 v = 1;
+	struct cpu_fl_proc v = { 0 };
 	int fd = bpf_map__fd(s->skel->maps.allowed_tgids);
+	/* an allowed tgid keeps its frameless range (cpu_sampler_fl_set) */
 	if (allow)
-		return bpf_map_update_elem(fd, &k, &v, BPF_ANY) ? -errno : 0;
+		return bpf_map_update_elem(fd, &k, &v, BPF_NOEXIST) && errno != EEXIST ? -errno : 0;
 	if (bpf_map_delete_elem(fd, &k) && errno != ENOENT)
+		return -errno;
+	return 0;
+}
+
+int cpu_sampler_fl_write(struct cpu_sampler *s, uint32_t word, const uint64_t *bits, uint32_t n)
+{
+	int fd = bpf_map__fd(s->skel->maps.fl_bits);
+	if (word > CPU_FL_POOL_WORDS || n > CPU_FL_POOL_WORDS - word)
+		return -ERANGE;
+	/* one syscall per 4096 words (a 30 MB text is ~15k words) */
+	while (n) {
+		__u32 keys[4096], cnt = n < 4096 ? n : 4096;
+		for (__u32 i = 0; i < cnt; i++)
+			keys[i] = word + i;
+		DECLARE_LIBBPF_OPTS(bpf_map_batch_opts, opts);
+		if (bpf_map_update_batch(fd, keys, bits, &cnt, &opts)) {
+			/* no batch ops: one word at a time */
+			if (errno != EINVAL && errno != EOPNOTSUPP && errno != 524 /* ENOTSUPP */)
+				return -errno;
+			cnt = n < 4096 ? n : 4096;
+			for (__u32 i = 0; i < cnt; i++)
+				if (bpf_map_update_elem(fd, &keys[i], &bits[i], BPF_ANY))
+					return -errno;
+		}
+		word += cnt;
+		bits += cnt;
+		n -= cnt;
+	}
+	return 0;
+}
+
+/* Filtering: the range rides in the tgid's allowed_tgids entry (only an
+ * existing one: setting it never allows a tgid); whole host: fl_procs. */
+int cpu_sampler_fl_set(struct cpu_sampler *s, pid_t tgid, const struct cpu_fl_proc *p)
+{
+	__u32 k = (__u32)tgid;
+	if (s->filter) {
+		if (bpf_map_update_elem(bpf_map__fd(s->skel->maps.allowed_tgids), &k, p, BPF_EXIST))
+			return errno == ENOENT ? -ENOENT : -errno;
+		return 0;
+	}
+	if (bpf_map_update_elem(bpf_map__fd(s->skel->maps.fl_procs), &k, p, BPF_ANY))
+		return errno == E2BIG || errno == ENOMEM ? -E2BIG : -errno;
+	return 0;
+}
+
+int cpu_sampler_fl_del(struct cpu_sampler *s, pid_t tgid)
+{
+	__u32 k = (__u32)tgid;
+	if (s->filter) {
+		struct cpu_fl_proc none = { 0 };
+		if (bpf_map_update_elem(bpf_map__fd(s->skel->maps.allowed_tgids), &k, &none,
+					BPF_EXIST) && errno != ENOENT)
+			return -errno;
+		return 0;
+	}
+	if (bpf_map_delete_elem(bpf_map__fd(s->skel->maps.fl_procs), &k) && errno != ENOENT)
 		return -errno;
 	return 0;
 }

@@ -70,6 +70,19 @@ int cpu_sampler_set_cpus(struct cpu_sampler *s, const char *cpulist, bool *chang
 /* Kernel filter (opts.filter): add or remove a tgid. */
 int cpu_sampler_allow(struct cpu_sampler *s, pid_t tgid, bool allow);
 
+/*
+ * Frameless Go code (bpf/cpu.h; agent/frameless.c decides what goes in).
+ * fl_write stores n bitmap words at pool index word (word + n <=
+ * CPU_FL_POOL_WORDS); fl_set gives tgid its text range: with opts.filter
+ * in its allowed_tgids entry (-ENOENT when the tgid is not allowed: call
+ * cpu_sampler_allow() first; allowing again keeps the range), else in
+ * fl_procs (-E2BIG when CPU_FL_MAX_PROCS processes already have one);
+ * fl_del drops it (0 when it had none). Loop thread only; negative errno.
+ */
+int cpu_sampler_fl_write(struct cpu_sampler *s, uint32_t word, const uint64_t *bits, uint32_t n);
+int cpu_sampler_fl_set(struct cpu_sampler *s, pid_t tgid, const struct cpu_fl_proc *p);
+int cpu_sampler_fl_del(struct cpu_sampler *s, pid_t tgid);
+
 /* Flip, wait, drain the idle set into w (w is reset first). */
 int cpu_sampler_drain(struct cpu_sampler *s, struct cpu_window *w, struct pp_err *err);
 

@@ -30,6 +30,7 @@ struct gopcln {
 	size_t pcln_off, pcln_len;	/* pclntable: functab then _func records */
 	size_t ftab_entry;		/* size of one functab entry (8 or 16) */
 	/* _func field offsets for this layout. */
+	size_t f_pcsp, f_flag;		/* pcsp offset, funcFlag byte */
 	size_t f_nameoff, f_pcfile, f_pcln, f_npcdata, f_cuoff, f_nfuncdata, f_size;
 	size_t inl_size;		/* inlinedCall size, 0 = no inline decoding */
 };
@@ -146,15 +147,18 @@ int gopcln_open(const struct gopcln_src *src, struct gopcln **out, struct pp_err
 	}
 	switch (layout) {
 	case 116:
+		t->f_pcsp = 20; t->f_flag = 41;
 		t->f_nameoff = 8; t->f_pcfile = 24; t->f_pcln = 28; t->f_npcdata = 32;
 		t->f_cuoff = 36; t->f_nfuncdata = 43; t->f_size = 44;
 		break;
 	case 118:
+		t->f_pcsp = 16; t->f_flag = 37;
 		t->f_nameoff = 4; t->f_pcfile = 20; t->f_pcln = 24; t->f_npcdata = 28;
 		t->f_cuoff = 32; t->f_nfuncdata = 39; t->f_size = 40;
 		t->inl_size = 20;	/* Go 1.18-1.19 inlinedCall */
 		break;
 	case 120:
+		t->f_pcsp = 16; t->f_flag = 41;
 		t->f_nameoff = 4; t->f_pcfile = 20; t->f_pcln = 24; t->f_npcdata = 28;
 		t->f_cuoff = 32; t->f_nfuncdata = 43; t->f_size = 44;
 		t->inl_size = 16;		/* Go 1.20+ inlinedCall */
@@ -355,6 +359,55 @@ static int32_t pcvalue(const struct gopcln *t, const struct fn *fn, uint32_t off
 		if (target < pc)
 			return val;
 	}
+}
+
+/* runtime/symtab.go funcFlag bits (Go 1.17+; the byte is padding, 0, in 1.16). */
+#define FUNCFLAG_TOPFRAME 1
+#define FUNCFLAG_SPWRITE 2
+
+int gopcln_func_frameless(const struct gopcln *t, size_t i, uint64_t *budget)
+{
+	if (i >= t->nfunc)
+		return -ERANGE;
+	struct fn fn;
+	uint64_t end;
+	uint32_t off;
+	uint8_t flag = 0;
+	if (fn_load(t, i, &fn, &end) < 0 || end <= fn.entry)
+		return -EINVAL;
+	if (!rd32(t->tab, t->tab_len, fn.off + t->f_pcsp, &off) ||
+	    !rd8(t->tab, t->tab_len, fn.off + t->f_flag, &flag))
+		return -EINVAL;
+	if (flag & (FUNCFLAG_TOPFRAME | FUNCFLAG_SPWRITE))
+		return 0;
+	if (off == 0 || off >= t->pc_len)
+		return 0;
+	/* pcvalue's walk, checking every value instead of finding one: 0 up
+	 * to the table's end (the code's end; the linker's alignment padding
+	 * after it is in no table) or the function's end. */
+	const uint8_t *b = t->tab + t->pc_off;
+	size_t len = t->pc_len, pos = off;
+	uint64_t pc = fn.entry;
+	int32_t val = -1;
+	bool first = true;
+	while (pc < end) {
+		uint32_t uv, pcd;
+		if (*budget == 0)
+			return -E2BIG;
+		(*budget)--;
+		if (pos >= len)
+			return 0;
+		if (b[pos] == 0 && !first)
+			break;		/* end of table */
+		if (!uvarint(b, len, &pos, &uv) || !uvarint(b, len, &pos, &pcd))
+			return 0;
+		val = (int32_t)((uint32_t)val + (-(uv & 1) ^ (uv >> 1)));
+		if (val != 0 || pcd == 0)
+			return 0;
+		pc += (uint64_t)pcd * t->quantum;
+		first = false;
+	}
+	return first ? 0 : 1;
 }
 
 static int32_t pcdata(const struct gopcln *t, const struct fn *fn, uint32_t table, uint64_t pc)

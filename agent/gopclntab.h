@@ -96,6 +96,20 @@ long gopcln_find(const struct gopcln *t, uint64_t pc, struct gopcln_func *f);
 long gopcln_find_name(const struct gopcln *t, const char *name, struct gopcln_func *f);
 
 /*
+ * Frameless: true when the i-th function's pcsp table is 0 at every PC
+ * (it never moves SP: no frame, no saved %rbp, its return address stays
+ * at [SP]), as for Go assembly declared $0-N and compiled leaves without
+ * locals. Functions that write SP in ways pcsp does not track
+ * (funcFlag_SPWRITE: systemstack, morestack, gogo...) and the top frames
+ * (funcFlag_TOPFRAME) are never frameless here: [SP] need not be a return
+ * address in them. *budget (decoded table entries still allowed, shared
+ * across calls) bounds the work a hostile table can cause; -E2BIG once it
+ * is spent. Returns 1 (frameless), 0 (not, or no table), -EINVAL (corrupt
+ * entry), -ERANGE (past the end).
+ */
+int gopcln_func_frameless(const struct gopcln *t, size_t i, uint64_t *budget);
+
+/*
  * pc -> frames, innermost first: the inlined calls at pc (if any), then the
  * physical function. For a return address pass pc - 1 (the call
  * instruction), as the Go runtime does. Returns the number of frames

@@ -58,13 +58,31 @@ struct {
 	.values = { &stacks0, &stacks1 },
 };
 
-/* tgids to sample when filter_tgids is set; value unused. */
+/* tgids to sample when filter_tgids is set. The value is the process's
+ * frameless-code range (cpu.h; nwords 0: none), so that a filtered sampler
+ * finds it with the lookup it does anyway. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 65536);
 	__type(key, __u32);
-	__type(value, __u8);
+	__type(value, struct cpu_fl_proc);
 } allowed_tgids SEC(".maps");
+
+/* Frameless Go code (see cpu.h): tgid -> text range when the whole host is
+ * sampled (else in allowed_tgids), and the bitmap pool. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, CPU_FL_MAX_PROCS);
+	__type(key, __u32);
+	__type(value, struct cpu_fl_proc);
+} fl_procs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, CPU_FL_POOL_WORDS);
+	__type(key, __u32);
+	__type(value, __u64);
+} fl_bits SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -150,20 +168,40 @@ static __always_inline __u64 grab_kernel_stack(void *ctx, struct cpu_stack *st)
 }
 
 /*
+ * True when ip lies in frameless code of this process (cpu.h): one hash
+ * lookup per sample, a bitmap word only for PCs inside the Go text.
+ */
+static __always_inline bool frameless_at(const struct cpu_fl_proc *fl, __u32 tgid, __u64 ip)
+{
+	if (!fl)	/* whole host: not looked up yet */
+		fl = bpf_map_lookup_elem(&fl_procs, &tgid);
+	if (!fl || ip < fl->start || ip >= fl->end)
+		return false;
+	__u64 chunk = (ip - fl->start) >> CPU_FL_CHUNK_SHIFT;
+	if ((chunk >> 6) >= fl->nwords)
+		return false;
+	__u32 w = fl->word + (__u32)(chunk >> 6);
+	__u64 *bits = bpf_map_lookup_elem(&fl_bits, &w);
+	return bits && ((*bits >> (chunk & 63)) & 1);
+}
+
+/*
  * The user stack by frame pointers, as the kernel's perf_callchain_user()
  * walks it (the leaf ip, then [bp+8] up the [bp] chain until a zero, an
  * unreadable frame or the depth limit), but read here directly: going
  * through bpf_get_stack() costs ~5 us more per sample on this class of VM
  * (the perf callchain buffers and the copy out of them are cold memory on
  * every 10 ms tick). Regs are the interrupted ones when the sample hit user
- * mode, the task's saved user regs otherwise.
+ * mode, the task's saved user regs otherwise. A leaf in frameless Go code
+ * gets its caller from [sp] before the walk (cpu.h).
  */
 static __always_inline __u64 grab_user_stack(struct bpf_perf_event_data *ctx,
-					     struct task_struct *task, bool in_user,
+					     struct task_struct *task, __u32 tgid,
+					     const struct cpu_fl_proc *fl, bool in_user,
 					     struct cpu_stack *st)
 {
 	const __u64 *r = (const __u64 *)&ctx->regs;
-	__u64 ip, fp;
+	__u64 ip, fp, sp;
 	__u32 n;
 
 	st->len = 0;
@@ -172,27 +210,40 @@ static __always_inline __u64 grab_user_stack(struct bpf_perf_event_data *ctx,
 	if (in_user) {
 		ip = r[16];	/* x86-64 pt_regs: ip */
 		fp = r[4];	/* bp */
+		sp = r[19];	/* sp */
 	} else {
 		struct pt_regs *ur = (struct pt_regs *)bpf_task_pt_regs(task);
 
 		ip = BPF_CORE_READ(ur, ip);
 		fp = BPF_CORE_READ(ur, bp);
+		sp = BPF_CORE_READ(ur, sp);
 	}
 	if (!ip)
 		return CPU_STACK_NONE;
 	st->ips[0] = ip;
 	n = 1;
+	if (max_depth > 1 && frameless_at(fl, tgid, ip)) {
+		__u64 ra;
+
+		if (bpf_probe_read_user(&ra, sizeof(ra), (void *)sp) == 0 && ra) {
+			st->ips[1] = ra;
+			n = 2;
+			count(CPU_STAT_FL_LEAF);
+		} else {
+			count(CPU_STAT_FL_FAULT);
+		}
+	}
 	for (__u32 i = 1; i < CPU_MAX_DEPTH; i++) {
 		__u64 frame[2];	/* saved bp, return address */
 
-		if (i >= max_depth || !fp)
+		if (n >= max_depth || n >= CPU_MAX_DEPTH || !fp)
 			break;
 		if (bpf_probe_read_user(frame, sizeof(frame), (void *)fp))
 			break;
 		if (!frame[1])
 			break;
-		st->ips[i] = frame[1];
-		n = i + 1;
+		st->ips[n] = frame[1];
+		n++;
 		fp = frame[0];
 	}
 	st->len = n;
@@ -243,9 +294,13 @@ int pp_cpu_sample(struct bpf_perf_event_data *ctx)
 		count(CPU_STAT_IDLE);
 		return 0;
 	}
-	if (filter_tgids && !bpf_map_lookup_elem(&allowed_tgids, &tgid)) {
-		count(CPU_STAT_FILTERED);
-		return 0;
+	const struct cpu_fl_proc *fl = NULL;
+	if (filter_tgids) {
+		fl = bpf_map_lookup_elem(&allowed_tgids, &tgid);
+		if (!fl) {
+			count(CPU_STAT_FILTERED);
+			return 0;
+		}
 	}
 
 	__u32 set = active & 1;
@@ -265,7 +320,7 @@ int pp_cpu_sample(struct bpf_perf_event_data *ctx)
 	bool in_user = (((const __u64 *)&ctx->regs)[17] & 3) == 3;
 	struct task_struct *task = bpf_get_current_task_btf();
 
-	__u64 u = grab_user_stack(ctx, task, in_user, &s->user);
+	__u64 u = grab_user_stack(ctx, task, tgid, fl, in_user, &s->user);
 	if (u == ~0ULL)
 		u = store_stack(stacks, &s->user);
 	s->key.user_stack = u;

@@ -30,6 +30,39 @@
 /* Default map sizes; user space resizes before load. */
 #define CPU_DEFAULT_ENTRIES 2048
 
+/*
+ * Frameless Go code, the leaf case. Go gives no frame (no saved %rbp) to a
+ * function whose frame size is 0: assembly declared $0-N (runtime.memmove,
+ * memclrNoHeapPointers, syscall trampolines, hash kernels) and compiled
+ * leaves without locals. A sample in one has %rbp still pointing at the
+ * caller's frame, so the frame-pointer walk goes from the leaf straight to
+ * the grand-caller; the return address into the caller sits at [%rsp].
+ *
+ * User space (agent/frameless.c) marks such functions from .gopclntab
+ * (pcsp 0 at every PC) in a bitmap of one bit per CPU_FL_CHUNK bytes of a
+ * binary's text: Go's linker aligns amd64 functions to 32 bytes, so the
+ * bitmap is exact. Bitmaps live in one pool of u64 words (fl_bits, an
+ * ARRAY), one analysis per executable shared by its processes; a tgid's
+ * text range at runtime (PIE: biased) and first word are the value of its
+ * allowed_tgids entry when the sampler filters (the lookup it does anyway),
+ * of its fl_procs entry when it samples the whole host (one more lookup
+ * per sample). Only when the leaf PC lies in that range one fl_bits lookup; a set bit makes it insert [sp] as
+ * frame 1 and go on with the usual walk. [sp] of a frameless leaf is a
+ * return address, fixed per call site, so stacks still dedupe.
+ * Mid-stack frameless functions and prologues are not handled here.
+ */
+#define CPU_FL_CHUNK_SHIFT 5			/* 32-byte chunks */
+#define CPU_FL_WORD_BYTES (64u << CPU_FL_CHUNK_SHIFT)	/* text per word: 2 KiB */
+#define CPU_FL_POOL_WORDS (1u << 18)		/* 2 MiB of words: 512 MiB of text */
+#define CPU_FL_MAX_PROCS 8192
+
+struct cpu_fl_proc {
+	__u64 start;		/* runtime address of chunk 0, 32-byte aligned */
+	__u64 end;		/* text covered: end <= start + nwords * CPU_FL_WORD_BYTES */
+	__u32 word;		/* first word in fl_bits */
+	__u32 nwords;
+};
+
 /* Reserved stack ids: never produced by the hash. */
 enum cpu_stack_id {
 	CPU_STACK_NONE = 0,		/* no frames (kernel thread, user-mode sample) */
@@ -66,6 +99,8 @@ enum cpu_stat {
 	CPU_STAT_COLLISION,		/* probes exhausted (sample kept, stack lost) */
 	CPU_STAT_PROBE,			/* a probe slot held another stack (handled) */
 	CPU_STAT_TRUNCATED,		/* stack hit the depth limit */
+	CPU_STAT_FL_LEAF,		/* frameless leaf: caller read from [sp] */
+	CPU_STAT_FL_FAULT,		/* frameless leaf, but [sp] was unreadable */
 	CPU_STAT_MAX,
 };
 

@@ -80,8 +80,11 @@ static unsigned exercise_pcln(const struct gopcln *t)
 	uint64_t lo, hi;
 	gopcln_text_range(t, &lo, &hi);
 	size_t n = gopcln_nfunc(t);
+	uint64_t budget = 1u << 24;	/* what the agent allows one executable */
 	for (size_t i = 0; i < n && i < 100000; i++) {
 		struct gopcln_func f;
+		if (budget)
+			gopcln_func_frameless(t, i, &budget);
 		if (gopcln_func_at(t, i, &f) < 0)
 			continue;
 		uint64_t pcs[3] = { f.entry, f.entry + (f.end - f.entry) / 2, f.end - 1 };
@@ -378,6 +381,16 @@ int main(int argc, char **argv)
 				printf("%" PRIx64 " %" PRIx64 " %s\n", f.entry, f.end,
 				       f.name ? f.name : "?");
 			}
+		}
+	} else if (!strcmp(cmd, "frameless")) {
+		/* functions gopcln_func_frameless() calls frameless, by name */
+		uint64_t budget = UINT64_MAX;
+		for (size_t i = 0; e->pcln && i < gopcln_nfunc(e->pcln); i++) {
+			struct gopcln_func f;
+			if (gopcln_func_frameless(e->pcln, i, &budget) == 1 &&
+			    gopcln_func_at(e->pcln, i, &f) == 0)
+				printf("%" PRIx64 " %" PRIx64 " %s\n", f.entry, f.end,
+				       f.name ? f.name : "?");
 		}
 	} else if (!strcmp(cmd, "pclntab")) {
 		for (int i = 3; i < argc; i++) {

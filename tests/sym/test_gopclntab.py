@@ -171,6 +171,43 @@ def suite(gobin):
     p = symlib.symtool("findsym", bins["stripped"], "runtime.mbuckets", check=False)
     check(p.returncode == 1 and "not found" in p.stdout, "findsym on a stripped binary: not found")
 
+    # --- 5. frameless functions (pcsp 0 at every PC) against the disassembly --------
+    # A function called frameless must contain no instruction that moves SP
+    # (push/pop, or %rsp as destination): the CPU sampler reads its caller
+    # at [SP]. GNU objdump is the reference (Go's own disassembler misreads
+    # some AVX2 code, e.g. in indexbytebody, as writes to SP).
+    if pptest.have("objdump"):
+        start = re.compile(r"^([0-9a-f]+) <(.*)>:$")
+        insn = re.compile(r"^\s+[0-9a-f]+:\s+(.*?)\s*$")
+        for v in ("normal", "pie"):
+            moves, cur = {}, None
+            out = pptest.run(["objdump", "-d", "--no-show-raw-insn", bins[v]], timeout=300).stdout
+            for line in out.splitlines():
+                m = start.match(line)
+                if m:
+                    cur = int(m.group(1), 16)
+                    continue
+                m = insn.match(line)
+                if not m or cur is None:
+                    continue
+                op = m.group(1)
+                if re.match(r"(push|pop)[a-z]?\s", op) or (
+                        re.search(r",%rsp$", op) and not re.match(r"(cmp|test|bt)", op)):
+                    moves.setdefault(cur, op)
+            fl = {}
+            for l in symlib.symtool("frameless", bins[v]).stdout.splitlines():
+                a, _, name = l.split(" ", 2)
+                fl[int(a, 16)] = name
+            bad = [(name, moves[a]) for a, name in fl.items() if a in moves]
+            print(f"{gover} {v}: {len(fl)} functions frameless by pcsp")
+            check(len(fl) > 20 and not bad, f"{gover} {v}: no frameless function moves SP "
+                  "(GNU objdump)", str(bad[:5]))
+            names = set(fl.values())
+            check({"runtime.memmove", "runtime.memclrNoHeapPointers"} <= names and
+                  not names & {"runtime.systemstack", "runtime.mallocgc", "main.main"},
+                  f"{gover} {v}: memmove and memclr frameless; systemstack, mallocgc, "
+                  "main.main not")
+
 
 toolchains = ["go"] + sorted(glob.glob("/usr/lib/go-1.2[0-9]*/bin/go"))
 for gobin in toolchains:

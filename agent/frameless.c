@@ -1,0 +1,487 @@
+/*
+ * frameless.c - frameless Go text of sampled processes, for the BPF walk
+ * (see frameless.h and bpf/cpu.h).
+ */
+#include "frameless.h"
+
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cpu.h"
+#include "elfsym.h"
+#include "gopclntab.h"
+#include "log.h"
+#include "metrics.h"
+#include "procinfo.h"
+
+/* Executables remembered, with or without a table (negative results save
+ * re-reading a non-Go binary for each of its processes). */
+#define FL_MAX_BINS 512
+/* Processes remembered (with or without a table): the tgid filter's size. */
+#define FL_MAX_PIDS 65536
+/* pcsp entries decoded per analysis: real tables have a few per function
+ * (Go 1.19's own toolchain: ~200k for 40k functions); a hostile one stops
+ * here after ~0.1 s. */
+#define FL_BUDGET (32u << 20)
+#define FL_CHUNK (1u << CPU_FL_CHUNK_SHIFT)
+
+struct fl_bin {
+	uint64_t dev, ino;
+	int refs;			/* fl_pid entries naming this bin */
+	bool have;			/* a bitmap in the pool */
+	uint32_t word, nwords;		/* its place in the pool */
+	uint64_t lo, hi;		/* link-time text covered: [lo, hi), lo 32-aligned */
+	uint64_t seg_vaddr, seg_offset;	/* PT_LOAD holding the text (bias) */
+	uint64_t used;			/* last use (tick), for eviction */
+};
+
+struct fl_pid {
+	pid_t pid;
+	int bin;			/* index in bins */
+	bool installed;			/* its range is in BPF (cpu_sampler_fl_set) */
+};
+
+struct frameless {
+	struct cpu_sampler *cpu;
+	struct fl_bin bins[FL_MAX_BINS];
+	size_t nbins;
+	struct fl_pid *pids;
+	size_t npids, cap_pids;
+	size_t installed;
+	uint64_t tick;
+	bool warned;			/* BPF refused a range once */
+};
+
+static void skipped(const char *cause)
+{
+	char l[64];
+	snprintf(l, sizeof(l), "cause=\"%s\"", cause);
+	metric_inc("pushprof_cpu_frameless_skipped_total",
+		   "Processes or executables left without a frameless-code table, by cause "
+		   "(their stacks keep plain frame-pointer walks).", l, 1);
+}
+
+static uint64_t mono_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000ull + (uint64_t)ts.tv_nsec / 1000;
+}
+
+struct frameless *frameless_new(struct cpu_sampler *cpu)
+{
+	struct frameless *f = calloc(1, sizeof(*f));
+	if (f)
+		f->cpu = cpu;
+	return f;
+}
+
+void frameless_free(struct frameless *f)
+{
+	if (!f)
+		return;
+	for (size_t i = 0; i < f->npids; i++)
+		if (f->pids[i].installed)
+			cpu_sampler_fl_del(f->cpu, f->pids[i].pid);
+	free(f->pids);
+	free(f);
+}
+
+void frameless_counts(const struct frameless *f, size_t *procs, size_t *bins, size_t *words)
+{
+	size_t b = 0, w = 0;
+	for (size_t i = 0; i < f->nbins; i++)
+		if (f->bins[i].have) {
+			b++;
+			w += f->bins[i].nwords;
+		}
+	*procs = f->installed;
+	*bins = b;
+	*words = w;
+}
+
+/* ---- pool -------------------------------------------------------------- */
+
+/* First fit among the bins' words; UINT32_MAX when nothing fits. */
+static uint32_t pool_find(const struct frameless *f, uint32_t n)
+{
+	uint32_t at = 0;
+	for (;;) {
+		bool moved = false;
+		if (n > CPU_FL_POOL_WORDS || at > CPU_FL_POOL_WORDS - n)
+			return UINT32_MAX;
+		for (size_t i = 0; i < f->nbins; i++) {
+			const struct fl_bin *b = &f->bins[i];
+			if (b->have && b->word < at + n && at < b->word + b->nwords) {
+				at = b->word + b->nwords;
+				moved = true;
+			}
+		}
+		if (!moved)
+			return at;
+	}
+}
+
+/* Least recently used bin no process names (with a table: only those), or -1. */
+static int lru_idle(const struct frameless *f, bool with_table)
+{
+	int best = -1;
+	for (size_t i = 0; i < f->nbins; i++) {
+		const struct fl_bin *b = &f->bins[i];
+		if (b->refs || (with_table && !b->have))
+			continue;
+		if (best < 0 || b->used < f->bins[best].used)
+			best = (int)i;
+	}
+	return best;
+}
+
+static void bin_drop(struct frameless *f, int i)
+{
+	/* entries of pids point at bins by index: move the last one here */
+	size_t last = f->nbins - 1;
+	if ((size_t)i != last) {
+		f->bins[i] = f->bins[last];
+		for (size_t p = 0; p < f->npids; p++)
+			if (f->pids[p].bin == (int)last)
+				f->pids[p].bin = i;
+	}
+	f->nbins--;
+}
+
+/* ---- analysis ---------------------------------------------------------- */
+
+/*
+ * Mark frameless functions of e's pclntab in a fresh bitmap. Only chunks
+ * lying wholly inside a frameless function are marked: with Go's 32-byte
+ * function alignment that is all of them; a misaligned function (not
+ * Go's linker) loses its partial chunks rather than marking a neighbour.
+ */
+static int analyse(struct fl_bin *b, const struct elfsym *e, const char *exe, uint64_t **bitsp,
+		   const char **cause)
+{
+	struct gopcln *t = e->pcln;
+	uint64_t lo, hi;
+	*bitsp = NULL;
+	gopcln_text_range(t, &lo, &hi);
+	lo &= ~(uint64_t)(FL_CHUNK - 1);
+	if (!lo || hi <= lo) {
+		*cause = "no_text";
+		return 0;
+	}
+	if (hi - lo > (uint64_t)CPU_FL_POOL_WORDS * CPU_FL_WORD_BYTES) {
+		*cause = "text_too_large";
+		pp_log(PP_WARN, "frameless Go code not marked: text larger than the pool",
+		       "exe=%s text_bytes=%" PRIu64, pp_q(exe), hi - lo);
+		return 0;
+	}
+	uint32_t nwords = (uint32_t)((hi - lo + CPU_FL_WORD_BYTES - 1) / CPU_FL_WORD_BYTES);
+	uint64_t *bits = calloc(nwords, sizeof(*bits));
+	if (!bits)
+		return -ENOMEM;
+	uint64_t budget = FL_BUDGET, nfl = 0;
+	size_t n = gopcln_nfunc(t);
+	for (size_t i = 0; i < n; i++) {
+		int r = gopcln_func_frameless(t, i, &budget);
+		if (r == -E2BIG) {
+			free(bits);
+			*cause = "analysis_budget";
+			pp_log(PP_WARN, "frameless Go code not marked: pcsp tables too large",
+			       "exe=%s functions=%zu", pp_q(exe), n);
+			return 0;
+		}
+		if (r != 1)
+			continue;
+		struct gopcln_func fn;
+		if (gopcln_func_at(t, i, &fn) < 0 || fn.entry < lo || fn.end > hi)
+			continue;
+		uint64_t c0 = (fn.entry - lo + FL_CHUNK - 1) >> CPU_FL_CHUNK_SHIFT;
+		uint64_t c1 = (fn.end - lo) >> CPU_FL_CHUNK_SHIFT;	/* exclusive */
+		for (uint64_t c = c0; c < c1; c++)
+			bits[c >> 6] |= 1ull << (c & 63);
+		nfl++;
+	}
+	if (!nfl) {
+		free(bits);
+		*cause = NULL;	/* nothing to do is no failure */
+		return 0;
+	}
+	b->lo = lo;
+	b->hi = hi;
+	b->nwords = nwords;
+	*bitsp = bits;
+	pp_log(PP_DEBUG, "frameless Go code marked", "exe=%s functions=%zu frameless=%" PRIu64
+	       " words=%u", pp_q(exe), n, nfl, nwords);
+	return 1;
+}
+
+/* The PT_LOAD segment holding [lo, hi): its vaddr and offset give the bias. */
+static bool text_segment(const struct elfsym *e, uint64_t lo, uint64_t *vaddr, uint64_t *off)
+{
+	for (size_t i = 0; i < e->nloads; i++) {
+		const struct elfsym_load *l = &e->loads[i];
+		if ((l->flags & PF_X) && lo >= l->vaddr && lo - l->vaddr < l->memsz) {
+			*vaddr = l->vaddr;
+			*off = l->offset;
+			return true;
+		}
+	}
+	return false;
+}
+
+/* Room for one more bin: evict the least recently used idle one if full. */
+static bool bin_room(struct frameless *f)
+{
+	if (f->nbins < FL_MAX_BINS)
+		return true;
+	int v = lru_idle(f, false);
+	if (v < 0)
+		return false;
+	bin_drop(f, v);
+	return true;
+}
+
+/*
+ * Analyse the file open at fd; on success its bitmap is in the pool
+ * (idle executables' bitmaps make way when the pool is full). Fills nb;
+ * nb->have says whether it got a table. Negative errno only for ENOMEM.
+ */
+static int bin_analyse(struct frameless *f, int fd, const char *exe, struct fl_bin *nb)
+{
+	struct elfsym *e = NULL;
+	uint64_t t0 = mono_us();
+	if (elfsym_load_fd(fd, &e, NULL) < 0 || !e->pcln) {
+		elfsym_free(e);
+		return 0;	/* not Go (or unreadable): remembered as such */
+	}
+	uint64_t *bits = NULL;
+	const char *cause = NULL;
+	int r = analyse(nb, e, exe, &bits, &cause);
+	if (r > 0 && !text_segment(e, nb->lo, &nb->seg_vaddr, &nb->seg_offset)) {
+		r = 0;
+		cause = "no_text_segment";
+	}
+	elfsym_free(e);
+	if (r <= 0) {
+		free(bits);
+		if (r == 0 && cause)
+			skipped(cause);
+		return r;
+	}
+	uint32_t at;
+	int v;
+	/* the pool is full: forget executables no process runs now (nb is in
+	 * no list yet, so dropping bins cannot move it) */
+	while ((at = pool_find(f, nb->nwords)) == UINT32_MAX && (v = lru_idle(f, true)) >= 0)
+		bin_drop(f, v);
+	if (at == UINT32_MAX) {
+		free(bits);
+		skipped("pool_full");
+		pp_log(PP_WARN, "frameless Go code not marked: bitmap pool full", "exe=%s words=%u",
+		       pp_q(exe), nb->nwords);
+		nb->nwords = 0;
+		return 0;
+	}
+	r = cpu_sampler_fl_write(f->cpu, at, bits, nb->nwords);
+	free(bits);
+	if (r < 0) {
+		skipped("map_error");
+		pp_log(PP_WARN, "frameless Go code not marked: BPF map update failed",
+		       "exe=%s error=%s", pp_q(exe), pp_q(strerror(-r)));
+		nb->nwords = 0;
+		return 0;
+	}
+	nb->word = at;
+	nb->have = true;
+	pp_log(PP_DEBUG, "frameless table loaded", "exe=%s word=%u words=%u ms=%.1f", pp_q(exe),
+	       at, nb->nwords, (double)(mono_us() - t0) / 1000.0);
+	return 0;
+}
+
+/* A new bin for the file open at fd. Index, or negative errno. */
+static int bin_new(struct frameless *f, int fd, const struct stat *st, const char *exe)
+{
+	struct fl_bin nb = { .dev = (uint64_t)st->st_dev, .ino = (uint64_t)st->st_ino };
+	if (f->nbins == FL_MAX_BINS && lru_idle(f, false) < 0) {
+		skipped("executables_full");	/* before the work, not after */
+		return -ENOSPC;
+	}
+	int r = bin_analyse(f, fd, exe, &nb);
+	if (r < 0)
+		return r;
+	/* after the analysis: its evictions may have made room */
+	if (!bin_room(f)) {
+		skipped("executables_full");
+		return -ENOSPC;	/* nb's words are in no bin: free again */
+	}
+	nb.used = ++f->tick;
+	f->bins[f->nbins] = nb;
+	return (int)f->nbins++;
+}
+
+/* ---- processes --------------------------------------------------------- */
+
+static struct fl_pid *pid_find(struct frameless *f, pid_t pid)
+{
+	for (size_t i = 0; i < f->npids; i++)
+		if (f->pids[i].pid == pid)
+			return &f->pids[i];
+	return NULL;
+}
+
+void frameless_untrack(struct frameless *f, pid_t pid)
+{
+	struct fl_pid *p = pid_find(f, pid);
+	if (!p)
+		return;
+	if (p->installed) {
+		cpu_sampler_fl_del(f->cpu, pid);
+		f->installed--;
+	}
+	f->bins[p->bin].refs--;
+	f->bins[p->bin].used = ++f->tick;
+	*p = f->pids[--f->npids];
+}
+
+/* The runtime text range of b in pid, from its executable mapping. */
+static int runtime_range(pid_t pid, const struct fl_bin *b, const char *exe, uint64_t *start,
+			 uint64_t *end)
+{
+	struct proc_maps maps = { 0 };
+	int rc = proc_maps_read(pid, &maps, NULL);
+	if (rc)
+		return rc == -ENOENT ? -ESRCH : rc;
+	rc = -ENOENT;
+	for (size_t i = 0; i < maps.n; i++) {
+		const struct proc_map *m = &maps.v[i];
+		/* the very file (overlayfs shows the lower layer's device: the
+		 * path then) */
+		bool same = (m->inode == b->ino && makedev(m->dev_major, m->dev_minor) == b->dev) ||
+			    (m->path && !strcmp(m->path, exe));
+		if (m->perms[2] != 'x' || !same)
+			continue;
+		uint64_t bias = proc_map_bias(m, b->seg_vaddr, b->seg_offset);
+		uint64_t lo = b->lo + bias, hi = b->hi + bias;
+		if (lo < b->lo || hi < lo || hi <= m->start || lo >= m->end)
+			continue;	/* this mapping does not hold the text */
+		/* the bitmap starts at lo (chunk 0); clip the end to the mapping */
+		*start = lo;
+		*end = hi < m->end ? hi : m->end;
+		rc = 0;
+		break;
+	}
+	proc_maps_free(&maps);
+	return rc;
+}
+
+/* Hand p's runtime text range to BPF. 1 done, 0 not, -ESRCH gone
+ * (p is dropped then). */
+static int install(struct frameless *f, struct fl_pid *p, const char *exe)
+{
+	const struct fl_bin *b = &f->bins[p->bin];
+	pid_t pid = p->pid;
+	uint64_t start = 0, end = 0;
+	int rc = runtime_range(pid, b, exe, &start, &end);
+	if (rc == -ESRCH) {
+		frameless_untrack(f, pid);
+		return -ESRCH;
+	}
+	if (rc < 0) {
+		skipped("text_not_mapped");
+		pp_log(PP_DEBUG, "frameless Go code: text not found in the maps", "pid=%d exe=%s",
+		       (int)pid, pp_q(exe));
+		return 0;
+	}
+	struct cpu_fl_proc fp = { .start = start, .end = end, .word = b->word, .nwords = b->nwords };
+	rc = cpu_sampler_fl_set(f->cpu, pid, &fp);
+	if (rc < 0) {
+		/* retried at each re-evaluation: warn once, count each time */
+		skipped(rc == -E2BIG ? "processes_full" : "map_error");
+		pp_log(f->warned ? PP_DEBUG : PP_WARN, "frameless Go code: process not entered",
+		       "pid=%d error=%s", (int)pid, pp_q(strerror(-rc)));
+		f->warned = true;
+		return 0;
+	}
+	p->installed = true;
+	f->installed++;
+	return 1;
+}
+
+int frameless_track(struct frameless *f, pid_t pid)
+{
+	char path[64], exe[4096];
+	struct stat st;
+	snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
+	if (stat(path, &st) != 0)
+		return errno == ENOENT || errno == ESRCH ? -ESRCH : -errno;
+	struct fl_pid *p = pid_find(f, pid);
+	if (p) {
+		struct fl_bin *b = &f->bins[p->bin];
+		if (b->dev == (uint64_t)st.st_dev && b->ino == (uint64_t)st.st_ino) {
+			if (p->installed || !b->have)
+				return p->installed ? 1 : 0;
+			/* its text was not mapped yet, or the map was full: again */
+			if (proc_exe(pid, exe, sizeof(exe)) < 0)
+				exe[0] = '\0';
+			return install(f, p, exe);
+		}
+		frameless_untrack(f, pid);	/* exec'd another file */
+	}
+	if (f->npids == FL_MAX_PIDS) {
+		skipped("processes_full");
+		return 0;
+	}
+	if (proc_exe(pid, exe, sizeof(exe)) < 0)
+		exe[0] = '\0';
+	int bi = -1;
+	for (size_t i = 0; i < f->nbins; i++)
+		if (f->bins[i].dev == (uint64_t)st.st_dev && f->bins[i].ino == (uint64_t)st.st_ino) {
+			bi = (int)i;
+			break;
+		}
+	if (bi < 0) {
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		struct stat fst;
+		if (fd < 0)
+			return errno == ENOENT || errno == ESRCH ? -ESRCH : -errno;
+		/* what was opened is what gets remembered (an exec meanwhile) */
+		if (fstat(fd, &fst) != 0) {
+			int e = -errno;
+			close(fd);
+			return e;
+		}
+		bi = bin_new(f, fd, &fst, exe);
+		close(fd);
+		if (bi < 0)
+			return bi == -ENOSPC ? 0 : bi;
+		if (fst.st_dev != st.st_dev || fst.st_ino != st.st_ino)
+			return 0;	/* exec'd between stat and open: next time */
+	}
+	if (f->npids == f->cap_pids) {
+		size_t nc = f->cap_pids ? f->cap_pids * 2 : 64;
+		struct fl_pid *np = realloc(f->pids, nc * sizeof(*np));
+		if (!np)
+			return -ENOMEM;
+		f->pids = np;
+		f->cap_pids = nc;
+	}
+	struct fl_bin *b = &f->bins[bi];
+	b->used = ++f->tick;
+	/* only processes with a table are remembered: bins without one stay
+	 * idle, hence evictable, and cost a stat and a lookup per call */
+	if (!b->have)
+		return 0;
+	p = &f->pids[f->npids++];
+	*p = (struct fl_pid){ .pid = pid, .bin = bi };
+	b->refs++;
+	return install(f, p, exe);
+}

@@ -1,0 +1,53 @@
+/*
+ * frameless.h - which text of the sampled Go processes is frameless, handed
+ * to the CPU sampler's BPF program (bpf/cpu.h, "Frameless Go code").
+ *
+ * For each targeted process the executable (/proc/PID/exe) is analysed
+ * once per file (device, inode): every function whose pcsp table is 0 at
+ * every PC (.gopclntab, gopcln_func_frameless()) is marked in a bitmap of
+ * one bit per 32-byte chunk of its text. The bitmap goes into the shared
+ * pool (fl_bits); the process's text range at runtime (from
+ * /proc/PID/maps, so PIE works) goes to BPF with cpu_sampler_fl_set() (its
+ * allowed_tgids entry when filtering, fl_procs for the whole host). Processes of one
+ * executable share one bitmap; it is freed with the last of them.
+ *
+ * Bounds (the executable and /proc are the target's, hence hostile):
+ * text of at most CPU_FL_POOL_WORDS * 2 KiB per binary, a budget of decoded
+ * pcsp entries per analysis, CPU_FL_MAX_PROCS processes (whole host), a pool of
+ * CPU_FL_POOL_WORDS words, at most FL_MAX_BINS executables remembered
+ * (negative results included). What does not fit is logged and counted
+ * (pushprof_cpu_frameless_skipped_total{cause}), and the process is
+ * sampled as before, with plain frame-pointer stacks.
+ *
+ * Not thread-safe: the agent's loop thread only.
+ */
+#ifndef PUSHPROF_FRAMELESS_H
+#define PUSHPROF_FRAMELESS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+struct cpu_sampler;
+struct frameless;
+
+/* NULL on out of memory. cpu must outlive the frameless. */
+struct frameless *frameless_new(struct cpu_sampler *cpu);
+/* Drops the processes' entries from the BPF maps, then the state. */
+void frameless_free(struct frameless *f);
+
+/*
+ * pid is (still) sampled: analyse its executable unless known and install
+ * its range. Cheap when nothing changed (a stat of /proc/PID/exe); a
+ * process that exec'd another file is re-installed. Returns 1 when the
+ * process has a table now, 0 when it needs none (not Go, no frameless
+ * code) or it could not get one (logged, counted), -ESRCH when it is gone.
+ */
+int frameless_track(struct frameless *f, pid_t pid);
+/* pid is no longer sampled or exited: drop its entry (no-op if none). */
+void frameless_untrack(struct frameless *f, pid_t pid);
+
+/* Processes with a table, executables with a bitmap, pool words used. */
+void frameless_counts(const struct frameless *f, size_t *procs, size_t *bins, size_t *words);
+
+#endif

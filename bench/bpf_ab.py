@@ -1,0 +1,156 @@
+#!/usr/bin/python3
+"""BPF cost per sample of two pushprof builds, side by side (run as root).
+
+  /usr/bin/python3 bench/bpf_ab.py --a OLD/pushprof --b NEW/pushprof
+      [--rounds 4] [--secs 20] [--freq 99] [--targeted]
+
+Both agents sample the same running workload (tests/cpu/workloads/leaves.go:
+Go code spending its time in frameless leaves, 2 goroutines) in turns,
+A B B A A B ..., one agent at a time, each for --secs (--together: both at
+once, each with its own events and program, --rounds times); with
+kernel.bpf_stats_enabled=1 (restored afterwards) the program's
+run_time_ns / run_cnt is read from `bpftool prog show` at the end of each
+turn. Whole host by default (every non-idle sample takes the full path);
+--targeted samples only the workload (other processes' samples are
+filtered out early and still count as runs). Prints each turn and the
+medians; the ratio B/A is the cost change.
+"""
+import argparse
+import json
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SRC = os.path.abspath(os.path.join(HERE, ".."))
+STATS = "/proc/sys/kernel/bpf_stats_enabled"
+
+
+def prog(prog_id):
+    r = subprocess.run(["bpftool", "-j", "prog", "show", "id", str(prog_id)],
+                       capture_output=True, text=True)
+    return json.loads(r.stdout) if r.returncode == 0 else {}
+
+
+def start(binary, d, pid, secs, freq, targeted):
+    """An agent and its BPF program's id."""
+    os.makedirs(d, exist_ok=True)
+    store = os.path.join(d, "store")
+    cfg = os.path.join(d, "cfg.yaml")
+    with open(cfg, "w") as f:
+        f.write(f"node: bench\nlog: {{level: info}}\nhttp_address: \"\"\n"
+                f"spool: {{directory: \"\"}}\ncpu: {{frequency_hz: {freq}, interval: 5s}}\n"
+                f"go_heap: {{enabled: false}}\nlocal_store: {{directory: {store}}}\n")
+        if targeted:
+            f.write(f"targets:\n  - pids: [{pid}]\n")
+    a = subprocess.Popen([binary, "run", "--config", cfg, "--duration", f"{int(secs) + 30}s"],
+                         stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    prog_id, seen = None, []
+    for line in a.stderr:
+        seen.append(line)
+        m = re.search(r"bpf_prog_id=(\d+)", line)
+        if m:
+            prog_id = int(m.group(1))
+            break
+    if prog_id is None:
+        a.kill()
+        sys.exit(f"{binary}: no 'agent started' line:\n" + "".join(seen))
+    return a, prog_id
+
+
+def delta(p0, p1):
+    cnt = p1.get("run_cnt", 0) - p0.get("run_cnt", 0)
+    ns = p1.get("run_time_ns", 0) - p0.get("run_time_ns", 0)
+    return ns / cnt if cnt else float("nan"), cnt
+
+
+def turn(binary, d, pid, secs, freq, targeted):
+    a, prog_id = start(binary, d, pid, secs, freq, targeted)
+    p0 = prog(prog_id)
+    time.sleep(secs)
+    p1 = prog(prog_id)
+    a.send_signal(signal.SIGINT)
+    a.communicate(timeout=60)
+    return delta(p0, p1)
+
+
+def together(o, d, pid, b_first):
+    """Both agents at once, each with its own perf events and program: the
+    same load for both. Which one starts first alternates: if their events
+    fire back to back, the second program finds the caches warm."""
+    if b_first:
+        b, ib = start(o.b, os.path.join(d, "b"), pid, o.secs, o.freq, o.targeted)
+    a, ia = start(o.a, os.path.join(d, "a"), pid, o.secs, o.freq, o.targeted)
+    if not b_first:
+        b, ib = start(o.b, os.path.join(d, "b"), pid, o.secs, o.freq, o.targeted)
+    time.sleep(2)   # past both agents' start-up work
+    a0, b0 = prog(ia), prog(ib)
+    time.sleep(o.secs)
+    a1, b1 = prog(ia), prog(ib)
+    for x in (a, b):
+        x.send_signal(signal.SIGINT)
+    for x in (a, b):
+        x.communicate(timeout=60)
+    return delta(a0, a1), delta(b0, b1)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--a", required=True)
+    ap.add_argument("--b", required=True)
+    ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--secs", type=float, default=20)
+    ap.add_argument("--freq", type=int, default=99)
+    ap.add_argument("--targeted", action="store_true")
+    ap.add_argument("--together", action="store_true",
+                    help="run A and B at the same time, --rounds times")
+    o = ap.parse_args()
+    d = tempfile.mkdtemp(prefix="pushprof-bpf-ab-")
+    work = os.path.join(d, "leaves")
+    subprocess.run(["go", "build", "-o", work,
+                    os.path.join(SRC, "tests", "cpu", "workloads", "leaves.go")], check=True,
+                   env=dict(os.environ, GO111MODULE="off"))
+    w = subprocess.Popen([work, os.path.join(d, "go.pprof"), "100000", "2"],
+                         env=dict(os.environ, GOMAXPROCS="2"))
+    with open(STATS) as f:
+        old = f.read().strip()
+    res = {"A": [], "B": []}
+    # SIGTERM too must restore the sysctl and stop the workload
+    signal.signal(signal.SIGTERM, lambda *a: sys.exit(1))
+    try:
+        with open(STATS, "w") as f:
+            f.write("1")
+        if o.together:
+            for r in range(o.rounds):
+                (na, ca), (nb, cb) = together(o, d, w.pid, r % 2 == 1)
+                res["A"].append(na)
+                res["B"].append(nb)
+                print(f"{'B' if r % 2 else 'A'} started first: A: {na:.0f} ns/run over {ca} runs,"
+                      f" B: {nb:.0f} ns/run over {cb} runs, B/A {nb / na:.3f}", flush=True)
+        order = []
+        for r in range(0 if o.together else o.rounds):
+            order += ["A", "B"] if r % 2 == 0 else ["B", "A"]
+        for which in order:
+            ns, cnt = turn(o.a if which == "A" else o.b, d, w.pid, o.secs, o.freq, o.targeted)
+            res[which].append(ns)
+            print(f"{which}: {ns:.0f} ns/run over {cnt} runs", flush=True)
+    finally:
+        with open(STATS, "w") as f:
+            f.write(old)
+        w.kill()
+        w.wait()
+    ma, mb = statistics.median(res["A"]), statistics.median(res["B"])
+    # paired: the same round (--together) or neighbouring turns (A B, B A)
+    ratios = [b / a for a, b in zip(res["A"], res["B"])]
+    print(f"median A {ma:.0f} ns/run, B {mb:.0f} ns/run, B/A {mb / ma:.3f}; median of paired "
+          f"B/A {statistics.median(ratios):.3f} {[round(r, 3) for r in ratios]} "
+          f"(A runs {[round(x) for x in res['A']]}, B runs {[round(x) for x in res['B']]})")
+
+
+if __name__ == "__main__":
+    main()

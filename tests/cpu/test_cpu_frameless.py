@@ -1,0 +1,150 @@
+"""Frameless Go leaves against Go's own CPU profiler (issue 11, item 1, the
+leaf case).
+
+workloads/leaves.go spends its time in leaves with a zero-size frame (no
+saved frame pointer): runtime.memmove (a large copy from main.copyBig),
+runtime.memclrNoHeapPointers (a clearing loop in main.clearBig), and the
+compiled leaf main.mix called from main.hotA and main.hotB 70/30; also in
+crypto/sha256.block (not frameless: it uses %rbp as data, issue 11 item 2).
+It runs runtime/pprof's CPU profiler on itself while the agent samples it.
+
+Run twice: with the frameless table off (PUSHPROF_FRAMELESS=off: the plain
+frame-pointer walk, which goes from the leaf to the grand-caller) and on.
+For each leaf, the share of pushprof's samples whose immediate caller Go
+never shows for that leaf ("wrong caller") is printed for both runs and
+must be <= 3 % with the table for the frameless leaves. Also: the 70/30
+split of main.mix by caller within 5 points, the whole chain main.main ->
+main.hotA -> main.mix, and every profile parses with `go tool pprof`.
+Sampling goes on until every leaf has enough samples (bounded in time),
+so the test does not depend on the machine's speed.
+"""
+import collections
+import os
+import signal
+import subprocess
+import time
+
+import cputest as ct
+from pptest import check, done, tmpdir
+
+KERNEL = "[kernel.kallsyms]"
+FRAMELESS = ["runtime.memmove", "runtime.memclrNoHeapPointers", "main.mix"]
+OTHER = ["crypto/sha256.block"]
+WANT = 300          # pushprof samples per frameless leaf
+GO_WANT = 100       # Go's own samples per frameless leaf (it samples at 100 Hz)
+TIME_LIMIT = 120    # seconds per run, generous for a loaded machine
+
+d = tmpdir()
+leaves = ct.build_go("leaves", d)
+
+
+def callers(samples):
+    """leaf -> Counter(immediate caller) over user frames ('<none>' when
+    the stack ends at the leaf)."""
+    out = collections.defaultdict(collections.Counter)
+    for frames, kinds, v, _ in samples:
+        user = [f for f, k in zip(frames, kinds) if k != KERNEL]
+        if user and user[0] in FRAMELESS + OTHER:
+            out[user[0]][user[1] if len(user) > 1 else "<none>"] += v
+    return out
+
+
+def run(tag, frameless):
+    rd = os.path.join(d, tag)
+    os.makedirs(rd)
+    gprof = os.path.join(rd, "go.pprof")
+    w = subprocess.Popen([leaves, gprof, str(TIME_LIMIT + 30), "2"],
+                         env=dict(os.environ, GOMAXPROCS="2"))
+    cfg, store = ct.write_config(rd, f"targets:\n  - pids: [{w.pid}]\n")
+    env_old = os.environ.get("PUSHPROF_FRAMELESS")
+    if frameless:
+        os.environ.pop("PUSHPROF_FRAMELESS", None)
+    else:
+        os.environ["PUSHPROF_FRAMELESS"] = "off"
+    agent = ct.start_agent(cfg, f"{TIME_LIMIT + 20}s")
+    if env_old is None:
+        os.environ.pop("PUSHPROF_FRAMELESS", None)
+    else:
+        os.environ["PUSHPROF_FRAMELESS"] = env_old
+    ct.wait_started(agent)
+    t0 = time.time()
+    seen, samples = set(), []
+    while time.time() - t0 < TIME_LIMIT:
+        time.sleep(1)
+        for path in ct.profiles(store):
+            if path not in seen:
+                seen.add(path)
+                samples += ct.Prof(path).samples
+        c = callers(samples)
+        if all(sum(c[l].values()) >= WANT for l in FRAMELESS) and time.time() - t0 >= 3:
+            break
+    w.send_signal(signal.SIGINT)    # Go writes its profile and exits
+    wrc = w.wait(timeout=60)
+    time.sleep(1.2)                 # the window holding the last samples
+    agent.send_signal(signal.SIGINT)
+    rc, log = ct.finish(agent)
+    files = ct.profiles(store)
+    for path in files:
+        if path not in seen:
+            samples += ct.Prof(path).samples
+    print(f"[{tag}] {time.time() - t0:.0f}s, {len(files)} profiles")
+    check(rc == 0 and wrc == 0, f"{tag}: agent and workload exit 0", f"agent {rc} workload {wrc}")
+    return samples, ct.Prof(gprof).samples, files, log
+
+
+def report(tag, ours, go):
+    """Per leaf: (samples, wrong-caller share); prints both distributions."""
+    mine, theirs = callers(ours), callers(go)
+    res = {}
+    for leaf in FRAMELESS + OTHER:
+        n = sum(mine[leaf].values())
+        known = set(theirs[leaf])
+        wrong = sum(v for c, v in mine[leaf].items() if c not in known)
+        res[leaf] = (n, wrong / n if n else 1.0)
+        print(f"[{tag}] {leaf}: {n} samples, wrong caller {100 * res[leaf][1]:.1f}%")
+        print(f"    pushprof: {mine[leaf].most_common(5)}")
+        print(f"    go:       {theirs[leaf].most_common(5)}")
+    return res, mine, theirs
+
+
+off_samples, off_go, _, off_log = run("off", False)
+on_samples, on_go, on_files, on_log = run("on", True)
+before, _, _ = report("off", off_samples, off_go)
+after, mine, theirs = report("on", on_samples, on_go)
+
+
+def fl_leaf(log):
+    return sum(int(ct.logfields(l).get("frameless_leaf", "0")) for l in ct.window_lines(log))
+
+
+check(fl_leaf(off_log) == 0, "off: no caller read from [sp]", str(fl_leaf(off_log)))
+check(fl_leaf(on_log) > 0, "on: callers read from [sp] (frameless_leaf in the window lines)",
+      str(fl_leaf(on_log)))
+for leaf in FRAMELESS:
+    n, share = after[leaf]
+    gn = sum(theirs[leaf].values())
+    check(n >= WANT and gn >= GO_WANT, f"{leaf}: enough samples", f"pushprof {n} go {gn}")
+    check(share <= 0.03, f"{leaf}: <= 3% of samples under a caller Go never shows",
+          f"{100 * share:.1f}% (without the table: {100 * before[leaf][1]:.1f}%)")
+    # the comparison must be able to see the defect at all
+    check(before[leaf][1] >= 0.2, f"{leaf}: without the table the caller is lost",
+          f"{100 * before[leaf][1]:.1f}%")
+for leaf in OTHER:
+    print(f"{leaf} (not frameless, %rbp holds data: issue 11 item 2): wrong caller "
+          f"{100 * before[leaf][1]:.1f}% -> {100 * after[leaf][1]:.1f}%")
+
+a, b = mine["main.mix"]["main.hotA"], mine["main.mix"]["main.hotB"]
+ga, gb = theirs["main.mix"]["main.hotA"], theirs["main.mix"]["main.hotB"]
+share = a / (a + b) if a + b else 0
+print(f"main.mix by caller: hotA {a} hotB {b} ({100 * share:.1f}% hotA; Go's own: "
+      f"hotA {ga} hotB {gb})")
+check(abs(share - 0.70) <= 0.05, "main.mix: 70/30 split by caller within 5 points",
+      f"hotA {share:.3f} (Go's own: {ga / (ga + gb) if ga + gb else 0:.3f})")
+chain = sum(v for frames, kinds, v, _ in on_samples
+            if ct.has_chain([f for f, k in zip(frames, kinds) if k != KERNEL],
+                            ["main.mix", "main.hotA", "main.main"]))
+check(chain > 0, "main.main -> main.hotA -> main.mix, whole", str(chain))
+parsed = [ct.pprof_parses(p) for p in on_files]
+check(on_files and all(parsed), "every profile parses with go tool pprof",
+      f"{parsed.count(False)} of {len(on_files)} failed")
+done()
