@@ -263,7 +263,7 @@ static void *snap_thread(void *arg)
 
 /* The job is over (answered, or its client went away): the thread is
  * joined, the slot freed. */
-static void snap_finish(struct http_server *s, struct snap_job *j)
+static void snap_join(struct http_server *s)
 {
 	pthread_mutex_lock(&s->lock);
 	bool join = s->snap_joinable;
@@ -271,6 +271,11 @@ static void snap_finish(struct http_server *s, struct snap_job *j)
 	pthread_mutex_unlock(&s->lock);
 	if (join)
 		pthread_join(s->snap_th, NULL);
+}
+
+static void snap_finish(struct http_server *s, struct snap_job *j)
+{
+	snap_join(s);
 	free(j->out);
 	free(j);
 	pthread_mutex_lock(&s->lock);
@@ -546,13 +551,7 @@ void http_stop(struct http_server *s)
 {
 	if (!s)
 		return;
-	/* a snapshot under way ends first (it resumes its connection) */
-	pthread_mutex_lock(&s->lock);
-	bool join = s->snap_joinable;
-	s->snap_joinable = false;
-	pthread_mutex_unlock(&s->lock);
-	if (join)
-		pthread_join(s->snap_th, NULL);
+	snap_join(s);	/* a snapshot under way ends first (it resumes its connection) */
 	MHD_stop_daemon(s->d);
 	pthread_mutex_destroy(&s->lock);
 	free(s);
