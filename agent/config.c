@@ -1271,6 +1271,11 @@ static int compile_re(struct ctx *x, const struct ynode *v, const char *path, ch
 
 	if (rc)
 		return rc;
+	if (regex_check_cost(s, ebuf, sizeof(ebuf))) {
+		rc = errat(x, v, "%s: regular expression refused: %s", path, ebuf);
+		free(s);
+		return rc;
+	}
 	rc = regcomp(re, s, REG_EXTENDED | REG_NOSUB);
 	if (rc) {
 		regerror(rc, re, ebuf, sizeof(ebuf));

@@ -292,6 +292,11 @@ static int compile_regex(struct rule *r, const char *src, struct pp_err *err)
 		free(o.p);
 		return pp_errf(err, -ENOMEM, "out of memory");
 	}
+	char why[160];
+	if (regex_check_cost(src, why, sizeof(why))) {
+		free(o.p);
+		return pp_errf(err, -EINVAL, "regex \"%s\": %s", src, why);
+	}
 	rc = regcomp(&r->re, o.p, REG_EXTENDED);
 	free(o.p);
 	if (rc) {
@@ -836,4 +841,62 @@ int relabel_parse_yaml(struct relabel *r, const char *buf, size_t len, const cha
 	yaml_document_delete(&doc);
 	yaml_parser_delete(&parser);
 	return rc;
+}
+
+int regex_check_cost(const char *src, char *why, size_t wlen)
+{
+	size_t len = strlen(src);
+	int counted = 0;
+	bool after_quant = false;
+
+	if (len > 1024) {
+		snprintf(why, wlen, "longer than 1024 bytes (%zu)", len);
+		return -EINVAL;
+	}
+	for (const char *p = src; *p; p++) {
+		if (*p == '\\' && p[1]) {	/* an escaped character is a literal */
+			p++;
+			after_quant = false;
+			continue;
+		}
+		if (*p == '[') {		/* a bracket expression: no operators inside */
+			const char *q = p + 1;
+			if (*q == '^')
+				q++;
+			if (*q == ']')
+				q++;
+			while (*q && *q != ']')
+				q++;
+			p = *q ? q : p;
+			after_quant = false;
+			continue;
+		}
+		bool quant = *p == '*' || *p == '+' || *p == '?' || *p == '{';
+		if (quant && after_quant) {
+			snprintf(why, wlen, "a repetition right after another at offset %zu "
+				 "(its compilation can take unbounded memory)", (size_t)(p - src));
+			return -EINVAL;
+		}
+		if (*p == '{') {
+			char *end;
+			unsigned long a = strtoul(p + 1, &end, 10), b = a;
+			if (*end == ',')
+				b = end[1] == '}' ? a : strtoul(end + 1, &end, 10);
+			if (a > 255 || b > 255) {
+				snprintf(why, wlen, "a repetition count above 255 at offset %zu",
+					 (size_t)(p - src));
+				return -EINVAL;
+			}
+			if (++counted > 2) {
+				snprintf(why, wlen, "more than two counted repetitions {..} (their "
+					 "copies multiply)");
+				return -EINVAL;
+			}
+			const char *close = strchr(p, '}');
+			if (close)
+				p = close;
+		}
+		after_quant = quant;
+	}
+	return 0;
 }

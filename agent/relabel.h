@@ -78,6 +78,17 @@ int relabel_dump(const struct relabel *r, FILE *out, int indent);
 void relabel_free(struct relabel *r);
 
 /*
+ * Refuse a POSIX extended regex whose compilation could take unbounded
+ * memory (glibc copies the tree of a repeated group once per repetition,
+ * so "a+++..." grows exponentially and "x{255}{255}{255}" multiplies):
+ * longer than 1024 bytes, a repetition operator right after another, more
+ * than two counted repetitions {..}, or a count above 255. Shared by every
+ * regex the config compiles (targets, relabel_configs). 0, or -EINVAL with
+ * the reason in why.
+ */
+int regex_check_cost(const char *src, char *why, size_t wlen);
+
+/*
  * Run every rule in order over labels (modified in place).
  * Returns 1 to keep the series, 0 when a keep/drop rule dropped it (labels
  * are then left as they were at that point), -ENOMEM on allocation failure.
