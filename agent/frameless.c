@@ -41,6 +41,7 @@ struct fl_bin {
 	uint32_t word, nwords;		/* its place in the pool */
 	uint64_t lo, hi;		/* link-time text covered: [lo, hi), lo 32-aligned */
 	uint64_t seg_vaddr, seg_offset;	/* PT_LOAD holding the text (bias) */
+	uint64_t switch_ret[2];		/* link-time g0 switch return sites, 0: none */
 	uint64_t used;			/* last use (tick), for eviction */
 };
 
@@ -251,6 +252,43 @@ static bool bin_room(struct frameless *f)
 }
 
 /*
+ * The return site of the call a g0-switching runtime function makes on g0
+ * (cpu.h, "Frameless Go code mid-stack"): the first `call *%rdi` (ff d7,
+ * runtime.systemstack) or `call *%rax` (ff d0, runtime.asmcgocall; its
+ * switching path comes before the one that stays) in the function's bytes.
+ * Link-time address, 0 when absent: a false match only means the fix never
+ * applies (no frame returns there), never a wrong frame. 0 too when the
+ * function starts with `push %rbp` (Go 1.21 on gives these functions a
+ * frame: the walk then crosses the switch by itself, and curg.sched.sp
+ * points at the saved %rbp, not at a return address).
+ */
+static uint64_t switch_site(int fd, const struct elfsym *e, const char *name, uint8_t modrm)
+{
+	struct gopcln_func fn;
+	uint8_t code[512];
+	if (gopcln_find_name(e->pcln, name, &fn) < 0 || fn.end <= fn.entry)
+		return 0;
+	for (size_t i = 0; i < e->nloads; i++) {
+		const struct elfsym_load *l = &e->loads[i];
+		if (!(l->flags & PF_X) || fn.entry < l->vaddr || fn.entry - l->vaddr >= l->filesz)
+			continue;
+		uint64_t len = fn.end - fn.entry;
+		if (len > sizeof(code))
+			len = sizeof(code);
+		if (len > l->filesz - (fn.entry - l->vaddr))
+			len = l->filesz - (fn.entry - l->vaddr);
+		ssize_t got = pread(fd, code, len, (off_t)(l->offset + (fn.entry - l->vaddr)));
+		if (got < 1 || code[0] == 0x55)
+			return 0;
+		for (ssize_t k = 0; k + 1 < got; k++)
+			if (code[k] == 0xff && code[k + 1] == modrm)
+				return fn.entry + (uint64_t)k + 2;
+		return 0;
+	}
+	return 0;
+}
+
+/*
  * Analyse the file open at fd; on success its bitmap is in the pool
  * (idle executables' bitmaps make way when the pool is full). Fills nb;
  * nb->have says whether it got a table. Negative errno only for ENOMEM.
@@ -269,6 +307,10 @@ static int bin_analyse(struct frameless *f, int fd, const char *exe, struct fl_b
 	if (r > 0 && !text_segment(e, nb->lo, &nb->seg_vaddr, &nb->seg_offset)) {
 		r = 0;
 		cause = "no_text_segment";
+	}
+	if (r > 0) {
+		nb->switch_ret[0] = switch_site(fd, e, "runtime.systemstack", 0xd7);
+		nb->switch_ret[1] = switch_site(fd, e, "runtime.asmcgocall", 0xd0);
 	}
 	elfsym_free(e);
 	if (r <= 0) {
@@ -402,6 +444,10 @@ static int install(struct frameless *f, struct fl_pid *p, const char *exe)
 		return 0;
 	}
 	struct cpu_fl_proc fp = { .start = start, .end = end, .word = b->word, .nwords = b->nwords };
+	/* the switch sites lie in the text: the same bias as its range */
+	for (int i = 0; i < 2; i++)
+		if (b->switch_ret[i] >= b->lo && b->switch_ret[i] < b->hi)
+			fp.switch_ret[i] = b->switch_ret[i] + (start - b->lo);
 	rc = cpu_sampler_fl_set(f->cpu, pid, &fp);
 	if (rc < 0) {
 		/* retried at each re-evaluation: warn once, count each time */

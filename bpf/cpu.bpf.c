@@ -168,13 +168,11 @@ static __always_inline __u64 grab_kernel_stack(void *ctx, struct cpu_stack *st)
 }
 
 /*
- * True when ip lies in frameless code of this process (cpu.h): one hash
- * lookup per sample, a bitmap word only for PCs inside the Go text.
+ * True when ip lies in frameless code of this process (cpu.h): a bitmap
+ * word only for PCs inside the Go text.
  */
-static __always_inline bool frameless_at(const struct cpu_fl_proc *fl, __u32 tgid, __u64 ip)
+static __always_inline bool frameless_at(const struct cpu_fl_proc *fl, __u64 ip)
 {
-	if (!fl)	/* whole host: not looked up yet */
-		fl = bpf_map_lookup_elem(&fl_procs, &tgid);
 	if (!fl || ip < fl->start || ip >= fl->end)
 		return false;
 	__u64 chunk = (ip - fl->start) >> CPU_FL_CHUNK_SHIFT;
@@ -186,6 +184,75 @@ static __always_inline bool frameless_at(const struct cpu_fl_proc *fl, __u32 tgi
 }
 
 /*
+ * The return address into the caller of runtime.systemstack/asmcgocall,
+ * for a thread on g0 that switched there (cpu.h, "Frameless Go code
+ * mid-stack"): [curg.sched.sp], each step checked. g is a candidate for
+ * g0. 0 when it does not check out.
+ */
+static __always_inline __u64 g0_caller(__u64 g)
+{
+	__u64 m = 0, g0 = 0, curg = 0, cg[8], ret = 0;
+
+	if (!g || bpf_probe_read_user(&m, sizeof(m), (void *)(g + GO_G_M)) || !m)
+		return 0;
+	if (bpf_probe_read_user(&g0, sizeof(g0), (void *)(m + GO_M_G0)) || g0 != g)
+		return 0;	/* not g0 of its m: no switch, or not a g at all */
+	if (bpf_probe_read_user(&curg, sizeof(curg), (void *)(m + GO_M_CURG)) || !curg)
+		return 0;
+	/* stack.lo, stack.hi, ..., m, sched.sp: one read */
+	if (bpf_probe_read_user(cg, sizeof(cg), (void *)curg))
+		return 0;
+	__u64 lo = cg[GO_G_STACK_LO / 8], hi = cg[GO_G_STACK_HI / 8];
+	__u64 sp = cg[GO_G_SCHED_SP / 8];
+	if (cg[GO_G_M / 8] != m || sp < lo || sp + 8 > hi)
+		return 0;
+	if (bpf_probe_read_user(&ret, sizeof(ret), (void *)sp))
+		return 0;
+	return ret;
+}
+
+/*
+ * The frame to insert after return address ra, read from the frame at
+ * address a ([a] saved bp, [a+8] ra), 0 for none (fl: the process's tables,
+ * zeroed when it has none):
+ *  - ra is a g0 switch site (runtime.systemstack, asmcgocall): the caller
+ *    of the switching function, from curg, with g0 from %r14 (Go's g
+ *    register) or else from Go's TLS slot (%fs:-8);
+ *  - ra lies in frameless Go code (cpu.h; the switching functions are not
+ *    marked): that function kept its caller's return address at its own
+ *    %rsp, which is where the callee's frame ends: [a+16].
+ * A global function: verified once, not at every frame of the walk (a
+ * branch in the loop would multiply the verifier's states per frame).
+ */
+__noinline __u64 pp_frame_fix(const struct cpu_fl_proc *fl, __u64 ra, __u64 a, __u64 r14)
+{
+	__u64 c = 0;
+
+	if (!fl || !ra || !a)
+		return 0;
+	if (ra == fl->switch_ret[0] || ra == fl->switch_ret[1]) {
+		c = g0_caller(r14);
+		if (!c) {
+			struct task_struct *task = bpf_get_current_task_btf();
+			__u64 fs = BPF_CORE_READ(task, thread.fsbase), g = 0;
+
+			if (fs && !bpf_probe_read_user(&g, sizeof(g), (void *)(fs + GO_TLS_G)))
+				c = g0_caller(g);
+		}
+		count(c ? CPU_STAT_G0_SWITCH : CPU_STAT_G0_FAIL);
+		return c;
+	}
+	if (!frameless_at(fl, ra))
+		return 0;
+	if (bpf_probe_read_user(&c, sizeof(c), (void *)(a + 16)) || !c) {
+		count(CPU_STAT_FL_FAULT);
+		return 0;
+	}
+	count(CPU_STAT_FL_MID);
+	return c;
+}
+
+/*
  * The user stack by frame pointers, as the kernel's perf_callchain_user()
  * walks it (the leaf ip, then [bp+8] up the [bp] chain until a zero, an
  * unreadable frame or the depth limit), but read here directly: going
@@ -193,7 +260,8 @@ static __always_inline bool frameless_at(const struct cpu_fl_proc *fl, __u32 tgi
  * (the perf callchain buffers and the copy out of them are cold memory on
  * every 10 ms tick). Regs are the interrupted ones when the sample hit user
  * mode, the task's saved user regs otherwise. A leaf in frameless Go code
- * gets its caller from [sp] before the walk (cpu.h).
+ * gets its caller from [sp] before the walk, a frame returning into
+ * runtime.systemstack on g0 the caller of systemstack from curg (cpu.h).
  */
 static __always_inline __u64 grab_user_stack(struct bpf_perf_event_data *ctx,
 					     struct task_struct *task, __u32 tgid,
@@ -201,7 +269,8 @@ static __always_inline __u64 grab_user_stack(struct bpf_perf_event_data *ctx,
 					     struct cpu_stack *st)
 {
 	const __u64 *r = (const __u64 *)&ctx->regs;
-	__u64 ip, fp, sp;
+	struct cpu_fl_proc flc = {};	/* for pp_frame_fix: zeroed = no tables */
+	__u64 ip, fp, sp, r14;
 	__u32 n;
 
 	st->len = 0;
@@ -211,18 +280,24 @@ static __always_inline __u64 grab_user_stack(struct bpf_perf_event_data *ctx,
 		ip = r[16];	/* x86-64 pt_regs: ip */
 		fp = r[4];	/* bp */
 		sp = r[19];	/* sp */
+		r14 = r[1];	/* r14: Go's g register */
 	} else {
 		struct pt_regs *ur = (struct pt_regs *)bpf_task_pt_regs(task);
 
 		ip = BPF_CORE_READ(ur, ip);
 		fp = BPF_CORE_READ(ur, bp);
 		sp = BPF_CORE_READ(ur, sp);
+		r14 = BPF_CORE_READ(ur, r14);
 	}
+	if (!fl && !filter_tgids)	/* whole host: the process's tables */
+		fl = bpf_map_lookup_elem(&fl_procs, &tgid);
+	if (fl)
+		flc = *fl;
 	if (!ip)
 		return CPU_STACK_NONE;
 	st->ips[0] = ip;
 	n = 1;
-	if (max_depth > 1 && frameless_at(fl, tgid, ip)) {
+	if (max_depth > 1 && frameless_at(fl, ip)) {
 		__u64 ra;
 
 		if (bpf_probe_read_user(&ra, sizeof(ra), (void *)sp) == 0 && ra) {
@@ -233,18 +308,34 @@ static __always_inline __u64 grab_user_stack(struct bpf_perf_event_data *ctx,
 			count(CPU_STAT_FL_FAULT);
 		}
 	}
+	/*
+	 * One frame per iteration, n advancing with i: a frame inserted after
+	 * a g0 switch site takes an iteration of its own (inject), so that the
+	 * verifier sees one shape of state, not one per place of insertion.
+	 */
+	__u64 inject = 0;
 	for (__u32 i = 1; i < CPU_MAX_DEPTH; i++) {
 		__u64 frame[2];	/* saved bp, return address */
 
-		if (n >= max_depth || n >= CPU_MAX_DEPTH || !fp)
+		if (n >= max_depth || n >= CPU_MAX_DEPTH)
 			break;
-		if (bpf_probe_read_user(frame, sizeof(frame), (void *)fp))
-			break;
-		if (!frame[1])
-			break;
+		__u64 a = fp;	/* where the frame is read; 0: an inserted one */
+
+		if (inject) {
+			frame[0] = fp;	/* the walk goes on from the same frame */
+			frame[1] = inject;
+			inject = 0;
+			a = 0;
+		} else {
+			if (!fp || bpf_probe_read_user(frame, sizeof(frame), (void *)fp))
+				break;
+			if (!frame[1])
+				break;
+		}
 		st->ips[n] = frame[1];
 		n++;
 		fp = frame[0];
+		inject = pp_frame_fix(&flc, frame[1], a, r14);
 	}
 	st->len = n;
 	if (n >= max_depth && fp)

@@ -61,7 +61,39 @@ struct cpu_fl_proc {
 	__u64 end;		/* text covered: end <= start + nwords * CPU_FL_WORD_BYTES */
 	__u32 word;		/* first word in fl_bits */
 	__u32 nwords;
+	__u64 switch_ret[2];	/* g0 switch return sites (below); 0: none */
 };
+
+/*
+ * Frameless Go code mid-stack: runtime.systemstack and runtime.asmcgocall
+ * (asm, $0 frames) switch to the thread's g0 stack and call a function
+ * there, which saves the goroutine's %rbp: the walk goes from the return
+ * address into systemstack straight to the grand-caller, and the caller
+ * (mallocgc, gcBgMarkWorker, cgocall: ~40 % of a GC-heavy program's
+ * samples) is lost. Its return address is where the goroutine's stack
+ * pointer was saved at the switch (gosave_systemstack_switch:
+ * g.sched.sp = systemstack's SP), and Go's own unwinder crosses the switch
+ * the same way (curg.sched). User space hands BPF the return site after the
+ * switch path's call (switch_ret, runtime addresses); a frame returning
+ * there makes BPF find g0 (in %r14, Go's g register, else at %fs:-8, Go's
+ * TLS slot), then m = g0.m, curg = m.curg, and insert [curg.sched.sp].
+ * Every step is checked (g0 == m.g0, curg.m == m, sched.sp inside
+ * curg.stack), so a wrong layout or a hostile process only costs the fix:
+ * counted (CPU_STAT_G0_FAIL), the walk goes on as before.
+ * Offsets of runtime2.go, the same in Go 1.17 to 1.23 (64-bit):
+ *   g: stack{lo,hi} 0, stackguard0 16, stackguard1 24, _panic 32,
+ *      _defer 40, m 48, sched gobuf{sp,...} 56
+ *   m: g0 0, morebuf gobuf (7 words) 8, divmod+pad 64, procid 72,
+ *      gsignal 80, goSigStack{stack,guard0,guard1,stktopsp} 88,
+ *      sigmask [2]uint32 128, tls [6]uintptr 136, mstartfn 184, curg 192
+ */
+#define GO_G_STACK_LO 0
+#define GO_G_STACK_HI 8
+#define GO_G_M 48
+#define GO_G_SCHED_SP 56
+#define GO_M_G0 0
+#define GO_M_CURG 192
+#define GO_TLS_G (-8)		/* %fs:-8: runtime.tlsg on linux/amd64 */
 
 /* Reserved stack ids: never produced by the hash. */
 enum cpu_stack_id {
@@ -101,6 +133,9 @@ enum cpu_stat {
 	CPU_STAT_TRUNCATED,		/* stack hit the depth limit */
 	CPU_STAT_FL_LEAF,		/* frameless leaf: caller read from [sp] */
 	CPU_STAT_FL_FAULT,		/* frameless leaf, but [sp] was unreadable */
+	CPU_STAT_FL_MID,		/* frameless mid-stack: caller read above the callee's frame */
+	CPU_STAT_G0_SWITCH,		/* caller of systemstack/asmcgocall from curg.sched.sp */
+	CPU_STAT_G0_FAIL,		/* a g0 switch site, but g0/m/curg did not check out */
 	CPU_STAT_MAX,
 };
 
