@@ -2,10 +2,11 @@
 """BPF cost per sample of two pushprof builds, side by side (run as root).
 
   /usr/bin/python3 bench/bpf_ab.py --a OLD/pushprof --b NEW/pushprof
-      [--rounds 4] [--secs 20] [--freq 99] [--targeted]
+      [--rounds 4] [--secs 20] [--freq 99] [--targeted] [--workload leaves|gcstack]
 
 Both agents sample the same running workload (tests/cpu/workloads/leaves.go:
-Go code spending its time in frameless leaves, 2 goroutines) in turns,
+Go code spending its time in frameless leaves, 2 goroutines; or gcstack.go:
+garbage collection through runtime.systemstack and write barriers) in turns,
 A B B A A B ..., one agent at a time, each for --secs (--together: both at
 once, each with its own events and program, --rounds times); with
 kernel.bpf_stats_enabled=1 (restored afterwards) the program's
@@ -107,14 +108,15 @@ def main():
     ap.add_argument("--secs", type=float, default=20)
     ap.add_argument("--freq", type=int, default=99)
     ap.add_argument("--targeted", action="store_true")
+    ap.add_argument("--workload", choices=("leaves", "gcstack"), default="leaves")
     ap.add_argument("--together", action="store_true",
                     help="run A and B at the same time, --rounds times")
     o = ap.parse_args()
     d = tempfile.mkdtemp(prefix="pushprof-bpf-ab-")
-    work = os.path.join(d, "leaves")
+    work = os.path.join(d, o.workload)
     subprocess.run(["go", "build", "-o", work,
-                    os.path.join(SRC, "tests", "cpu", "workloads", "leaves.go")], check=True,
-                   env=dict(os.environ, GO111MODULE="off"))
+                    os.path.join(SRC, "tests", "cpu", "workloads", o.workload + ".go")],
+                   check=True, env=dict(os.environ, GO111MODULE="off"))
     w = subprocess.Popen([work, os.path.join(d, "go.pprof"), "100000", "2"],
                          env=dict(os.environ, GOMAXPROCS="2"))
     with open(STATS) as f:
