@@ -335,7 +335,9 @@ static __always_inline __u64 grab_user_stack(struct bpf_perf_event_data *ctx,
 		st->ips[n] = frame[1];
 		n++;
 		fp = frame[0];
-		inject = pp_frame_fix(&flc, frame[1], a, r14);
+		/* only frames in the process's Go text can need a fix */
+		if (frame[1] >= flc.start && frame[1] < flc.end)
+			inject = pp_frame_fix(&flc, frame[1], a, r14);
 	}
 	st->len = n;
 	if (n >= max_depth && fp)
