@@ -257,6 +257,7 @@ struct window {
 };
 
 struct reader {
+	const struct gobin *g;	/* its mem, when set, replaces process_vm_readv */
 	pid_t pid;
 	struct window w[NWINDOWS];
 	unsigned next;		/* round-robin victim */
@@ -266,12 +267,10 @@ struct reader {
 
 static ssize_t remote(struct reader *r, uint64_t addr, void *buf, size_t len)
 {
-	struct iovec l = {.iov_base = buf, .iov_len = len};
-	struct iovec rv = {.iov_base = (void *)(uintptr_t)addr, .iov_len = len};
 	r->calls++;
-	ssize_t n = process_vm_readv(r->pid, &l, 1, &rv, 1, 0);
+	ssize_t n = gobin_read_some(r->g, r->pid, addr, buf, len);
 	if (n < 0)
-		r->last_errno = errno;
+		r->last_errno = (int)-n;
 	return n;
 }
 
@@ -394,7 +393,7 @@ static int walk(pid_t pid, const struct gobin *g, uint32_t max_buckets, uint32_t
 	if (max_buckets == 0)
 		max_buckets = 1;
 
-	struct reader rd = {.pid = pid};
+	struct reader rd = {.g = g, .pid = pid};
 	size_t maxrec = BUCKET_HDR + 8 * GOHEAP_NSTK_LIMIT + MEMREC_BYTES;
 	uint64_t *buf = malloc(maxrec);
 	if (!buf)
