@@ -87,6 +87,14 @@ static ssize_t space_read(void *ctx, uint64_t addr, void *buf, size_t len)
 
 static struct gobin *fixture;
 
+/* Undefined behaviour is a finding too: UBSan only prints by default,
+ * which libFuzzer would not notice. */
+const char *__ubsan_default_options(void);
+const char *__ubsan_default_options(void)
+{
+	return "halt_on_error=1:abort_on_error=1:print_stacktrace=1";
+}
+
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	(void)argc;

@@ -56,6 +56,14 @@ static void exercise(const struct gobin *g)
 	}
 }
 
+/* Undefined behaviour is a finding too: UBSan only prints by default,
+ * which libFuzzer would not notice. */
+const char *__ubsan_default_options(void);
+const char *__ubsan_default_options(void)
+{
+	return "halt_on_error=1:abort_on_error=1:print_stacktrace=1";
+}
+
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	(void)argc;

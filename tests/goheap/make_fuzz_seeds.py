@@ -277,7 +277,25 @@ def bucket_seeds(syms):
     struct.pack_into("<Q", badtype, addrs[1] - base + 16, 2)
     deep = bucket(0, 1, 32, [ret("main.leak", 0x40)] * 40 + stk_a, [recs1[0]] + [zero] * 3)
     head = addrs[0]
-    return {
+    # Findings of the first runs (undefined behaviour, fixed), kept as seeds:
+    # scaleHeapSample's float->int64 out of range (rate 2^62, average size 1),
+    # an empty stack (stk NULL in a stored heap), and two identical samples
+    # whose values overflow int64 when pprof merges them.
+    big = (1 << 60, 0, 1 << 60, 0)
+    scale = bucket(0, 1, 1, [ret("main.leak", 0x40)], [big, zero, zero, zero])
+    empty = bucket(0, 1, 64, [], recs1)
+    hv = (1 << 56, 0, 64 << 56, 0)
+    m1 = bucket(base + 0x20000 + 184, 1, 64, [ret("main.leak", 0x40)], [hv] + [zero] * 3)
+    m2 = bucket(0, 1, 64, [ret("main.leak", 0x40)], [hv] + [zero] * 3)
+    assert len(m1) == 184	# m2 right after m1
+    findings = {
+        "ub-scale-overflow": image(0, 100, 64, 2, 1 << 62, base + 0x20000,
+                                   [(base + 0x20000, scale)]),
+        "ub-empty-stack": image(0, 100, 64, 2, 1, base + 0x20000, [(base + 0x20000, empty)]),
+        "ub-merge-overflow": image(0, 100, 64, 2, 1, base + 0x20000,
+                                   [(base + 0x20000, m1 + m2)]),
+    }
+    return findings | {
         "list-read": image(0, 100, 64, 5 << 1, 512 * 1024, head, [(base, good)]),
         "list-snapshot": image(1, 100, 64, 5 << 1, 512 * 1024, head, [(base, good)]),
         "list-latest": image(3, 100, 64, 4 << 1 | 1, 1, head, [(base, good)]),
