@@ -6,7 +6,8 @@
  * by /proc/self/fd/N: the same proc_open_link() checks, libelf on a file
  * descriptor and pread()s as on /proc/PID/exe (memfds live on tmpfs, which
  * those checks accept). Then what the agent does with a gobin without a
- * process: symbolize PCs across the text.
+ * process: symbolize PCs across the text; then attach to ourselves with the
+ * input mapped (attach_self).
  *
  * Seeds: fuzz-seeds/fuzz_gobin (minimized Go 1.19 executables, see
  * make_fuzz_seeds.py); dictionary: fuzz_gobin.dict. Built only with
@@ -64,6 +65,42 @@ const char *__ubsan_default_options(void)
 	return "halt_on_error=1:abort_on_error=1:print_stacktrace=1";
 }
 
+/*
+ * gobin_attach() to this very process, the input mapped executable (never
+ * run) where its text segment wants it (non-PIE) or anywhere (PIE): the
+ * maps parsing, the file identity match, the bias and, for variables
+ * decoded from code, the live check are those of a real target. The
+ * variables are then read with process_vm_readv on ourselves: reads only,
+ * -EFAULT where nothing is mapped. MAP_FIXED_NOREPLACE never replaces a
+ * mapping of ours, whatever address the file asks for.
+ */
+static void attach_self(struct gobin *g, size_t size)
+{
+	/* The text must be inside the mapping: else attach takes the process
+	 * for exiting and waits 20 ms for it, for nothing. */
+	if (g->text_offset > g->text_vaddr || g->text_offset >= size)
+		return;
+	uint64_t base = g->pie ? 0 : g->text_vaddr - g->text_offset;
+	if (base & 4095)
+		return;
+	void *p = mmap((void *)(uintptr_t)base, size, PROT_READ | PROT_EXEC,
+		       MAP_SHARED | (base ? MAP_FIXED_NOREPLACE : 0), memfd, 0);
+	if (p == MAP_FAILED)
+		return;
+	struct pp_err err = {0};
+	if ((!base || p == (void *)(uintptr_t)base) && gobin_attach(g, getpid(), &err) == 0) {
+		if (!g->pie && g->bias != 0)
+			abort();	/* attach refuses a non-PIE at a bias */
+		int64_t rate;
+		uint32_t cycle;
+		uint64_t head;
+		gobin_read_rate(g, &rate, NULL);
+		gobin_read_cycle(g, &cycle, NULL);
+		gobin_read_mbuckets(g, &head, NULL);
+	}
+	munmap(p, size);
+}
+
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	(void)argc;
@@ -85,6 +122,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct pp_err err = {0};
 	if (gobin_open(path, &g, &err) == 0) {
 		exercise(g);
+		attach_self(g, size);
 		gobin_free(g);
 	}
 	return 0;
