@@ -19,10 +19,6 @@ Sampling goes on until every leaf has enough samples (bounded in time),
 so the test does not depend on the machine's speed.
 """
 import collections
-import os
-import signal
-import subprocess
-import time
 
 import cputest as ct
 from pptest import check, done, tmpdir
@@ -50,46 +46,11 @@ def callers(samples):
 
 
 def run(tag, frameless):
-    rd = os.path.join(d, tag)
-    os.makedirs(rd)
-    gprof = os.path.join(rd, "go.pprof")
-    w = subprocess.Popen([leaves, gprof, str(TIME_LIMIT + 30), "2"],
-                         env=dict(os.environ, GOMAXPROCS="2"))
-    cfg, store = ct.write_config(rd, f"targets:\n  - pids: [{w.pid}]\n")
-    env_old = os.environ.get("PUSHPROF_FRAMELESS")
-    if frameless:
-        os.environ.pop("PUSHPROF_FRAMELESS", None)
-    else:
-        os.environ["PUSHPROF_FRAMELESS"] = "off"
-    agent = ct.start_agent(cfg, f"{TIME_LIMIT + 20}s")
-    if env_old is None:
-        os.environ.pop("PUSHPROF_FRAMELESS", None)
-    else:
-        os.environ["PUSHPROF_FRAMELESS"] = env_old
-    ct.wait_started(agent)
-    t0 = time.time()
-    seen, samples = set(), []
-    while time.time() - t0 < TIME_LIMIT:
-        time.sleep(1)
-        for path in ct.profiles(store):
-            if path not in seen:
-                seen.add(path)
-                samples += ct.Prof(path).samples
+    def enough(samples):
         c = callers(samples)
-        if all(sum(c[l].values()) >= WANT for l in FRAMELESS) and time.time() - t0 >= 3:
-            break
-    w.send_signal(signal.SIGINT)    # Go writes its profile and exits
-    wrc = w.wait(timeout=60)
-    time.sleep(1.2)                 # the window holding the last samples
-    agent.send_signal(signal.SIGINT)
-    rc, log = ct.finish(agent)
-    files = ct.profiles(store)
-    for path in files:
-        if path not in seen:
-            samples += ct.Prof(path).samples
-    print(f"[{tag}] {time.time() - t0:.0f}s, {len(files)} profiles")
-    check(rc == 0 and wrc == 0, f"{tag}: agent and workload exit 0", f"agent {rc} workload {wrc}")
-    return samples, ct.Prof(gprof).samples, files, log
+        return all(sum(c[l].values()) >= WANT for l in FRAMELESS)
+    return ct.run_with_go_profile(d, tag, [leaves, "{gprof}", str(TIME_LIMIT + 30), "2"],
+                                  frameless, enough, TIME_LIMIT)
 
 
 def report(tag, ours, go):

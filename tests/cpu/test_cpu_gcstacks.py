@@ -21,9 +21,6 @@ parses with `go tool pprof`.
 """
 import collections
 import os
-import signal
-import subprocess
-import time
 
 import cputest as ct
 import pptest
@@ -66,46 +63,14 @@ def callers(samples):
 
 
 def run(tag, binary, frameless):
-    rd = os.path.join(d, tag)
-    os.makedirs(rd)
-    gprof = os.path.join(rd, "go.pprof")
-    w = subprocess.Popen([binary, gprof, str(TIME_LIMIT + 30)], env=dict(os.environ, GOMAXPROCS="2"))
-    cfg, store = ct.write_config(rd, f"targets:\n  - pids: [{w.pid}]\n")
-    env = dict(os.environ)
-    if frameless:
-        os.environ.pop("PUSHPROF_FRAMELESS", None)
-    else:
-        os.environ["PUSHPROF_FRAMELESS"] = "off"
-    agent = ct.start_agent(cfg, f"{TIME_LIMIT + 20}s")
-    os.environ.clear()
-    os.environ.update(env)
-    ct.wait_started(agent)
-    t0 = time.time()
-    seen, samples = set(), []
-    while time.time() - t0 < TIME_LIMIT:
-        time.sleep(1)
-        for path in ct.profiles(store):
-            if path not in seen:
-                seen.add(path)
-                samples += ct.Prof(path).samples
-        if sum(callers(samples)["runtime.systemstack"].values()) >= WANT and time.time() - t0 >= 3:
-            break
-    w.send_signal(signal.SIGINT)    # Go writes its profile and exits
-    wrc = w.wait(timeout=60)
-    time.sleep(1.2)                 # the window holding the last samples
-    agent.send_signal(signal.SIGINT)
-    rc, log = ct.finish(agent)
-    files = ct.profiles(store)
-    for path in files:
-        if path not in seen:
-            samples += ct.Prof(path).samples
-    print(f"[{tag}] {time.time() - t0:.0f}s, {len(files)} profiles")
-    check(rc == 0 and wrc == 0, f"{tag}: agent and workload exit 0", f"agent {rc} workload {wrc}")
+    samples, go, files, log = ct.run_with_go_profile(
+        d, tag, [binary, "{gprof}", str(TIME_LIMIT + 30)], frameless,
+        lambda s: sum(callers(s)["runtime.systemstack"].values()) >= WANT, TIME_LIMIT)
     parsed = [ct.pprof_parses(p) for p in files]
     check(files and all(parsed), f"{tag}: every profile parses with go tool pprof",
           f"{parsed.count(False)} of {len(files)} failed")
     g0 = sum(int(ct.logfields(l).get("g0_switch", "0")) for l in ct.window_lines(log))
-    return callers(samples), callers(ct.Prof(gprof).samples), g0
+    return callers(samples), callers(go), g0
 
 
 def wrong(tag, mine, theirs):
