@@ -15,6 +15,7 @@
 #include "config.h"
 #include "gobin.h"
 #include "goheap.h"
+#include "gotrack.h"
 #include "outbox.h"
 
 static void usage(FILE *f)
@@ -200,6 +201,7 @@ int cmd_snapshot(int argc, char **argv)
 		.view = view,
 		.max_buckets = max_buckets ? max_buckets : cfg.go_heap.max_buckets,
 		.max_depth = max_depth ? max_depth : cfg.go_heap.max_stack_depth,
+		.budget = gotrack_budget(&cfg.go_heap),
 		.trigger = "on_demand",
 		.node = cfg.node,
 		.external = &cfg.external_labels,

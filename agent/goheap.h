@@ -136,9 +136,31 @@ int goheap_series_labels(pid_t pid, const struct gobin *g, const char *node,
 			 const struct pp_labels *external, struct pp_labels *out,
 			 struct pp_err *err);
 
+/*
+ * What one snapshot may cost (go_heap.budget), whatever the target's
+ * bucket list claims: max_buckets and max_depth alone still allow
+ * 100,000 x 128 distinct PCs (GBs, tens of seconds). A zero field means no
+ * limit. Past a limit the walk stops, the profile keeps what was read and
+ * is flagged incomplete with a reason starting "budget:" (and
+ * goheap_snapshot.budget_cut is set, so callers can back off).
+ *   max_frames: PCs kept over all buckets (the sample data, ~8 B each);
+ *   max_locations: distinct PCs symbolized (pcinfo, frames, locations:
+ *     ~200 B each);
+ *   max_read_bytes: bytes asked of process_vm_readv (the read time);
+ *   max_duration_ns: wall time of the whole snapshot (both walks when the
+ *     runtime view needs a second one), checked every few buckets.
+ */
+struct goheap_budget {
+	uint64_t max_frames, max_locations, max_read_bytes, max_duration_ns;
+};
+
 struct goheap_snapshot_opts {
 	enum goheap_view view;
 	uint32_t max_buckets, max_depth;
+	struct goheap_budget budget;	/* zeroed: unlimited (tests, goheap_tool) */
+	/* When set and true, the walk stops within a few buckets (agent
+	 * shutdown), the profile flagged incomplete; NULL = never. */
+	const _Atomic(bool) *cancel;
 	const char *trigger;		/* "on_demand" | "interval" | ... */
 	const char *node;
 	const struct pp_labels *external;	/* may be NULL */
@@ -150,8 +172,11 @@ struct goheap_snapshot {
 	struct pp_labels labels;
 	size_t buckets, samples;
 	bool complete;
+	bool budget_cut;		/* cut by opts.budget (reason starts "budget:") */
 	char incomplete_reason[192];
 	uint64_t truncated_stacks;
+	uint64_t frames, locations;	/* PCs kept, distinct PCs symbolized */
+	uint64_t read_bytes;		/* asked of process_vm_readv */
 	int64_t rate;
 	int64_t read_ns;	/* the walk, which streams into the profile builder */
 	int64_t total_ns;	/* + encoding, gzip and labels */
