@@ -1820,8 +1820,9 @@ int config_defaults(struct config *c, struct pp_err *err)
 	c->go_heap.budget.max_read_bytes = 64ull << 20;
 	c->go_heap.budget.max_duration_ns = 5 * NS_PER_S;
 	c->go_heap.budget.backoff_ns = 600 * NS_PER_S;
-	/* held per tracked process for as long as it lives (8 MiB) */
-	c->go_heap.budget.oom_max_frames = 1000000;
+	/* held per tracked process for as long as it lives (4 MiB, and as
+	 * much again while a catch-up reads) */
+	c->go_heap.budget.oom_max_frames = 500000;
 	c->snapshot_api.enabled = false;
 	c->snapshot_api.per_pid_interval_ns = 10 * NS_PER_S;
 	c->snapshot_api.per_client_per_minute = 6;

@@ -67,7 +67,7 @@ struct go_heap_budget {
 	uint64_t max_read_bytes;	/* bytes read from the target; default 64 MiB */
 	uint64_t max_duration_ns;	/* wall time of the read + build; default 5s */
 	uint64_t backoff_ns;		/* default 10m; 0 = re-read every interval */
-	uint32_t oom_max_frames;	/* PCs one OOM mirror holds; default 1,000,000 */
+	uint32_t oom_max_frames;	/* PCs one OOM mirror holds; default 500,000 */
 };
 
 struct go_heap_config {
