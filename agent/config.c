@@ -1815,9 +1815,9 @@ int config_defaults(struct config *c, struct pp_err *err)
 	/* A real service with tens of thousands of buckets of a few dozen
 	 * frames stays well inside; 100,000 buckets x 128 distinct PCs hit
 	 * max_frames at ~16 MiB of sample data and ~1 s. */
-	c->go_heap.budget.max_frames = 2000000;
+	c->go_heap.budget.max_frames = 3000000;
 	c->go_heap.budget.max_locations = 100000;
-	c->go_heap.budget.max_read_bytes = 64ull << 20;
+	c->go_heap.budget.max_read_bytes = 256ull << 20;
 	c->go_heap.budget.max_duration_ns = 5 * NS_PER_S;
 	c->go_heap.budget.backoff_ns = 600 * NS_PER_S;
 	/* held per tracked process for as long as it lives (4 MiB, and as

@@ -62,9 +62,9 @@ struct pressure_config {
  * this way is not read again for `backoff` (doubling per cut, up to 8x).
  */
 struct go_heap_budget {
-	uint32_t max_frames;		/* PCs over all buckets; default 2,000,000 */
+	uint32_t max_frames;		/* PCs over all buckets; default 3,000,000 */
 	uint32_t max_locations;		/* distinct PCs symbolized; default 100,000 */
-	uint64_t max_read_bytes;	/* bytes read from the target; default 64 MiB */
+	uint64_t max_read_bytes;	/* bytes read from the target; default 256 MiB */
 	uint64_t max_duration_ns;	/* wall time of the read + build; default 5s */
 	uint64_t backoff_ns;		/* default 10m; 0 = re-read every interval */
 	uint32_t oom_max_frames;	/* PCs one OOM mirror holds; default 500,000 */

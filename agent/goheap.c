@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -263,6 +264,7 @@ struct reader {
 	unsigned next;		/* round-robin victim */
 	uint64_t calls;
 	uint64_t bytes;		/* asked of process_vm_readv (budget) */
+	uint64_t last_miss;	/* address of the previous miss: the walk's direction */
 	int last_errno;
 };
 
@@ -304,6 +306,14 @@ static int rread(struct reader *r, uint64_t addr, void *out, size_t len)
 	uint64_t start = end >= WINDOW ? end - WINDOW : 0;
 	if (start > addr)
 		start = addr & ~4095ULL;
+	/* A list that runs upwards (not the runtime's way, but the target's
+	 * choice) would miss on every bucket with a window that ends at the
+	 * request: read the window that starts there instead. */
+	if (addr > r->last_miss && r->last_miss) {
+		start = addr & ~4095ULL;
+		end = start + WINDOW < start ? UINT64_MAX & ~4095ULL : start + WINDOW;
+	}
+	r->last_miss = addr;
 	w->len = 0;
 	ssize_t n = remote(r, start, w->buf, end - start);
 	if (n < 0 || (uint64_t)n < addr + len - start) {
@@ -1312,8 +1322,23 @@ static int snap_fn(struct stream *st, struct go_heap *h, const struct go_bucket 
 	return rc;
 }
 
+/* One snapshot at a time in the whole process (see goheap.h). */
+static pthread_mutex_t snapshot_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static int snapshot_locked(pid_t pid, const struct gobin *g, const struct goheap_snapshot_opts *o,
+			   struct goheap_snapshot *out, struct pp_err *err);
+
 int goheap_snapshot(pid_t pid, const struct gobin *g, const struct goheap_snapshot_opts *o,
 		    struct goheap_snapshot *out, struct pp_err *err)
+{
+	pthread_mutex_lock(&snapshot_mu);
+	int rc = snapshot_locked(pid, g, o, out, err);
+	pthread_mutex_unlock(&snapshot_mu);
+	return rc;
+}
+
+static int snapshot_locked(pid_t pid, const struct gobin *g, const struct goheap_snapshot_opts *o,
+			   struct goheap_snapshot *out, struct pp_err *err)
 {
 	struct go_heap h;
 	struct builder b = {.p = NULL};

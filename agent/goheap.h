@@ -184,7 +184,10 @@ struct goheap_snapshot {
 
 /* Read + profile + labels for one attached gobin. The buckets stream into
  * the profile builder as they are read (no go_heap is held). Errors as
- * goheap_read(). */
+ * goheap_read(). Thread-safe, and serialized: one snapshot at a time in
+ * the process (the HTTP snapshot thread and gotrack's worker wait for each
+ * other), so one budget is also the agent's peak for snapshots; a wait
+ * lasts at most the other snapshot's max_duration. */
 int goheap_snapshot(pid_t pid, const struct gobin *g, const struct goheap_snapshot_opts *o,
 		    struct goheap_snapshot *out, struct pp_err *err);
 void goheap_snapshot_free(struct goheap_snapshot *s);
