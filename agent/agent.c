@@ -705,11 +705,14 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 					 { .fd = evfd, .events = POLLIN },
 					 { .fd = a.go ? gotrack_fd(a.go) : -1, .events = POLLIN } };
 		int pr = poll(pfd, 4, timeout);	/* negative fds are ignored */
-		if (pr > 0 && (pfd[3].revents & POLLIN) && gotrack_collect(a.go) > 0 && !a.cpu) {
+		if (pr > 0 && (pfd[3].revents & POLLIN)) {
 			/* heap snapshots finished on gotrack's worker (already in the
-			 * outbox); without CPU windows nothing else pushes them soon */
+			 * outbox): pressure ones are pushed at once (the OOM killer may
+			 * be near), periodic ones with the next window - or now when
+			 * there are no CPU windows */
+			size_t urgent = 0, fin = gotrack_collect(a.go, &urgent);
 			struct pp_err ferr = { 0 };
-			if (outbox_flush(a.outbox, &ferr) < 0)
+			if ((urgent || (fin && !a.cpu)) && outbox_flush(a.outbox, &ferr) < 0)
 				pp_log(PP_WARN, "push of heap snapshots failed", "error=%s",
 				       pp_q(ferr.msg));
 		}
@@ -828,7 +831,7 @@ out:
 	 * finished is collected so it is counted like any other */
 	if (a.go) {
 		gotrack_stop(a.go);
-		gotrack_collect(a.go);
+		gotrack_collect(a.go, NULL);
 	}
 	procev_free(a.procev);
 	debuginfo_free(a.dbg);

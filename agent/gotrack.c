@@ -603,7 +603,7 @@ int gotrack_fd(const struct gotrack *t)
 	return t->efd;
 }
 
-size_t gotrack_collect(struct gotrack *t)
+size_t gotrack_collect(struct gotrack *t, size_t *urgent)
 {
 	struct job *v[MAX_JOBS];
 	size_t n;
@@ -617,9 +617,13 @@ size_t gotrack_collect(struct gotrack *t)
 	memcpy(v, t->done, n * sizeof(*v));
 	t->ndone = 0;
 	pthread_mutex_unlock(&t->mu);
+	if (urgent)
+		*urgent = 0;
 	for (size_t i = 0; i < n; i++) {
 		struct job *j = v[i];
 		struct tracked *e = find(t, j->pid);
+		if (urgent && strcmp(j->trigger, "interval"))
+			(*urgent)++;
 		if (e && e->start == j->start) {
 			e->queued = false;
 			if (j->rc == -ESRCH) {

@@ -78,8 +78,9 @@ int gotrack_fd(const struct gotrack *t);
  * the budget (backoff, doubling per consecutive cut up to 8x; logged at
  * the first cut, counted in pushprof_go_heap_budget_exceeded_total), clear
  * the backoff after a complete one. Returns how many jobs finished (their
- * profiles are already in the outbox). */
-size_t gotrack_collect(struct gotrack *t);
+ * profiles are already in the outbox); *urgent (may be NULL) how many of
+ * them were not periodic (pressure: to be pushed at once). */
+size_t gotrack_collect(struct gotrack *t, size_t *urgent);
 /* go_heap.budget as goheap_snapshot() takes it. */
 struct goheap_budget gotrack_budget(const struct go_heap_config *gh);
 /* Poll memory cgroups; queue snapshots (trigger "pressure", even of
