@@ -170,7 +170,12 @@ check(len(gaps) >= 8 and max(gaps) < 1.5,
 hwm_kb = vmhwm_kb(agent.pid)
 print(f"agent VmHWM: idle {idle_kb / 1024:.1f} MiB, with the hostile process "
       f"{hwm_kb / 1024:.1f} MiB (+{(hwm_kb - idle_kb) / 1024:.1f} MiB)")
-check(hwm_kb - idle_kb < 64 * 1024, "peak RSS under 64 MiB over idle")
+if rl.sanitized():
+    # ASan's shadow memory and quarantine (freed memory is held back) make
+    # RSS several times larger: the figure is the plain build's to meet
+    print("ASan build: the peak RSS bound is checked in the plain build only")
+else:
+    check(hwm_kb - idle_kb < 64 * 1024, "peak RSS under 64 MiB over idle")
 profs = sorted(glob.glob(os.path.join(store, f"*-memory-interval-{w.pid}-*.pb.gz")))
 check(len(profs) == 1, "one interval profile in local_store", str(profs))
 if profs:
