@@ -26,8 +26,10 @@
  *
  * Target memory is hostile: the walk is bounded by max_buckets, a seen-set
  * stops loops, nstk above GOHEAP_NSTK_LIMIT stops the walk, stacks deeper
- * than max_depth are truncated (counted). A walk that stops early still
- * returns what it read, with complete = false and the reason.
+ * than max_depth are truncated (counted), and goheap_snapshot() also
+ * bounds the product (struct goheap_budget: frames, distinct PCs, bytes
+ * read, wall time). A walk that stops early still returns what it read,
+ * with complete = false and the reason.
  */
 #ifndef PUSHPROF_GOHEAP_H
 #define PUSHPROF_GOHEAP_H
