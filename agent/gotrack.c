@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -536,10 +537,17 @@ static void run_job(struct gotrack *t, struct job *j)
 	goheap_snapshot_free(&s);
 }
 
+/* Background work: on a busy node the loop (CPU windows) and the HTTP
+ * thread (/healthz) go first. */
+#define WORKER_NICE 10
+
 static void *worker(void *arg)
 {
 	struct gotrack *t = arg;
 
+	if (setpriority(PRIO_PROCESS, (id_t)gettid(), WORKER_NICE)) {
+		/* not fatal: the snapshot runs at the agent's priority */
+	}
 	pthread_mutex_lock(&t->mu);
 	for (;;) {
 		while (!t->stop && !t->ntodo)

@@ -8,7 +8,11 @@
 // the list through /proc/PID/mem (what the program could do itself with
 // go:linkname). The first line of the ready file is "HEAD TAIL" in hex.
 //
-// usage: fakebuckets N DEPTH TEXT_START TEXT_SIZE READY
+// With NPCS, every PC is one of NPCS PCs spread over the text, picked at
+// random: few distinct PCs, every stack distinct (the sample data is what
+// grows then, not the symbol tables).
+//
+// usage: fakebuckets N DEPTH TEXT_START TEXT_SIZE [NPCS] READY
 package main
 
 import (
@@ -23,9 +27,15 @@ var arena []uint64 // kept: the buckets live here (no pointers for the GC to see
 
 func main() {
 	if len(os.Args) < 6 {
-		fmt.Fprintln(os.Stderr, "usage: fakebuckets N DEPTH TEXT_START TEXT_SIZE READY")
+		fmt.Fprintln(os.Stderr, "usage: fakebuckets N DEPTH TEXT_START TEXT_SIZE [NPCS] READY")
 		os.Exit(2)
 	}
+	npcs := uint64(0)
+	if len(os.Args) > 6 {
+		npcs, _ = strconv.ParseUint(os.Args[5], 0, 64)
+	}
+	ready := os.Args[len(os.Args)-1]
+	rnd := uint64(88172645463325252)
 	n, _ := strconv.Atoi(os.Args[1])
 	depth, _ := strconv.Atoi(os.Args[2])
 	text, _ := strconv.ParseUint(os.Args[3], 0, 64)
@@ -45,6 +55,13 @@ func main() {
 		b[4] = 64                // size
 		b[5] = uint64(depth)     // nstk
 		for k := 0; k < depth; k++ {
+			if npcs > 0 {
+				rnd ^= rnd << 13
+				rnd ^= rnd >> 7
+				rnd ^= rnd << 17
+				b[6+k] = text + (rnd%npcs)*(size/npcs) + 1
+				continue
+			}
 			// odd strides over the text: distinct PCs, most of them
 			// inside functions
 			pc = (pc + 4099) % size
@@ -54,7 +71,7 @@ func main() {
 		mr[0] = 1  // active.allocs: published data, one walk
 		mr[2] = 64 // active.alloc_bytes
 	}
-	if err := os.WriteFile(os.Args[5], []byte(fmt.Sprintf("%x %x\n", addr(0), addr(n-1))), 0o644); err != nil {
+	if err := os.WriteFile(ready, []byte(fmt.Sprintf("%x %x\n", addr(0), addr(n-1))), 0o644); err != nil {
 		os.Exit(1)
 	}
 	for {
