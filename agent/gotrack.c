@@ -591,8 +591,11 @@ static void enqueue(struct gotrack *t, struct tracked *e, struct outbox *o, cons
 		return;
 	*j = (struct job){ .pid = e->pid, .start = e->start, .trigger = trigger, .view = view };
 	if (gobin_share(e->g, e->pid, &j->g, &err)) {
+		/* gone or exec'd: the next scan or recheck handles it */
+		pp_log(PP_DEBUG, "go heap snapshot not queued", "pid=%d error=%s", (int)e->pid,
+		       pp_q(err.msg));
 		free(j);
-		return;	/* gone or exec'd: the next scan or recheck handles it */
+		return;
 	}
 	pthread_mutex_lock(&t->mu);
 	if (t->ntodo + t->ndone >= MAX_JOBS) {
