@@ -591,6 +591,7 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 			.max_buckets = cfg->go_heap.max_buckets,
 			.max_stack_depth = cfg->go_heap.max_stack_depth,
 			.max_frames = cfg->go_heap.budget.oom_max_frames,
+			.budget = gotrack_budget(&cfg->go_heap),
 			/* gotrack enables profiling (once the runtime is up) */
 			.enable_profiling = false,
 			/* buckets newer than the mirror are copied whole at OOM time:

@@ -595,6 +595,55 @@ int goheap_read(pid_t pid, const struct gobin *g, uint32_t max_buckets, uint32_t
 	return walk(pid, g, max_buckets, max_depth, h, NULL, NULL, err);
 }
 
+int goheap_apply_budget(struct go_heap *h, const struct goheap_budget *b)
+{
+	struct u64map pcs = {0};
+	uint64_t frames = 0;
+	size_t i;
+	int cut = 0;
+
+	if (!b || (!b->max_frames && !b->max_locations))
+		return 0;
+	if (b->max_locations && u64map_init(&pcs, 4096))
+		return -ENOMEM;
+	for (i = 0; i < h->n && !cut; i++) {
+		const struct go_bucket *bk = &h->buckets[i];
+		if (b->max_frames && frames + bk->nstk > b->max_frames) {
+			goheap_set_incomplete(h, "budget: more than go_heap.budget.max_frames (%" PRIu64
+					      ") frames after %zu buckets: the rest were left out",
+					      b->max_frames, i);
+			cut = 1;
+			break;
+		}
+		frames += bk->nstk;
+		for (uint32_t k = 0; b->max_locations && k < bk->nstk; k++) {
+			if (u64map_get(&pcs, bk->stk[k], NULL))
+				continue;
+			if (pcs.n >= b->max_locations) {
+				goheap_set_incomplete(h, "budget: more than go_heap.budget.max_locations (%"
+						      PRIu64 ") distinct PCs after %zu buckets: the "
+						      "rest were left out", b->max_locations, i);
+				cut = 1;
+				break;
+			}
+			if (u64map_put(&pcs, bk->stk[k], 1)) {
+				u64map_free(&pcs);
+				return -ENOMEM;
+			}
+		}
+		if (cut)
+			break;
+	}
+	if (cut) {
+		for (size_t j = i; j < h->n; j++)
+			if (h->buckets[j].truncated)
+				h->truncated_stacks--;
+		h->n = i;
+	}
+	u64map_free(&pcs);
+	return cut;
+}
+
 /* ---- views -------------------------------------------------------------- */
 
 static void memrec_add(struct go_memrec *a, const struct go_memrec *b)

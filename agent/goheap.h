@@ -156,6 +156,13 @@ struct goheap_budget {
 	uint64_t max_frames, max_locations, max_read_bytes, max_duration_ns;
 };
 
+/* The same limits for a heap held whole (an OOM capture, built with
+ * goheap_to_pprof()): keeps the longest prefix of buckets within
+ * max_frames and max_locations (max_read_bytes and max_duration do not
+ * apply) and marks h incomplete with a "budget:" reason. Returns 1 when
+ * it cut, 0 when not, -ENOMEM. NULL or zeroed b: no limit. */
+int goheap_apply_budget(struct go_heap *h, const struct goheap_budget *b);
+
 struct goheap_snapshot_opts {
 	enum goheap_view view;
 	uint32_t max_buckets, max_depth;

@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -558,6 +559,10 @@ static void *worker(void *arg)
 		memmove(t->todo, t->todo + 1, --t->ntodo * sizeof(*t->todo));
 		pthread_mutex_unlock(&t->mu);
 		run_job(t, j);
+		/* glibc keeps what a thread freed in that thread's arena: a
+		 * snapshot's (budgeted) peak would stay resident, next to the OOM
+		 * watcher's, which trims likewise */
+		malloc_trim(0);
 		pthread_mutex_lock(&t->mu);
 		t->done[t->ndone++] = j;	/* room: todo + done <= MAX_JOBS */
 		uint64_t one = 1;

@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -160,7 +161,7 @@ const char *oom_flag_name(uint32_t flag)
 
 /* New buckets a capture may still copy whole past a mirror cut by
  * max_frames (bucket_limit then marks it incomplete). */
-#define OOM_BUDGET_SLACK 4096
+#define OOM_BUDGET_SLACK 1024
 
 /* Flags that make a profile incomplete. */
 #define OOM_F_INCOMPLETE (OOM_F_READ_ERROR | OOM_F_BUCKET_LIMIT | OOM_F_STACK_TRUNCATED | \
@@ -912,6 +913,13 @@ static int build_profile(struct oom_watch *w, struct capture *c, struct oom_resu
 		if (missing)
 			r->flags |= OOM_F_RING_FULL;
 	}
+	/* the victim chose its buckets: symbolizing them is bounded like a
+	 * snapshot (the mirror bounds what is read, not what it costs) */
+	int cut = goheap_apply_budget(&h, &w->o.budget);
+	if (cut < 0) {
+		rc = pp_errf(err, cut, "out of memory");
+		goto out;
+	}
 	for (uint32_t f = 1; f; f <<= 1)
 		if ((r->flags & f & OOM_F_INCOMPLETE) && oom_flag_name(f))
 			reason_add(r->reason, sizeof(r->reason), oom_flag_name(f));
@@ -919,6 +927,8 @@ static int build_profile(struct oom_watch *w, struct capture *c, struct oom_resu
 		reason_add(r->reason, sizeof(r->reason), "mirror_mismatch");
 	if (t->budget_cut)
 		reason_add(r->reason, sizeof(r->reason), "budget_max_frames");
+	if (cut)
+		reason_add(r->reason, sizeof(r->reason), "budget_profile");
 	if (c->bad_records)
 		reason_add(r->reason, sizeof(r->reason), "bad_record");
 	r->complete = r->reason[0] == '\0';
@@ -955,6 +965,9 @@ static int build_profile(struct oom_watch *w, struct capture *c, struct oom_resu
 out:
 	pprof_free(p);
 	goheap_free(&h);
+	/* this thread's malloc arena would keep the profile's memory: give it
+	 * back, as gotrack's worker does after a snapshot */
+	malloc_trim(0);
 	return rc;
 }
 

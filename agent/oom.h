@@ -42,6 +42,7 @@
 #include <sys/types.h>
 
 #include "err.h"
+#include "goheap.h"
 #include "labels.h"
 
 struct oom_watch;
@@ -54,6 +55,9 @@ struct oom_watch_opts {
 	 * mirror keeps the newest buckets that fit, captures end there and
 	 * are incomplete ("budget_max_frames"). 0 = no limit. */
 	uint64_t max_frames;
+	/* go_heap.budget: bounds building a capture's profile (max_frames and
+	 * max_locations; past them "budget_profile"). Zeroed = no limit. */
+	struct goheap_budget budget;
 	uint32_t max_targets;		/* tracked processes; 0 -> 4096 */
 	uint64_t ring_bytes;		/* 0 -> sized from max_buckets (<= 32 MiB) */
 	uint64_t mirror_interval_ns;	/* mirror catch-up period; 0 -> 200 ms */

@@ -12,18 +12,25 @@
 // random: few distinct PCs, every stack distinct (the sample data is what
 // grows then, not the symbol tables).
 //
+// SIGUSR1 makes it leak 1 MiB at a time until it is killed (the OOM case).
+//
 // usage: fakebuckets N DEPTH TEXT_START TEXT_SIZE [NPCS] READY
 package main
 
 import (
 	"fmt"
 	"os"
+	"os/signal"
 	"strconv"
+	"syscall"
 	"time"
 	"unsafe"
 )
 
-var arena []uint64 // kept: the buckets live here (no pointers for the GC to see)
+var (
+	arena []uint64 // kept: the buckets live here (no pointers for the GC to see)
+	leak  [][]byte
+)
 
 func main() {
 	if len(os.Args) < 6 {
@@ -74,7 +81,15 @@ func main() {
 	if err := os.WriteFile(ready, []byte(fmt.Sprintf("%x %x\n", addr(0), addr(n-1))), 0o644); err != nil {
 		os.Exit(1)
 	}
+	usr1 := make(chan os.Signal, 1)
+	signal.Notify(usr1, syscall.SIGUSR1)
+	<-usr1
 	for {
-		time.Sleep(time.Hour)
+		b := make([]byte, 1<<20)
+		for i := 0; i < len(b); i += 4096 {
+			b[i] = 1
+		}
+		leak = append(leak, b)
+		time.Sleep(time.Millisecond)
 	}
 }

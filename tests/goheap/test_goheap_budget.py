@@ -20,6 +20,7 @@ import glob
 import http.client
 import os
 import re
+import signal
 import struct
 import subprocess
 import sys
@@ -184,9 +185,6 @@ if profs:
           comments)
     top = pptest.pprof("-top", "-nodecount=5", profs[0])
     check("flat%" in top, "go tool pprof reads the cut profile", top[:500])
-rc, took = agent.stop()
-check(rc == 0 and took < 6, f"agent exits 0 on SIGTERM ({took:.1f} s)", notes)
-
 # ---- the CLI: each budget, within its time ----
 for name, body, want, max_s in (
         ("defaults", [], "budget:", 6),
@@ -209,6 +207,48 @@ for name, body, want, max_s in (
     if r.returncode == 0:
         check("incomplete: budget:" in pptest.pprof("-comments", out),
               f"snapshot --pid, budget {name}: go tool pprof reads it, reason in comments")
+# ---- the same process OOM-killed: the capture ends at the mirror's budget ----
+MEMCG = "/sys/fs/cgroup/memory"
+cg = os.path.join(MEMCG, f"pushprof-test-budget-{os.getpid()}")
+if os.path.isdir(MEMCG):
+    os.makedirs(cg, exist_ok=True)
+    try:
+        with open(os.path.join(cg, "memory.limit_in_bytes"), "w") as f:
+            f.write(str(64 << 20))
+        with open(os.path.join(cg, "cgroup.procs"), "w") as f:
+            f.write(str(w.pid))
+        w.p.send_signal(signal.SIGUSR1)       # leaks until the OOM killer comes
+        w.p.wait(30)
+        check(w.p.returncode == -9, "OOM: the hostile process was OOM-killed",
+              str(w.p.returncode))
+        end = time.time() + 20
+        oom = []
+        while time.time() < end and not oom:
+            oom = glob.glob(os.path.join(store, f"*-memory-oom-{w.pid}-*.pb.gz"))
+            time.sleep(0.2)
+        if check(len(oom) == 1, "OOM: a capture in local_store",
+                 "\n".join(l for l in agent.log().splitlines() if "oom" in l.lower())[-2000:]):
+            c = pptest.pprof("-comments", oom[0])
+            check("budget_max_frames" in c, "OOM: incomplete, reason budget_max_frames", c)
+            check("budget: more than go_heap.budget.max_locations" in c,
+                  "OOM: building the capture's profile stopped at max_locations", c)
+        check(agent.p.poll() is None, "OOM: the agent keeps running")
+    finally:
+        for _ in range(50):
+            try:
+                os.rmdir(cg)
+                break
+            except OSError:
+                time.sleep(0.1)
+    if not rl.sanitized():
+        hwm_kb = vmhwm_kb(agent.pid)
+        check(hwm_kb - idle_kb < 64 * 1024, f"OOM: peak RSS still under 64 MiB over idle "
+              f"(+{(hwm_kb - idle_kb) / 1024:.1f} MiB)")
+else:
+    print("no v1 memory cgroup hierarchy: the OOM part is skipped")
+rc, took = agent.stop()
+check(rc == 0 and took < 6, f"agent exits 0 on SIGTERM ({took:.1f} s)", notes)
+
 w.stop()
 
 
