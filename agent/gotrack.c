@@ -773,6 +773,8 @@ int gotrack_check_pressure(struct gotrack *t, struct outbox *o, uint64_t now_ns)
 			continue;
 		if (usage * 100 < (uint64_t)p->threshold_percent * limit)
 			continue;
+		if (e->queued)
+			continue;	/* a snapshot of it is under way: look again next poll */
 		e->last_pressure_ns = now_ns;
 		pp_log(PP_INFO, "memory pressure: taking a heap snapshot before the OOM killer",
 		       "pid=%d usage=%" PRIu64 " limit=%" PRIu64 " threshold_percent=%u",
