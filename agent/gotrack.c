@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -538,17 +537,12 @@ static void run_job(struct gotrack *t, struct job *j)
 	goheap_snapshot_free(&s);
 }
 
-/* Background work: on a busy node the loop (CPU windows) and the HTTP
- * thread (/healthz) go first. */
-#define WORKER_NICE 10
-
+/* Not niced: pressure snapshots race the OOM killer. The loop and the HTTP
+ * thread do little work each and get the other core or their turn. */
 static void *worker(void *arg)
 {
 	struct gotrack *t = arg;
 
-	if (setpriority(PRIO_PROCESS, (id_t)gettid(), WORKER_NICE)) {
-		/* not fatal: the snapshot runs at the agent's priority */
-	}
 	pthread_mutex_lock(&t->mu);
 	for (;;) {
 		while (!t->stop && !t->ntodo)
@@ -608,7 +602,14 @@ static void enqueue(struct gotrack *t, struct tracked *e, struct outbox *o, cons
 		job_free(j);
 		return;
 	}
-	t->todo[t->ntodo++] = j;
+	if (strcmp(trigger, "interval")) {
+		/* pressure: ahead of the periodic ones (the OOM killer may be near) */
+		memmove(t->todo + 1, t->todo, t->ntodo * sizeof(*t->todo));
+		t->todo[0] = j;
+		t->ntodo++;
+	} else {
+		t->todo[t->ntodo++] = j;
+	}
 	pthread_cond_signal(&t->cv);
 	pthread_mutex_unlock(&t->mu);
 	e->queued = true;

@@ -12,13 +12,13 @@
  *
  * Threading: every function here is for the run loop's thread only. The
  * snapshots themselves (interval and pressure) run on one worker thread
- * of gotrack's own (nice 10), started at the first snapshot, so a slow or
- * hostile target never delays CPU windows, process events or /healthz: the
- * loop queues a job (with a gobin_share()d copy of the process's analysis,
- * at most one job per process at a time), the worker takes the snapshot and
- * hands the profile to the outbox (thread-safe) itself, and the loop
- * collects the outcomes (gotrack_fd() readable -> gotrack_collect()) to
- * apply go_heap.budget's backoff. The worker reads only the config
+ * of gotrack's own, started at the first snapshot, so a slow or hostile
+ * target never delays CPU windows, process events or /healthz: the loop
+ * queues a job (pressure ones first, with a gobin_share()d copy of the
+ * process's analysis, at most one job per process at a time), the worker
+ * takes the snapshot and hands the profile to the outbox (thread-safe)
+ * itself, and the loop collects the outcomes (gotrack_fd() readable ->
+ * gotrack_collect()) to apply go_heap.budget's backoff. The worker reads only the config
  * (read-only while the loop runs) and the job; gotrack_stop() joins it.
  */
 #ifndef PUSHPROF_GOTRACK_H
