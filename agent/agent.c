@@ -256,6 +256,7 @@ static int http_snapshot(void *arg, pid_t pid, const char *view_s, uint8_t **out
 			.view = view,
 			.max_buckets = a->cfg->go_heap.max_buckets,
 			.max_depth = a->cfg->go_heap.max_stack_depth,
+			.budget = gotrack_budget(&a->cfg->go_heap),
 			.trigger = "on_demand",
 			.node = a->cfg->node,
 			.external = &a->cfg->external_labels,
@@ -591,6 +592,8 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 		struct oom_watch_opts oo = {
 			.max_buckets = cfg->go_heap.max_buckets,
 			.max_stack_depth = cfg->go_heap.max_stack_depth,
+			.max_frames = cfg->go_heap.budget.oom_max_frames,
+			.budget = gotrack_budget(&cfg->go_heap),
 			/* gotrack enables profiling (once the runtime is up) */
 			.enable_profiling = false,
 			/* buckets newer than the mirror are copied whole at OOM time:
@@ -700,10 +703,22 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 		if (prep_due < wake)
 			wake = prep_due;
 		int timeout = wake > now ? (int)((wake - now + 999999) / 1000000) : 0;
-		struct pollfd pfd[3] = { { .fd = sfd, .events = POLLIN },
+		struct pollfd pfd[4] = { { .fd = sfd, .events = POLLIN },
 					 { .fd = a.oom ? oom_watch_fd(a.oom) : -1, .events = POLLIN },
-					 { .fd = evfd, .events = POLLIN } };
-		int pr = poll(pfd, 3, timeout);	/* negative fds are ignored */
+					 { .fd = evfd, .events = POLLIN },
+					 { .fd = a.go ? gotrack_fd(a.go) : -1, .events = POLLIN } };
+		int pr = poll(pfd, 4, timeout);	/* negative fds are ignored */
+		if (pr > 0 && (pfd[3].revents & POLLIN)) {
+			/* heap snapshots finished on gotrack's worker (already in the
+			 * outbox): pressure ones are pushed at once (the OOM killer may
+			 * be near), periodic ones with the next window - or now when
+			 * there are no CPU windows */
+			size_t urgent = 0, fin = gotrack_collect(a.go, &urgent);
+			struct pp_err ferr = { 0 };
+			if ((urgent || (fin && !a.cpu)) && outbox_flush(a.outbox, &ferr) < 0)
+				pp_log(PP_WARN, "push of heap snapshots failed", "error=%s",
+				       pp_q(ferr.msg));
+		}
 		if (pr > 0 && (pfd[1].revents & POLLIN)) {
 			/* an OOM capture: on disk first (durable), then pushed at once */
 			struct pp_err oerr = { 0 };
@@ -763,19 +778,15 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 			next_recheck = UINT64_MAX;
 		}
 		if (now >= next_press && !stop) {
-			struct pp_err ferr = { 0 };
-			if (gotrack_check_pressure(a.go, a.outbox, now) > 0 &&
-			    outbox_flush(a.outbox, &ferr) < 0)
-				pp_log(PP_WARN, "push of pressure snapshots failed", "error=%s",
-				       pp_q(ferr.msg));
+			/* queued for gotrack's worker; pushed when collected, or with
+			 * the next window */
+			gotrack_check_pressure(a.go, a.outbox, now);
 			while (next_press <= now)
 				next_press += press_every;
 		}
 		if (now >= next_heap && !stop) {
-			struct pp_err ferr = { 0 };
+			/* queued for gotrack's worker: the loop goes on at once */
 			gotrack_snapshot_all(a.go, a.outbox);
-			if (!a.cpu && outbox_flush(a.outbox, &ferr) < 0)
-				pp_log(PP_WARN, "push of heap snapshots failed", "error=%s", pp_q(ferr.msg));
 			while (next_heap <= now)
 				next_heap += heap_every;
 		}
@@ -818,6 +829,12 @@ out:
 		if (a.outbox)
 			oom_watch_deliver(a.oom, a.outbox, &oerr);
 		oom_watch_free(a.oom);
+	}
+	/* the worker hands profiles to the outbox: joined first; what it
+	 * finished is collected so it is counted like any other */
+	if (a.go) {
+		gotrack_stop(a.go);
+		gotrack_collect(a.go, NULL);
 	}
 	procev_free(a.procev);
 	debuginfo_free(a.dbg);

@@ -15,6 +15,7 @@
 #include "config.h"
 #include "gobin.h"
 #include "goheap.h"
+#include "gotrack.h"
 #include "outbox.h"
 
 static void usage(FILE *f)
@@ -200,6 +201,7 @@ int cmd_snapshot(int argc, char **argv)
 		.view = view,
 		.max_buckets = max_buckets ? max_buckets : cfg.go_heap.max_buckets,
 		.max_depth = max_depth ? max_depth : cfg.go_heap.max_stack_depth,
+		.budget = gotrack_budget(&cfg.go_heap),
 		.trigger = "on_demand",
 		.node = cfg.node,
 		.external = &cfg.external_labels,
@@ -226,11 +228,13 @@ int cmd_snapshot(int argc, char **argv)
 	fprintf(stderr,
 		"pushprof: snapshot: pid=%ld go=%s view=%s rate=%" PRId64 " buckets=%zu "
 		"samples=%zu truncated_stacks=%" PRIu64 " complete=%s%s%s read_ms=%.2f "
-		"total_ms=%.2f bytes=%zu%s%s%s\n",
+		"total_ms=%.2f bytes=%zu frames=%" PRIu64 " locations=%" PRIu64 " read_bytes=%" PRIu64
+		"%s%s%s\n",
 		pid, g->go_version[0] ? g->go_version : "unknown", goheap_view_name(view), snap.rate,
 		snap.buckets, snap.samples, snap.truncated_stacks, snap.complete ? "true" : "false",
 		snap.complete ? "" : " reason=", snap.complete ? "" : snap.incomplete_reason,
-		(double)snap.read_ns / 1e6, (double)snap.total_ns / 1e6, snap.len,
+		(double)snap.read_ns / 1e6, (double)snap.total_ns / 1e6, snap.len, snap.frames,
+		snap.locations, snap.read_bytes,
 		output && strcmp(output, "-") ? " output=" : "", output && strcmp(output, "-") ? output : "",
 		push ? " pushed=true" : "");
 	status = EXIT_OK;

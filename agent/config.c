@@ -1699,6 +1699,19 @@ static const struct field pressure_fields[] = {
 	{ NULL, 0, 0, 0, 0, 0, NULL, NULL },
 };
 
+#define GB(m) OFF(struct go_heap_budget, m)
+static const struct field budget_fields[] = {
+	{ "max_frames", F_U32, GB(max_frames), 1000, 1000000000, 0, NULL, NULL },
+	{ "max_locations", F_U32, GB(max_locations), 100, 100000000, 0, NULL, NULL },
+	{ "max_read_bytes", F_SIZE, GB(max_read_bytes), 1 << 20, 1ll << 40, 0, NULL, NULL },
+	{ "max_duration", F_DUR, GB(max_duration_ns), 10 * NS_PER_MS, 3600 * NS_PER_S, 0, NULL,
+	  NULL },
+	{ "backoff", F_DUR, GB(backoff_ns), 1 * NS_PER_S, 24 * 3600 * NS_PER_S, Z_OK, NULL,
+	  NULL },
+	{ "oom_max_frames", F_U32, GB(oom_max_frames), 1000, 1000000000, 0, NULL, NULL },
+	{ NULL, 0, 0, 0, 0, 0, NULL, NULL },
+};
+
 #define GH(m) OFF(struct go_heap_config, m)
 static const struct field go_heap_fields[] = {
 	{ "enabled", F_BOOL, GH(enabled), 0, 0, 0, NULL, NULL },
@@ -1709,6 +1722,7 @@ static const struct field go_heap_fields[] = {
 	{ "max_stack_depth", F_U32, GH(max_stack_depth), 1, 1024, 0, NULL, NULL },
 	{ "enable_profiling", F_BOOL, GH(enable_profiling), 0, 0, 0, NULL, NULL },
 	{ "pressure", F_MAP, GH(pressure), 0, 0, 0, pressure_fields, NULL },
+	{ "budget", F_MAP, GH(budget), 0, 0, 0, budget_fields, NULL },
 	{ NULL, 0, 0, 0, 0, 0, NULL, NULL },
 };
 
@@ -1798,6 +1812,17 @@ int config_defaults(struct config *c, struct pp_err *err)
 	c->go_heap.pressure.threshold_percent = 80;
 	c->go_heap.pressure.cooldown_ns = 300 * NS_PER_S;
 	c->go_heap.pressure.poll_interval_ns = 1 * NS_PER_S;
+	/* A real service with tens of thousands of buckets of a few dozen
+	 * frames stays well inside; 100,000 buckets x 128 distinct PCs hit
+	 * max_frames at ~16 MiB of sample data and ~1 s. */
+	c->go_heap.budget.max_frames = 3000000;
+	c->go_heap.budget.max_locations = 100000;
+	c->go_heap.budget.max_read_bytes = 256ull << 20;
+	c->go_heap.budget.max_duration_ns = 5 * NS_PER_S;
+	c->go_heap.budget.backoff_ns = 600 * NS_PER_S;
+	/* held per tracked process for as long as it lives (4 MiB, and as
+	 * much again while a catch-up reads) */
+	c->go_heap.budget.oom_max_frames = 500000;
 	c->snapshot_api.enabled = false;
 	c->snapshot_api.per_pid_interval_ns = 10 * NS_PER_S;
 	c->snapshot_api.per_client_per_minute = 6;
@@ -2159,6 +2184,13 @@ int config_dump(const struct config *c, FILE *out)
 	fprintf(out, "    threshold_percent: %u\n", g->pressure.threshold_percent);
 	put_kv_dur(out, 4, "cooldown", g->pressure.cooldown_ns);
 	put_kv_dur(out, 4, "poll_interval", g->pressure.poll_interval_ns);
+	fputs("  budget:\n", out);
+	fprintf(out, "    max_frames: %u\n", g->budget.max_frames);
+	fprintf(out, "    max_locations: %u\n", g->budget.max_locations);
+	put_kv_size(out, 4, "max_read_bytes", g->budget.max_read_bytes);
+	put_kv_dur(out, 4, "max_duration", g->budget.max_duration_ns);
+	put_kv_dur(out, 4, "backoff", g->budget.backoff_ns);
+	fprintf(out, "    oom_max_frames: %u\n", g->budget.oom_max_frames);
 	fputs("snapshot_api:\n", out);
 	put_kv_bool(out, 2, "enabled", c->snapshot_api.enabled);
 	put_kv_str(out, 2, "bearer_token_file", c->snapshot_api.bearer_token_file);

@@ -55,6 +55,21 @@ struct pressure_config {
 	uint64_t poll_interval_ns;	/* default 1s */
 };
 
+/*
+ * go_heap.budget: what one snapshot (periodic, pressure, on demand, CLI)
+ * or one OOM mirror may cost, whatever the target's bucket list says.
+ * Past any limit the profile is cut and flagged incomplete; a process cut
+ * this way is not read again for `backoff` (doubling per cut, up to 8x).
+ */
+struct go_heap_budget {
+	uint32_t max_frames;		/* PCs over all buckets; default 3,000,000 */
+	uint32_t max_locations;		/* distinct PCs symbolized; default 100,000 */
+	uint64_t max_read_bytes;	/* bytes read from the target; default 256 MiB */
+	uint64_t max_duration_ns;	/* wall time of the read + build; default 5s */
+	uint64_t backoff_ns;		/* default 10m; 0 = re-read every interval */
+	uint32_t oom_max_frames;	/* PCs one OOM mirror holds; default 500,000 */
+};
+
 struct go_heap_config {
 	bool enabled;
 	uint64_t interval_ns;		/* 0 = no periodic snapshots; default 60s */
@@ -63,6 +78,7 @@ struct go_heap_config {
 	uint32_t max_stack_depth;	/* default 128 */
 	bool enable_profiling;		/* write MemProfileRate into rate-0 programs */
 	struct pressure_config pressure;
+	struct go_heap_budget budget;
 };
 
 /* POST /api/v1/snapshot (on the HTTP endpoint): off unless enabled. */

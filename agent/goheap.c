@@ -7,7 +7,9 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -262,12 +264,15 @@ struct reader {
 	struct window w[NWINDOWS];
 	unsigned next;		/* round-robin victim */
 	uint64_t calls;
+	uint64_t bytes;		/* asked of process_vm_readv (budget) */
+	uint64_t last_miss;	/* address of the previous miss: the walk's direction */
 	int last_errno;
 };
 
 static ssize_t remote(struct reader *r, uint64_t addr, void *buf, size_t len)
 {
 	r->calls++;
+	r->bytes += len;
 	ssize_t n = gobin_read_some(r->g, r->pid, addr, buf, len);
 	if (n < 0)
 		r->last_errno = (int)-n;
@@ -300,6 +305,14 @@ static int rread(struct reader *r, uint64_t addr, void *out, size_t len)
 	uint64_t start = end >= WINDOW ? end - WINDOW : 0;
 	if (start > addr)
 		start = addr & ~4095ULL;
+	/* A list that runs upwards (not the runtime's way, but the target's
+	 * choice) would miss on every bucket with a window that ends at the
+	 * request: read the window that starts there instead. */
+	if (addr > r->last_miss && r->last_miss) {
+		start = addr & ~4095ULL;
+		end = start + WINDOW < start ? UINT64_MAX & ~4095ULL : start + WINDOW;
+	}
+	r->last_miss = addr;
 	w->len = 0;
 	ssize_t n = remote(r, start, w->buf, end - start);
 	if (n < 0 || (uint64_t)n < addr + len - start) {
@@ -366,11 +379,27 @@ static bool drop_repeats(struct go_heap *h)
  * count; loops are caught with a set of the buckets seen.
  */
 struct stream {
-	int (*fn)(struct stream *st, const struct go_heap *h, const struct go_bucket *b);
+	/* 0, -errno, or GOHEAP_STOP after setting h incomplete (h is the
+	 * walk's: fn may mark it) to end the walk without an error. */
+	int (*fn)(struct stream *st, struct go_heap *h, const struct go_bucket *b);
 };
 
+#define GOHEAP_STOP 1
+
+/* The walk's share of a budget: limits, the absolute deadline, and what
+ * was spent (out). */
+struct walk_budget {
+	const struct goheap_budget *b;
+	int64_t deadline_ns;		/* CLOCK_MONOTONIC; 0 = none */
+	const _Atomic(bool) *cancel;	/* NULL = never */
+	uint64_t frames, read_bytes;	/* spent */
+	bool cut;
+};
+
+#define BUDGET_CHECK_EVERY 64	/* buckets between clock reads */
+
 static int walk(pid_t pid, const struct gobin *g, uint32_t max_buckets, uint32_t max_depth,
-		struct go_heap *h, struct stream *st, struct pp_err *err)
+		struct go_heap *h, struct stream *st, struct walk_budget *wb, struct pp_err *err)
 {
 	int rc;
 	uint64_t head;
@@ -441,6 +470,26 @@ static int walk(pid_t pid, const struct gobin *g, uint32_t max_buckets, uint32_t
 			goheap_set_incomplete(h, "misaligned bucket pointer 0x%" PRIx64, b);
 			break;
 		}
+		if (wb && wb->b->max_read_bytes && rd.bytes > wb->b->max_read_bytes) {
+			wb->cut = true;
+			goheap_set_incomplete(h, "budget: more than go_heap.budget.max_read_bytes (%"
+					      PRIu64 ") read after %zu buckets: the rest were not "
+					      "read", wb->b->max_read_bytes, h->n);
+			break;
+		}
+		if (wb && wb->cancel && h->n % BUDGET_CHECK_EVERY == 0 &&
+		    atomic_load_explicit(wb->cancel, memory_order_relaxed)) {
+			goheap_set_incomplete(h, "cancelled (the agent is stopping)");
+			break;
+		}
+		if (wb && wb->deadline_ns && h->n % BUDGET_CHECK_EVERY == 0 &&
+		    now_ns(CLOCK_MONOTONIC) > wb->deadline_ns) {
+			wb->cut = true;
+			goheap_set_incomplete(h, "budget: go_heap.budget.max_duration (%" PRIu64
+					      " ms) over after %zu buckets: the rest were not read",
+					      wb->b->max_duration_ns / 1000000, h->n);
+			break;
+		}
 		uint64_t nstk = 0;
 		int r = rread(&rd, b, buf, BUCKET_HDR + MEMREC_BYTES);
 		if (!r) {
@@ -486,6 +535,16 @@ static int walk(pid_t pid, const struct gobin *g, uint32_t max_buckets, uint32_t
 		for (int i = 0; i < 3; i++)
 			memrec_from(&fut[i], mr + 4 * (i + 1));
 		bool trunc = nstk > max_depth;
+		uint64_t keep = trunc ? max_depth : nstk;
+		if (wb && wb->b->max_frames && wb->frames + keep > wb->b->max_frames) {
+			wb->cut = true;
+			goheap_set_incomplete(h, "budget: more than go_heap.budget.max_frames (%" PRIu64
+					      ") frames after %zu buckets: the rest were not read",
+					      wb->b->max_frames, h->n);
+			break;
+		}
+		if (wb)
+			wb->frames += keep;
 		if (st) {
 			struct go_bucket bk = {.addr = b, .size = buf[4],
 					       .nstk = trunc ? max_depth : (uint32_t)nstk,
@@ -494,8 +553,18 @@ static int walk(pid_t pid, const struct gobin *g, uint32_t max_buckets, uint32_t
 			memcpy(bk.future, fut, sizeof(fut));
 			h->n++;
 			h->truncated_stacks += trunc;
-			if ((rc = st->fn(st, h, &bk)))
+			if ((rc = st->fn(st, h, &bk))) {
+				if (rc == GOHEAP_STOP) {
+					h->n--;
+					h->truncated_stacks -= trunc;
+					if (wb) {
+						wb->frames -= keep;
+						wb->cut = true;
+					}
+					rc = 0;
+				}
 				break;
+			}
 		} else if ((rc = goheap_add_bucket(h, b, buf[4], stk,
 						   trunc ? max_depth : (uint32_t)nstk, trunc,
 						   &active, fut))) {
@@ -504,6 +573,8 @@ static int walk(pid_t pid, const struct gobin *g, uint32_t max_buckets, uint32_t
 		b = buf[1];
 	}
 	u64map_free(&seen);
+	if (wb)
+		wb->read_bytes += rd.bytes;
 	h->remote_reads = rd.calls + 3;
 	h->duration_ns = now_ns(CLOCK_MONOTONIC) - t0;
 	reader_free(&rd);
@@ -520,7 +591,56 @@ static int walk(pid_t pid, const struct gobin *g, uint32_t max_buckets, uint32_t
 int goheap_read(pid_t pid, const struct gobin *g, uint32_t max_buckets, uint32_t max_depth,
 		struct go_heap *h, struct pp_err *err)
 {
-	return walk(pid, g, max_buckets, max_depth, h, NULL, err);
+	return walk(pid, g, max_buckets, max_depth, h, NULL, NULL, err);
+}
+
+int goheap_apply_budget(struct go_heap *h, const struct goheap_budget *b)
+{
+	struct u64map pcs = {0};
+	uint64_t frames = 0;
+	size_t i;
+	int cut = 0;
+
+	if (!b || (!b->max_frames && !b->max_locations))
+		return 0;
+	if (b->max_locations && u64map_init(&pcs, 4096))
+		return -ENOMEM;
+	for (i = 0; i < h->n && !cut; i++) {
+		const struct go_bucket *bk = &h->buckets[i];
+		if (b->max_frames && frames + bk->nstk > b->max_frames) {
+			goheap_set_incomplete(h, "budget: more than go_heap.budget.max_frames (%" PRIu64
+					      ") frames after %zu buckets: the rest were left out",
+					      b->max_frames, i);
+			cut = 1;
+			break;
+		}
+		frames += bk->nstk;
+		for (uint32_t k = 0; b->max_locations && k < bk->nstk; k++) {
+			if (u64map_get(&pcs, bk->stk[k], NULL))
+				continue;
+			if (pcs.n >= b->max_locations) {
+				goheap_set_incomplete(h, "budget: more than go_heap.budget.max_locations (%"
+						      PRIu64 ") distinct PCs after %zu buckets: the "
+						      "rest were left out", b->max_locations, i);
+				cut = 1;
+				break;
+			}
+			if (u64map_put(&pcs, bk->stk[k], 1)) {
+				u64map_free(&pcs);
+				return -ENOMEM;
+			}
+		}
+		if (cut)
+			break;
+	}
+	if (cut) {
+		for (size_t j = i; j < h->n; j++)
+			if (h->buckets[j].truncated)
+				h->truncated_stacks--;
+		h->n = i;
+	}
+	u64map_free(&pcs);
+	return cut;
 }
 
 /* ---- views -------------------------------------------------------------- */
@@ -746,6 +866,7 @@ struct builder {
 	int64_t dlast;			/* index in pcs of the last pc in the deck, -1 */
 	int64_t rate;
 	uint64_t *stkbuf;		/* location ids of the sample being built */
+	uint64_t max_pcs;		/* budget max_locations; 0 = none */
 };
 
 static struct gobin_frame *frames_alloc(struct builder *b, size_t n)
@@ -1083,6 +1204,16 @@ static int builder_add(struct builder *b, const struct go_bucket *bk, const stru
 	}
 	if (skip == nstk)
 		skip = 0;	/* Go keeps the whole stack then */
+	/* The budget on distinct PCs: checked before the bucket changes
+	 * anything, so a bucket goes in whole or not at all. pc_info above
+	 * may already have added up to a stack's worth past the limit. */
+	if (b->max_pcs && b->npcs + nstk > b->max_pcs) {
+		uint64_t fresh = 0;
+		for (uint32_t i = 0; i < nstk; i++)
+			fresh += !u64map_get(&b->pcmap, bk->stk[i], NULL);
+		if (b->npcs + fresh > b->max_pcs)
+			return GOHEAP_STOP;
+	}
 	/* An empty stack (nstk 0 from the target) has stk NULL: no locations,
 	 * and no pointer arithmetic on NULL. */
 	if (nstk && (rc = locs_for_stack(b, bk->stk + skip, nstk - skip, b->stkbuf, &nlocs)))
@@ -1235,9 +1366,10 @@ struct snap_stream {
 	bool any_active;	/* some bucket has published (or C%3) data */
 };
 
-static int snap_fn(struct stream *st, const struct go_heap *h, const struct go_bucket *bk)
+static int snap_fn(struct stream *st, struct go_heap *h, const struct go_bucket *bk)
 {
 	struct snap_stream *ss = (struct snap_stream *)st;
+	int rc;
 	if (ss->view == GOHEAP_VIEW_RUNTIME && !ss->all_cycles) {
 		struct go_memrec a = goheap_bucket_record(h, bk, GOHEAP_VIEW_RUNTIME, false);
 		if (a.allocs || a.frees)
@@ -1245,19 +1377,41 @@ static int snap_fn(struct stream *st, const struct go_heap *h, const struct go_b
 	}
 	struct go_memrec r = goheap_bucket_record(h, bk, ss->view, ss->all_cycles);
 	ss->b->rate = h->rate;
-	return builder_add(ss->b, bk, &r);
+	if ((rc = builder_add(ss->b, bk, &r)) == GOHEAP_STOP)
+		goheap_set_incomplete(h, "budget: more than go_heap.budget.max_locations (%" PRIu64
+				      ") distinct PCs after %zu buckets: the rest were not read",
+				      ss->b->max_pcs, h->n - 1);
+	return rc;
 }
+
+/* One snapshot at a time in the whole process (see goheap.h). */
+static pthread_mutex_t snapshot_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static int snapshot_locked(pid_t pid, const struct gobin *g, const struct goheap_snapshot_opts *o,
+			   struct goheap_snapshot *out, struct pp_err *err);
 
 int goheap_snapshot(pid_t pid, const struct gobin *g, const struct goheap_snapshot_opts *o,
 		    struct goheap_snapshot *out, struct pp_err *err)
+{
+	pthread_mutex_lock(&snapshot_mu);
+	int rc = snapshot_locked(pid, g, o, out, err);
+	pthread_mutex_unlock(&snapshot_mu);
+	return rc;
+}
+
+static int snapshot_locked(pid_t pid, const struct gobin *g, const struct goheap_snapshot_opts *o,
+			   struct goheap_snapshot *out, struct pp_err *err)
 {
 	struct go_heap h;
 	struct builder b = {.p = NULL};
 	struct pprof *p = NULL;
 	int64_t t0 = now_ns(CLOCK_MONOTONIC);
+	struct walk_budget wb = {.b = &o->budget, .cancel = o->cancel};
 	int rc;
 
 	memset(out, 0, sizeof(*out));
+	if (o->budget.max_duration_ns)
+		wb.deadline_ns = t0 + (int64_t)o->budget.max_duration_ns;
 	for (int pass = 0; pass < 2; pass++) {
 		struct snap_stream ss = {.st.fn = snap_fn, .b = &b, .view = o->view,
 					 .all_cycles = pass == 1};
@@ -1267,7 +1421,10 @@ int goheap_snapshot(pid_t pid, const struct gobin *g, const struct goheap_snapsh
 		 * passes the rate on, period and time are set at the end. */
 		if ((rc = builder_init(&b, g, 0, 0)))
 			goto nomem;
-		if ((rc = walk(pid, g, o->max_buckets, o->max_depth, &h, &ss.st, err)))
+		b.max_pcs = o->budget.max_locations;
+		wb.frames = 0;
+		wb.cut = false;
+		if ((rc = walk(pid, g, o->max_buckets, o->max_depth, &h, &ss.st, &wb, err)))
 			goto out;
 		/* runtime.MemProfile's "clear" case: nothing published by any GC
 		 * yet, so it reports every cycle - walk again, adding them all. */
@@ -1284,9 +1441,13 @@ int goheap_snapshot(pid_t pid, const struct gobin *g, const struct goheap_snapsh
 	pprof_set_time(b.p, h.time_ns, 0);
 	p = b.p;
 	b.p = NULL;
+	out->locations = b.npcs;
 	builder_free(&b);	/* before encoding: the symbol caches are not needed */
 	out->buckets = h.n;
 	out->complete = h.complete;
+	out->budget_cut = wb.cut;
+	out->frames = wb.frames;
+	out->read_bytes = wb.read_bytes;
 	memcpy(out->incomplete_reason, h.incomplete_reason, sizeof(out->incomplete_reason));
 	out->truncated_stacks = h.truncated_stacks;
 	out->rate = h.rate;

@@ -27,8 +27,10 @@
  *
  * Target memory is hostile: the walk is bounded by max_buckets, a seen-set
  * stops loops, nstk above GOHEAP_NSTK_LIMIT stops the walk, stacks deeper
- * than max_depth are truncated (counted). A walk that stops early still
- * returns what it read, with complete = false and the reason.
+ * than max_depth are truncated (counted), and goheap_snapshot() also
+ * bounds the product (struct goheap_budget: frames, distinct PCs, bytes
+ * read, wall time). A walk that stops early still returns what it read,
+ * with complete = false and the reason.
  */
 #ifndef PUSHPROF_GOHEAP_H
 #define PUSHPROF_GOHEAP_H
@@ -137,9 +139,38 @@ int goheap_series_labels(pid_t pid, const struct gobin *g, const char *node,
 			 const struct pp_labels *external, struct pp_labels *out,
 			 struct pp_err *err);
 
+/*
+ * What one snapshot may cost (go_heap.budget), whatever the target's
+ * bucket list claims: max_buckets and max_depth alone still allow
+ * 100,000 x 128 distinct PCs (GBs, tens of seconds). A zero field means no
+ * limit. Past a limit the walk stops, the profile keeps what was read and
+ * is flagged incomplete with a reason starting "budget:" (and
+ * goheap_snapshot.budget_cut is set, so callers can back off).
+ *   max_frames: PCs kept over all buckets (the sample data, ~8 B each);
+ *   max_locations: distinct PCs symbolized (pcinfo, frames, locations:
+ *     ~200 B each);
+ *   max_read_bytes: bytes asked of process_vm_readv (the read time);
+ *   max_duration_ns: wall time of the whole snapshot (both walks when the
+ *     runtime view needs a second one), checked every few buckets.
+ */
+struct goheap_budget {
+	uint64_t max_frames, max_locations, max_read_bytes, max_duration_ns;
+};
+
+/* The same limits for a heap held whole (an OOM capture, built with
+ * goheap_to_pprof()): keeps the longest prefix of buckets within
+ * max_frames and max_locations (max_read_bytes and max_duration do not
+ * apply) and marks h incomplete with a "budget:" reason. Returns 1 when
+ * it cut, 0 when not, -ENOMEM. NULL or zeroed b: no limit. */
+int goheap_apply_budget(struct go_heap *h, const struct goheap_budget *b);
+
 struct goheap_snapshot_opts {
 	enum goheap_view view;
 	uint32_t max_buckets, max_depth;
+	struct goheap_budget budget;	/* zeroed: unlimited (tests, goheap_tool) */
+	/* When set and true, the walk stops within a few buckets (agent
+	 * shutdown), the profile flagged incomplete; NULL = never. */
+	const _Atomic(bool) *cancel;
 	const char *trigger;		/* "on_demand" | "interval" | ... */
 	const char *node;
 	const struct pp_labels *external;	/* may be NULL */
@@ -151,8 +182,11 @@ struct goheap_snapshot {
 	struct pp_labels labels;
 	size_t buckets, samples;
 	bool complete;
+	bool budget_cut;		/* cut by opts.budget (reason starts "budget:") */
 	char incomplete_reason[192];
 	uint64_t truncated_stacks;
+	uint64_t frames, locations;	/* PCs kept, distinct PCs symbolized */
+	uint64_t read_bytes;		/* asked of process_vm_readv */
 	int64_t rate;
 	int64_t read_ns;	/* the walk, which streams into the profile builder */
 	int64_t total_ns;	/* + encoding, gzip and labels */
@@ -160,7 +194,10 @@ struct goheap_snapshot {
 
 /* Read + profile + labels for one attached gobin. The buckets stream into
  * the profile builder as they are read (no go_heap is held). Errors as
- * goheap_read(). */
+ * goheap_read(). Thread-safe, and serialized: one snapshot at a time in
+ * the process (the HTTP snapshot thread and gotrack's worker wait for each
+ * other), so one budget is also the agent's peak for snapshots; a wait
+ * lasts at most the other snapshot's max_duration. */
 int goheap_snapshot(pid_t pid, const struct gobin *g, const struct goheap_snapshot_opts *o,
 		    struct goheap_snapshot *out, struct pp_err *err);
 void goheap_snapshot_free(struct goheap_snapshot *s);

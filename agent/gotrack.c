@@ -4,9 +4,13 @@
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -43,7 +47,29 @@ struct tracked {
 	uint64_t enable_at_ns;		/* enable_profiling pending until then (mono); 0 = not */
 	uint64_t enabled_ns;		/* when we wrote the rate (mono); 0 = never */
 	unsigned enables;		/* writes so far: verified (and rewritten) once only */
+	bool queued;			/* a snapshot job is with the worker */
+	unsigned cuts;			/* consecutive snapshots cut by the budget */
+	uint64_t backoff_until_ns;	/* no interval snapshot before (mono); 0 = none */
 };
+
+/*
+ * A snapshot for the worker. The loop fills the first part; the job owns
+ * its gobin (gobin_share: the tracked entry may go while the job runs).
+ * The worker fills the result; the loop reads it in gotrack_collect().
+ */
+struct job {
+	pid_t pid;
+	uint64_t start;
+	struct gobin *g;
+	const char *trigger;		/* a literal */
+	enum goheap_view view;
+	/* result */
+	int rc;
+	bool budget_cut;
+	char reason[192];
+};
+
+#define MAX_JOBS 1024	/* queued + done; more tracked processes wait a turn */
 
 /* A target that is not (yet) a Go program: it may exec one later. */
 struct candidate {
@@ -63,6 +89,18 @@ struct gotrack {
 	struct exe_id not_go[NOT_GO_CACHE];	/* ring of executables known not to be Go */
 	size_t not_go_n, not_go_next;
 	struct metric *m_tracked, *m_enabled;
+	struct metric *m_cut, *m_backoff_skip;
+	/* the snapshot worker (see gotrack.h) */
+	struct outbox *outbox;		/* set at the first enqueue; outlives the worker */
+	pthread_t thr;
+	bool thr_started;
+	int efd;			/* eventfd: results are waiting */
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct job *todo[MAX_JOBS], *done[MAX_JOBS];	/* under mu */
+	size_t ntodo, ndone;
+	bool stop;			/* under mu */
+	atomic_bool cancel;		/* a running snapshot gives up at once */
 };
 
 struct gotrack *gotrack_new(const struct config *cfg)
@@ -73,6 +111,20 @@ struct gotrack *gotrack_new(const struct config *cfg)
 		return NULL;
 	t->cfg = cfg;
 	t->due_ns = UINT64_MAX;
+	t->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (t->efd < 0) {
+		free(t);
+		return NULL;
+	}
+	pthread_mutex_init(&t->mu, NULL);
+	pthread_cond_init(&t->cv, NULL);
+	atomic_init(&t->cancel, false);
+	t->m_cut = metric_get("pushprof_go_heap_budget_exceeded_total",
+			      "Go heap snapshots cut short by go_heap.budget (the process is then "
+			      "backed off).", METRIC_COUNTER, NULL);
+	t->m_backoff_skip = metric_get("pushprof_go_heap_snapshots_backed_off_total",
+				       "Periodic Go heap snapshots not taken because the process "
+				       "exceeded go_heap.budget recently.", METRIC_COUNTER, NULL);
 	t->m_tracked = metric_get("pushprof_go_processes_tracked",
 				  "Go processes tracked for heap profiles.", METRIC_GAUGE, NULL);
 	t->m_enabled = metric_get("pushprof_go_profiling_enabled_total",
@@ -86,10 +138,39 @@ void gotrack_set_oom(struct gotrack *t, struct oom_watch *w)
 	t->oom = w;
 }
 
+static void job_free(struct job *j)
+{
+	if (j) {
+		gobin_free(j->g);
+		free(j);
+	}
+}
+
+void gotrack_stop(struct gotrack *t)
+{
+	if (!t || !t->thr_started)
+		return;
+	atomic_store(&t->cancel, true);
+	pthread_mutex_lock(&t->mu);
+	t->stop = true;
+	pthread_cond_signal(&t->cv);
+	pthread_mutex_unlock(&t->mu);
+	pthread_join(t->thr, NULL);
+	t->thr_started = false;
+}
+
 void gotrack_free(struct gotrack *t)
 {
 	if (!t)
 		return;
+	gotrack_stop(t);
+	for (size_t i = 0; i < t->ntodo; i++)
+		job_free(t->todo[i]);
+	for (size_t i = 0; i < t->ndone; i++)
+		job_free(t->done[i]);
+	close(t->efd);
+	pthread_mutex_destroy(&t->mu);
+	pthread_cond_destroy(&t->cv);
 	for (size_t i = 0; i < t->n; i++)
 		gobin_free(t->v[i].g);
 	free(t->v);
@@ -391,52 +472,199 @@ size_t gotrack_count(const struct gotrack *t)
 	return t->n;
 }
 
-/* Snapshot one process; false when it is gone (caller drops it). */
-static bool snapshot(struct gotrack *t, struct tracked *e, struct outbox *o, const char *trigger,
-		     enum goheap_view view)
+struct goheap_budget gotrack_budget(const struct go_heap_config *gh)
+{
+	return (struct goheap_budget){
+		.max_frames = gh->budget.max_frames,
+		.max_locations = gh->budget.max_locations,
+		.max_read_bytes = gh->budget.max_read_bytes,
+		.max_duration_ns = gh->budget.max_duration_ns,
+	};
+}
+
+/* Run one job on the worker: snapshot, hand the profile to the outbox,
+ * count and log. Touches nothing of t but the read-only config, the
+ * (thread-safe) outbox and metrics, and the cancel flag. */
+static void run_job(struct gotrack *t, struct job *j)
 {
 	struct pp_err err = { 0 };
 	struct goheap_snapshot s = { 0 };
 	const struct go_heap_config *gh = &t->cfg->go_heap;
 	struct goheap_snapshot_opts opts = {
-		.view = view,
+		.view = j->view,
 		.max_buckets = gh->max_buckets,
 		.max_depth = gh->max_stack_depth,
-		.trigger = trigger,
+		.budget = gotrack_budget(gh),
+		.cancel = &t->cancel,
+		.trigger = j->trigger,
 		.node = t->cfg->node,
 		.external = &t->cfg->external_labels,
 	};
 	char lbl[96];
-	int rc = goheap_snapshot(e->pid, e->g, &opts, &s, &err);
+	int rc = goheap_snapshot(j->pid, j->g, &opts, &s, &err);
 
+	j->rc = rc;
 	if (rc == -ESRCH) {
 		goheap_snapshot_free(&s);
-		return false;
+		return;
 	}
 	const char *result = rc == 0 ? (s.complete ? "complete" : "incomplete")
 			     : rc == GOHEAP_EDISABLED ? "profiling_disabled" : "error";
-	snprintf(lbl, sizeof(lbl), "trigger=\"%s\",result=\"%s\"", trigger, result);
+	snprintf(lbl, sizeof(lbl), "trigger=\"%s\",result=\"%s\"", j->trigger, result);
 	metric_inc("pushprof_go_heap_snapshots_total", "Go heap snapshots taken, by outcome.", lbl, 1);
 	if (rc == GOHEAP_EDISABLED) {
 		/* say so once per process, not every interval */
 		pp_log(PP_DEBUG, "go heap: memory profiling disabled in process", "pid=%d",
-		       (int)e->pid);
+		       (int)j->pid);
 	} else if (rc) {
-		pp_log(PP_WARN, "go heap snapshot failed", "pid=%d trigger=%s error=%s", (int)e->pid,
-		       trigger, pp_q(err.msg));
+		pp_log(PP_WARN, "go heap snapshot failed", "pid=%d trigger=%s error=%s", (int)j->pid,
+		       j->trigger, pp_q(err.msg));
 	} else {
-		if (outbox_submit(o, &s.labels, s.gz, s.len, &err))
+		j->budget_cut = s.budget_cut;
+		snprintf(j->reason, sizeof(j->reason), "%s", s.incomplete_reason);
+		if (outbox_submit(t->outbox, &s.labels, s.gz, s.len, &err))
 			pp_log(PP_WARN, "cannot hand over a heap profile", "pid=%d error=%s",
-			       (int)e->pid, pp_q(err.msg));
-		pp_log(strcmp(trigger, "interval") ? PP_INFO : PP_DEBUG, "go heap snapshot",
+			       (int)j->pid, pp_q(err.msg));
+		pp_log(strcmp(j->trigger, "interval") ? PP_INFO : PP_DEBUG, "go heap snapshot",
 		       "pid=%d trigger=%s view=%s buckets=%zu samples=%zu complete=%s%s%s "
-		       "read_ms=%.2f bytes=%zu", (int)e->pid, trigger, goheap_view_name(view),
-		       s.buckets, s.samples, s.complete ? "true" : "false",
-		       s.complete ? "" : " reason=", s.complete ? "" : pp_q(s.incomplete_reason),
-		       (double)s.read_ns / 1e6, s.len);
+		       "frames=%" PRIu64 " locations=%" PRIu64 " read_bytes=%" PRIu64
+		       " read_ms=%.2f total_ms=%.2f bytes=%zu", (int)j->pid, j->trigger,
+		       goheap_view_name(j->view), s.buckets, s.samples,
+		       s.complete ? "true" : "false", s.complete ? "" : " reason=",
+		       s.complete ? "" : pp_q(s.incomplete_reason), s.frames, s.locations,
+		       s.read_bytes, (double)s.read_ns / 1e6, (double)s.total_ns / 1e6, s.len);
 	}
 	goheap_snapshot_free(&s);
-	return true;
+}
+
+/* Not niced: pressure snapshots race the OOM killer. The loop and the HTTP
+ * thread do little work each and get the other core or their turn. */
+static void *worker(void *arg)
+{
+	struct gotrack *t = arg;
+
+	pthread_mutex_lock(&t->mu);
+	for (;;) {
+		while (!t->stop && !t->ntodo)
+			pthread_cond_wait(&t->cv, &t->mu);
+		if (t->stop)
+			break;
+		struct job *j = t->todo[0];
+		memmove(t->todo, t->todo + 1, --t->ntodo * sizeof(*t->todo));
+		pthread_mutex_unlock(&t->mu);
+		run_job(t, j);
+		/* glibc keeps what a thread freed in that thread's arena: a
+		 * snapshot's (budgeted) peak would stay resident, next to the OOM
+		 * watcher's, which trims likewise */
+		malloc_trim(0);
+		pthread_mutex_lock(&t->mu);
+		t->done[t->ndone++] = j;	/* room: todo + done <= MAX_JOBS */
+		uint64_t one = 1;
+		if (write(t->efd, &one, sizeof(one)) < 0) {
+			/* the counter cannot overflow at MAX_JOBS: nothing to do */
+		}
+	}
+	pthread_mutex_unlock(&t->mu);
+	return NULL;
+}
+
+/* Hand e's snapshot to the worker (started on first use). */
+static void enqueue(struct gotrack *t, struct tracked *e, struct outbox *o, const char *trigger,
+		    enum goheap_view view)
+{
+	struct pp_err err = { 0 };
+	struct job *j;
+
+	if (e->queued)
+		return;	/* the previous one is still running: no pile-up */
+	if (!t->thr_started) {
+		t->outbox = o;
+		if (pthread_create(&t->thr, NULL, worker, t)) {
+			pp_log(PP_WARN, "cannot start the heap snapshot thread", "error=%s",
+			       pp_q(strerror(errno)));
+			return;
+		}
+		t->thr_started = true;
+	}
+	if (!(j = calloc(1, sizeof(*j))))
+		return;
+	*j = (struct job){ .pid = e->pid, .start = e->start, .trigger = trigger, .view = view };
+	if (gobin_share(e->g, e->pid, &j->g, &err)) {
+		/* gone or exec'd: the next scan or recheck handles it */
+		pp_log(PP_DEBUG, "go heap snapshot not queued", "pid=%d error=%s", (int)e->pid,
+		       pp_q(err.msg));
+		free(j);
+		return;
+	}
+	pthread_mutex_lock(&t->mu);
+	if (t->ntodo + t->ndone >= MAX_JOBS) {
+		pthread_mutex_unlock(&t->mu);
+		job_free(j);
+		return;
+	}
+	if (strcmp(trigger, "interval")) {
+		/* pressure: ahead of the periodic ones (the OOM killer may be near) */
+		memmove(t->todo + 1, t->todo, t->ntodo * sizeof(*t->todo));
+		t->todo[0] = j;
+		t->ntodo++;
+	} else {
+		t->todo[t->ntodo++] = j;
+	}
+	pthread_cond_signal(&t->cv);
+	pthread_mutex_unlock(&t->mu);
+	e->queued = true;
+}
+
+int gotrack_fd(const struct gotrack *t)
+{
+	return t->efd;
+}
+
+size_t gotrack_collect(struct gotrack *t, size_t *urgent)
+{
+	struct job *v[MAX_JOBS];
+	size_t n;
+	uint64_t cnt, now = mono_now();
+
+	if (read(t->efd, &cnt, sizeof(cnt)) < 0) {
+		/* EAGAIN: nothing new signalled; collect anyway */
+	}
+	pthread_mutex_lock(&t->mu);
+	n = t->ndone;
+	memcpy(v, t->done, n * sizeof(*v));
+	t->ndone = 0;
+	pthread_mutex_unlock(&t->mu);
+	if (urgent)
+		*urgent = 0;
+	for (size_t i = 0; i < n; i++) {
+		struct job *j = v[i];
+		struct tracked *e = find(t, j->pid);
+		if (urgent && strcmp(j->trigger, "interval"))
+			(*urgent)++;
+		if (e && e->start == j->start) {
+			e->queued = false;
+			if (j->rc == -ESRCH) {
+				gotrack_remove(t, j->pid);
+			} else if (j->budget_cut) {
+				/* Not read again for backoff, doubling per cut up to
+				 * 8x: a hostile or pathological process costs one
+				 * bounded snapshot per backoff, not one per interval. */
+				uint64_t bo = t->cfg->go_heap.budget.backoff_ns;
+				unsigned sh = e->cuts < 3 ? e->cuts : 3;
+				metric_add(t->m_cut, 1);
+				if (e->cuts++ == 0 || !bo)
+					pp_log(PP_WARN, "go heap snapshot over budget, backing off",
+					       "pid=%d reason=%s backoff_s=%.0f", (int)j->pid,
+					       pp_q(j->reason), (double)(bo << sh) / 1e9);
+				e->backoff_until_ns = bo ? now + (bo << sh) : 0;
+			} else if (j->rc == 0) {
+				e->cuts = 0;
+				e->backoff_until_ns = 0;
+			}
+		}
+		job_free(j);
+	}
+	return n;
 }
 
 /* Still the process that was analyzed? */
@@ -450,6 +678,7 @@ void gotrack_snapshot_all(struct gotrack *t, struct outbox *o)
 {
 	pid_t reused[64];
 	size_t nreused = 0;
+	uint64_t now = mono_now();
 
 	for (size_t i = 0; i < t->n;) {
 		pid_t pid = t->v[i].pid;
@@ -460,10 +689,11 @@ void gotrack_snapshot_all(struct gotrack *t, struct outbox *o)
 			gotrack_remove(t, pid);
 			continue;
 		}
-		if (snapshot(t, &t->v[i], o, "interval", GOHEAP_VIEW_RUNTIME))
-			i++;
+		if (t->v[i].backoff_until_ns && now < t->v[i].backoff_until_ns)
+			metric_add(t->m_backoff_skip, 1);
 		else
-			gotrack_remove(t, pid);
+			enqueue(t, &t->v[i], o, "interval", GOHEAP_VIEW_RUNTIME);
+		i++;
 	}
 	/* a live process under a reused pid is still a target: analyze it */
 	for (size_t i = 0; i < nreused; i++)
@@ -544,11 +774,15 @@ int gotrack_check_pressure(struct gotrack *t, struct outbox *o, uint64_t now_ns)
 			continue;
 		if (usage * 100 < (uint64_t)p->threshold_percent * limit)
 			continue;
+		if (e->queued)
+			continue;	/* a snapshot of it is under way: look again next poll */
 		e->last_pressure_ns = now_ns;
 		pp_log(PP_INFO, "memory pressure: taking a heap snapshot before the OOM killer",
 		       "pid=%d usage=%" PRIu64 " limit=%" PRIu64 " threshold_percent=%u",
 		       (int)e->pid, usage, limit, p->threshold_percent);
-		snapshot(t, e, o, "pressure", GOHEAP_VIEW_LATEST);
+		/* a process backed off for its budget is still worth one bounded
+		 * look before the OOM killer comes */
+		enqueue(t, e, o, "pressure", GOHEAP_VIEW_LATEST);
 		taken++;
 	}
 	return taken;

@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -65,6 +66,7 @@ struct target {
 	bool busy;		/* the thread is reading it without the lock */
 	bool dead;		/* untracked while busy: the thread frees it */
 	bool read_failed;	/* the last mirror read failed: check the pid */
+	bool budget_cut;	/* the mirror hit max_frames: captures stop at its end */
 	int64_t alive_ms;	/* last time /proc said the pid is this process */
 };
 
@@ -156,6 +158,10 @@ const char *oom_flag_name(uint32_t flag)
 			return flag_names[i].name;
 	return NULL;
 }
+
+/* New buckets a capture may still copy whole past a mirror cut by
+ * max_frames (bucket_limit then marks it incomplete). */
+#define OOM_BUDGET_SLACK 1024
 
 /* Flags that make a profile incomplete. */
 #define OOM_F_INCOMPLETE (OOM_F_READ_ERROR | OOM_F_BUCKET_LIMIT | OOM_F_STACK_TRUNCATED | \
@@ -286,6 +292,7 @@ struct mbatch {
 	uint64_t *npcs;
 	size_t nnp, np_cap;
 	bool reached;		/* the walk met the old newest bucket */
+	bool cut;		/* stopped at max_frames */
 };
 
 static void mbatch_free(struct mbatch *b)
@@ -341,6 +348,10 @@ static int mirror_read(const struct oom_watch *w, pid_t pid, uint64_t mbuckets_a
 			goto fail;
 		}
 		keep = nstk < maxd ? nstk : maxd;
+		if (w->o.max_frames && b->nnp + keep > w->o.max_frames) {
+			b->cut = true;
+			break;
+		}
 		if (grow((void **)&b->ne, &b->ne_cap, b->nne + 1, sizeof(*b->ne)) ||
 		    grow((void **)&b->npcs, &b->np_cap, b->nnp + keep + 1, sizeof(uint64_t))) {
 			rc = pp_errf(err, -ENOMEM, "out of memory mirroring pid %d", (int)pid);
@@ -398,8 +409,27 @@ static int mirror_apply(struct oom_watch *w, struct target *t, uint64_t newest,
 		m.off = off;
 		t->e[t->n++] = m;
 	}
-	if (!t->frozen)
-		mirror_trim(t, w->o.max_buckets);
+	if (!t->frozen) {
+		/* max_frames: keep the newest buckets whose stacks fit (one
+		 * pass from the newest, over what is mirrored) */
+		size_t keep = t->n;
+		if (w->o.max_frames) {
+			uint64_t frames = 0;
+			for (keep = 0; keep < t->n; keep++) {
+				frames += t->e[t->n - 1 - keep].nstk;
+				if (frames > w->o.max_frames)
+					break;
+			}
+		}
+		if (b->cut || keep < t->n) {
+			if (!t->budget_cut)
+				pp_log(PP_WARN, "OOM mirror over budget: captures of this process "
+				       "will be incomplete", "pid=%d max_frames=%" PRIu64,
+				       (int)t->pid, w->o.max_frames);
+			t->budget_cut = true;
+		}
+		mirror_trim(t, keep < w->o.max_buckets ? keep : w->o.max_buckets);
+	}
 	return (int)(b->nne > INT32_MAX ? INT32_MAX : b->nne);
 }
 
@@ -412,7 +442,11 @@ static int publish_target(struct oom_watch *w, struct target *t, struct pp_err *
 		.mirror_count = t->n,
 		.mirror_gen = ++t->gen,
 		.start_ticks = t->start_ticks,
-		.max_buckets = w->o.max_buckets,
+		/* over budget: the BPF walk stops after the mirror (plus what a
+		 * second can add) instead of copying whole buckets into the ring
+		 * until it is full */
+		.max_buckets = t->budget_cut && t->n + OOM_BUDGET_SLACK < w->o.max_buckets
+			? (uint32_t)(t->n + OOM_BUDGET_SLACK) : w->o.max_buckets,
 		.max_depth = w->o.max_stack_depth,
 	};
 	__u32 key = (__u32)t->pid;
@@ -879,11 +913,22 @@ static int build_profile(struct oom_watch *w, struct capture *c, struct oom_resu
 		if (missing)
 			r->flags |= OOM_F_RING_FULL;
 	}
+	/* the victim chose its buckets: symbolizing them is bounded like a
+	 * snapshot (the mirror bounds what is read, not what it costs) */
+	int cut = goheap_apply_budget(&h, &w->o.budget);
+	if (cut < 0) {
+		rc = pp_errf(err, cut, "out of memory");
+		goto out;
+	}
 	for (uint32_t f = 1; f; f <<= 1)
 		if ((r->flags & f & OOM_F_INCOMPLETE) && oom_flag_name(f))
 			reason_add(r->reason, sizeof(r->reason), oom_flag_name(f));
 	if (c->misaligned)
 		reason_add(r->reason, sizeof(r->reason), "mirror_mismatch");
+	if (t->budget_cut)
+		reason_add(r->reason, sizeof(r->reason), "budget_max_frames");
+	if (cut)
+		reason_add(r->reason, sizeof(r->reason), "budget_profile");
 	if (c->bad_records)
 		reason_add(r->reason, sizeof(r->reason), "bad_record");
 	r->complete = r->reason[0] == '\0';
@@ -920,6 +965,9 @@ static int build_profile(struct oom_watch *w, struct capture *c, struct oom_resu
 out:
 	pprof_free(p);
 	goheap_free(&h);
+	/* this thread's malloc arena would keep the profile's memory: give it
+	 * back, as gotrack's worker does after a snapshot */
+	malloc_trim(0);
 	return rc;
 }
 

@@ -14,7 +14,8 @@
  * 32 MiB (8 MiB for the default 100,000). Measured here: 1,000,095
  * buckets captured complete in 130-175 ms, 100,072 in 13-20 ms, 10,053 in
  * 1.4-2.3 ms (2 shared cores, other work running).
- * User space pays for the mirror instead: ~(32 + 8 x depth) B per bucket
+ * User space pays for the mirror instead: ~(32 + 8 x depth) B per bucket,
+ * at most max_frames x 8 B + max_buckets x 32 B per process
  * (243 MiB RSS at 1M buckets of ~13 frames; building the 1M-bucket profile
  * through goheap then peaks at ~970 MiB).
  * Buckets created since the last catch-up (every 200 ms) are copied whole
@@ -41,6 +42,7 @@
 #include <sys/types.h>
 
 #include "err.h"
+#include "goheap.h"
 #include "labels.h"
 
 struct oom_watch;
@@ -48,6 +50,14 @@ struct oom_watch;
 struct oom_watch_opts {
 	uint32_t max_buckets;		/* go_heap.max_buckets (clamped to 8,388,608) */
 	uint32_t max_stack_depth;	/* go_heap.max_stack_depth (<= 1024) */
+	/* go_heap.budget.oom_max_frames: PCs one process's mirror may hold
+	 * (~8 B each, and as much again while a batch is read); past it the
+	 * mirror keeps the newest buckets that fit, captures end there and
+	 * are incomplete ("budget_max_frames"). 0 = no limit. */
+	uint64_t max_frames;
+	/* go_heap.budget: bounds building a capture's profile (max_frames and
+	 * max_locations; past them "budget_profile"). Zeroed = no limit. */
+	struct goheap_budget budget;
 	uint32_t max_targets;		/* tracked processes; 0 -> 4096 */
 	uint64_t ring_bytes;		/* 0 -> sized from max_buckets (<= 32 MiB) */
 	uint64_t mirror_interval_ns;	/* mirror catch-up period; 0 -> 200 ms */

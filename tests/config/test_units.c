@@ -85,6 +85,11 @@ static void api(void)
 	      "cpu defaults 19 Hz / 10s");
 	CHECK(c.go_heap.interval_ns == 60000000000ull && c.go_heap.max_buckets == 100000 &&
 	      c.go_heap.max_stack_depth == 128 && c.go_heap.on_oom, "go_heap defaults");
+	CHECK(c.go_heap.budget.max_frames == 3000000 && c.go_heap.budget.max_locations == 100000 &&
+	      c.go_heap.budget.max_read_bytes == 256ull << 20 &&
+	      c.go_heap.budget.max_duration_ns == 5000000000ull &&
+	      c.go_heap.budget.backoff_ns == 600000000000ull &&
+	      c.go_heap.budget.oom_max_frames == 500000, "go_heap.budget defaults");
 	CHECK(c.remote_store.max_request_bytes == 4u << 20 && !*c.remote_store.address,
 	      "remote_store defaults");
 	CHECK(c.oom_score_adj == -1000 && c.relabel == NULL && c.ntargets == 0, "misc defaults");
