@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "cpu.h"
+#include "ehframe.h"
 #include "elfsym.h"
 #include "gopclntab.h"
 #include "log.h"
@@ -33,12 +34,19 @@
  * here after ~0.1 s. */
 #define FL_BUDGET (32u << 20)
 #define FL_CHUNK (1u << CPU_FL_CHUNK_SHIFT)
+/* C/C++: the largest .eh_frame read, and the bytes of it decoded per
+ * analysis (16 per entry plus its CFA program): real sections are a few
+ * MB (a 100 MB C++ binary: ~10 MB); a hostile one stops here after a
+ * fraction of a second. */
+#define FL_EH_MAX_SECTION (64u << 20)
+#define FL_EH_BUDGET (256u << 20)
 
 struct fl_bin {
 	uint64_t dev, ino;
 	int refs;			/* fl_pid entries naming this bin */
 	bool have;			/* a bitmap in the pool */
 	uint32_t word, nwords;		/* its place in the pool */
+	uint32_t tab, ntab;		/* C/C++: its table in the fl_cfa pool (ntab 0: Go) */
 	uint64_t lo, hi;		/* link-time text covered: [lo, hi), lo 32-aligned */
 	uint64_t seg_vaddr, seg_offset;	/* PT_LOAD holding the text (bias) */
 	uint64_t used;			/* last use (tick), for eviction */
@@ -59,6 +67,7 @@ struct frameless {
 	size_t installed;
 	uint64_t tick;
 	bool warned;			/* BPF refused a range once */
+	bool c_tables;			/* analyse non-Go executables' .eh_frame */
 };
 
 static void skipped(const char *cause)
@@ -80,9 +89,16 @@ static uint64_t mono_us(void)
 struct frameless *frameless_new(struct cpu_sampler *cpu)
 {
 	struct frameless *f = calloc(1, sizeof(*f));
-	if (f)
+	if (f) {
 		f->cpu = cpu;
+		f->c_tables = true;
+	}
 	return f;
+}
+
+void frameless_set_c(struct frameless *f, bool on)
+{
+	f->c_tables = on;
 }
 
 void frameless_free(struct frameless *f)
@@ -111,18 +127,20 @@ void frameless_counts(const struct frameless *f, size_t *procs, size_t *bins, si
 
 /* ---- pool -------------------------------------------------------------- */
 
-/* First fit among the bins' words; UINT32_MAX when nothing fits. */
-static uint32_t pool_find(const struct frameless *f, uint32_t n)
+/* First fit of n in a pool of limit slots, among the bins' words (tab
+ * false) or table entries (tab true); UINT32_MAX when nothing fits. */
+static uint32_t pool_find(const struct frameless *f, uint32_t n, bool tab, uint32_t limit)
 {
 	uint32_t at = 0;
 	for (;;) {
 		bool moved = false;
-		if (n > CPU_FL_POOL_WORDS || at > CPU_FL_POOL_WORDS - n)
+		if (n > limit || at > limit - n)
 			return UINT32_MAX;
 		for (size_t i = 0; i < f->nbins; i++) {
 			const struct fl_bin *b = &f->bins[i];
-			if (b->have && b->word < at + n && at < b->word + b->nwords) {
-				at = b->word + b->nwords;
+			uint32_t bat = tab ? b->tab : b->word, bn = tab ? b->ntab : b->nwords;
+			if (b->have && bn && bat < at + n && at < bat + bn) {
+				at = bat + bn;
 				moved = true;
 			}
 		}
@@ -224,6 +242,121 @@ static int analyse(struct fl_bin *b, const struct elfsym *e, const char *exe, ui
 	return 1;
 }
 
+static int row_cmp(const void *a, const void *b)
+{
+	const struct ehf_row *x = a, *y = b;
+	return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/*
+ * C/C++ (not Go): the %rsp-based ranges of the executable segment's
+ * .eh_frame (ehframe.c) as a table for BPF (*entsp, *nentp; bpf/cpu.h)
+ * and a bitmap marking every chunk a range touches (*bitsp, the
+ * pre-filter). Same contract as analyse(); fd is the open file.
+ */
+static int analyse_c(struct fl_bin *b, const struct elfsym *e, int fd, const char *exe,
+		     uint64_t **bitsp, uint64_t **entsp, uint32_t *nentp, const char **cause)
+{
+	const struct elfsym_load *x = NULL;
+	*bitsp = NULL;
+	*entsp = NULL;
+	*nentp = 0;
+	*cause = NULL;
+	for (size_t i = 0; i < e->nloads && !x; i++)
+		if (e->loads[i].flags & PF_X)
+			x = &e->loads[i];
+	if (!x)
+		return 0;	/* no code: nothing to do */
+	uint8_t *eh = NULL;
+	size_t ehlen = 0;
+	uint64_t ehaddr = 0;
+	int r = elfsym_read_section_fd(fd, ".eh_frame", FL_EH_MAX_SECTION, &eh, &ehlen, &ehaddr,
+				       NULL);
+	if (r == -ENOENT)
+		return 0;	/* no CFI: as before (a stripped-of-sections file) */
+	if (r < 0) {
+		*cause = r == -E2BIG ? "eh_frame_too_large" : "eh_frame_unreadable";
+		pp_log(PP_WARN, "C/C++ frame table not built: .eh_frame not read", "exe=%s error=%s",
+		       pp_q(exe), pp_q(strerror(-r)));
+		return 0;
+	}
+	struct ehf_rows rows = { .max = CPU_CFA_MAX_ENTRIES };
+	struct ehf_stats st;
+	uint64_t budget = FL_EH_BUDGET;
+	r = ehframe_rows(eh, ehlen, ehaddr, x->vaddr, x->vaddr + x->memsz, &rows, &budget, &st);
+	free(eh);
+	if (r < 0) {
+		free(rows.v);
+		if (r == -ENOMEM)
+			return r;
+		*cause = "analysis_budget";
+		pp_log(PP_WARN, "C/C++ frame table not built: .eh_frame too large or too many ranges",
+		       "exe=%s fdes=%" PRIu64, pp_q(exe), st.fdes);
+		return 0;
+	}
+	if (st.fdes_given_up)
+		pp_log(PP_DEBUG, "C/C++ frame table: FDEs not understood (plain walk there)",
+		       "exe=%s fdes=%" PRIu64 " given_up=%" PRIu64, pp_q(exe), st.fdes,
+		       st.fdes_given_up);
+	if (!rows.n) {
+		free(rows.v);
+		return 0;
+	}
+	/* sorted, disjoint (FDEs may overlap in a hostile file: the later
+	 * start loses), so that BPF's binary search finds the one range */
+	qsort(rows.v, rows.n, sizeof(*rows.v), row_cmp);
+	size_t m = 0;
+	uint64_t nent = 0;
+	for (size_t i = 0; i < rows.n; i++) {
+		if (m && rows.v[i].start < rows.v[m - 1].end)
+			continue;
+		rows.v[m++] = rows.v[i];
+		nent += (rows.v[i].end - rows.v[i].start + CPU_CFA_LEN_MAX - 1) / CPU_CFA_LEN_MAX;
+	}
+	rows.n = m;
+	uint64_t lo = rows.v[0].start & ~(uint64_t)(FL_CHUNK - 1), hi = rows.v[m - 1].end;
+	if (nent > CPU_CFA_MAX_ENTRIES || hi - lo > (uint64_t)CPU_FL_POOL_WORDS * CPU_FL_WORD_BYTES ||
+	    hi - lo >= (1ull << 32)) {
+		free(rows.v);
+		*cause = "text_too_large";
+		pp_log(PP_WARN, "C/C++ frame table not built: too many ranges or too much text",
+		       "exe=%s ranges=%" PRIu64 " text_bytes=%" PRIu64, pp_q(exe), nent, hi - lo);
+		return 0;
+	}
+	uint32_t nwords = (uint32_t)((hi - lo + CPU_FL_WORD_BYTES - 1) / CPU_FL_WORD_BYTES);
+	uint64_t *bits = calloc(nwords, sizeof(*bits));
+	uint64_t *ent = malloc(nent * sizeof(*ent));
+	if (!bits || !ent) {
+		free(bits);
+		free(ent);
+		free(rows.v);
+		return -ENOMEM;
+	}
+	uint32_t n = 0;
+	for (size_t i = 0; i < m; i++) {
+		const struct ehf_row *rw = &rows.v[i];
+		uint64_t c0 = (rw->start - lo) >> CPU_FL_CHUNK_SHIFT;
+		uint64_t c1 = (rw->end - 1 - lo) >> CPU_FL_CHUNK_SHIFT;	/* inclusive */
+		for (uint64_t c = c0; c <= c1; c++)
+			bits[c >> 6] |= 1ull << (c & 63);
+		for (uint64_t a = rw->start; a < rw->end; a += CPU_CFA_LEN_MAX) {
+			uint64_t len = rw->end - a < CPU_CFA_LEN_MAX ? rw->end - a : CPU_CFA_LEN_MAX;
+			ent[n++] = CPU_CFA_ENTRY(a - lo, len, rw->ra, rw->fp);
+		}
+	}
+	free(rows.v);
+	b->lo = lo;
+	b->hi = hi;
+	b->nwords = nwords;
+	b->ntab = n;
+	*bitsp = bits;
+	*entsp = ent;
+	*nentp = n;
+	pp_log(PP_DEBUG, "C/C++ frame table built", "exe=%s fdes=%" PRIu64 " used=%" PRIu64
+	       " ranges=%u words=%u", pp_q(exe), st.fdes, st.fdes_used, n, nwords);
+	return 1;
+}
+
 /* The PT_LOAD segment holding [lo, hi): its vaddr and offset give the bias. */
 static bool text_segment(const struct elfsym *e, uint64_t lo, uint64_t *vaddr, uint64_t *off)
 {
@@ -259,13 +392,17 @@ static int bin_analyse(struct frameless *f, int fd, const char *exe, struct fl_b
 {
 	struct elfsym *e = NULL;
 	uint64_t t0 = mono_us();
-	if (elfsym_load_fd(fd, &e, NULL) < 0 || !e->pcln) {
+	if (elfsym_load_fd(fd, &e, NULL) < 0 || (!e->pcln && !f->c_tables)) {
 		elfsym_free(e);
-		return 0;	/* not Go (or unreadable): remembered as such */
+		return 0;	/* unreadable, or not Go with C tables off: remembered as such */
 	}
-	uint64_t *bits = NULL;
+	uint64_t *bits = NULL, *ent = NULL;
+	uint32_t nent = 0;
 	const char *cause = NULL;
-	int r = analyse(nb, e, exe, &bits, &cause);
+	/* Go keeps its pclntab (exact per function, .eh_frame covers only
+	 * its cgo/assembly parts); anything else: .eh_frame */
+	int r = e->pcln ? analyse(nb, e, exe, &bits, &cause)
+			: analyse_c(nb, e, fd, exe, &bits, &ent, &nent, &cause);
 	if (r > 0 && !text_segment(e, nb->lo, &nb->seg_vaddr, &nb->seg_offset)) {
 		r = 0;
 		cause = "no_text_segment";
@@ -273,37 +410,50 @@ static int bin_analyse(struct frameless *f, int fd, const char *exe, struct fl_b
 	elfsym_free(e);
 	if (r <= 0) {
 		free(bits);
+		free(ent);
+		nb->nwords = nb->ntab = 0;
 		if (r == 0 && cause)
 			skipped(cause);
 		return r;
 	}
-	uint32_t at;
+	uint32_t at, tab = 0;
 	int v;
-	/* the pool is full: forget executables no process runs now (nb is in
-	 * no list yet, so dropping bins cannot move it) */
-	while ((at = pool_find(f, nb->nwords)) == UINT32_MAX && (v = lru_idle(f, true)) >= 0)
+	/* the pools are full: forget executables no process runs now (nb is
+	 * in no list yet, so dropping bins cannot move it) */
+	for (;;) {
+		at = pool_find(f, nb->nwords, false, CPU_FL_POOL_WORDS);
+		if (nent)
+			tab = pool_find(f, nent, true, CPU_CFA_POOL);
+		if ((at != UINT32_MAX && tab != UINT32_MAX) || (v = lru_idle(f, true)) < 0)
+			break;
 		bin_drop(f, v);
-	if (at == UINT32_MAX) {
+	}
+	if (at == UINT32_MAX || tab == UINT32_MAX) {
 		free(bits);
+		free(ent);
 		skipped("pool_full");
-		pp_log(PP_WARN, "frameless Go code not marked: bitmap pool full", "exe=%s words=%u",
-		       pp_q(exe), nb->nwords);
-		nb->nwords = 0;
+		pp_log(PP_WARN, "frameless code not marked: pool full", "exe=%s words=%u entries=%u",
+		       pp_q(exe), nb->nwords, nent);
+		nb->nwords = nb->ntab = 0;
 		return 0;
 	}
 	r = cpu_sampler_fl_write(f->cpu, at, bits, nb->nwords);
+	if (r == 0 && nent)
+		r = cpu_sampler_cfa_write(f->cpu, tab, ent, nent);
 	free(bits);
+	free(ent);
 	if (r < 0) {
 		skipped("map_error");
-		pp_log(PP_WARN, "frameless Go code not marked: BPF map update failed",
+		pp_log(PP_WARN, "frameless code not marked: BPF map update failed",
 		       "exe=%s error=%s", pp_q(exe), pp_q(strerror(-r)));
-		nb->nwords = 0;
+		nb->nwords = nb->ntab = 0;
 		return 0;
 	}
 	nb->word = at;
+	nb->tab = tab;
 	nb->have = true;
-	pp_log(PP_DEBUG, "frameless table loaded", "exe=%s word=%u words=%u ms=%.1f", pp_q(exe),
-	       at, nb->nwords, (double)(mono_us() - t0) / 1000.0);
+	pp_log(PP_DEBUG, "frameless table loaded", "exe=%s word=%u words=%u tab=%u entries=%u ms=%.1f",
+	       pp_q(exe), at, nb->nwords, tab, nent, (double)(mono_us() - t0) / 1000.0);
 	return 0;
 }
 
@@ -401,7 +551,8 @@ static int install(struct frameless *f, struct fl_pid *p, const char *exe)
 		       (int)pid, pp_q(exe));
 		return 0;
 	}
-	struct cpu_fl_proc fp = { .start = start, .end = end, .word = b->word, .nwords = b->nwords };
+	struct cpu_fl_proc fp = { .start = start, .end = end, .word = b->word, .nwords = b->nwords,
+				  .tab = b->tab, .ntab = b->ntab };
 	rc = cpu_sampler_fl_set(f->cpu, pid, &fp);
 	if (rc < 0) {
 		/* retried at each re-evaluation: warn once, count each time */

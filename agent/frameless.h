@@ -19,6 +19,14 @@
  * (pushprof_cpu_frameless_skipped_total{cause}), and the process is
  * sampled as before, with plain frame-pointer stacks.
  *
+ * Other executables (C, C++, Rust...): their .eh_frame instead (ehframe.h),
+ * the %rsp-based ranges of the executable segment (prologues, epilogues,
+ * frameless leaves) as a sorted table in a second pool (fl_cfa), the
+ * bitmap marking the chunks the ranges touch. Bounds: a section of at most
+ * FL_EH_MAX_SECTION, a budget of decoded bytes, CPU_CFA_MAX_ENTRIES
+ * ranges per executable, CPU_CFA_POOL in all; counted in the same metric.
+ * Shared libraries are not analysed (only /proc/PID/exe).
+ *
  * Not thread-safe: the agent's loop thread only.
  */
 #ifndef PUSHPROF_FRAMELESS_H
@@ -33,6 +41,9 @@ struct frameless;
 
 /* NULL on out of memory. cpu must outlive the frameless. */
 struct frameless *frameless_new(struct cpu_sampler *cpu);
+/* C/C++ tables from .eh_frame for non-Go executables (default on); set
+ * before the first frameless_track(). */
+void frameless_set_c(struct frameless *f, bool on);
 /* Drops the processes' entries from the BPF maps, then the state. */
 void frameless_free(struct frameless *f);
 

@@ -167,22 +167,64 @@ static __always_inline __u64 grab_kernel_stack(void *ctx, struct cpu_stack *st)
 	return ~0ULL;
 }
 
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, CPU_CFA_POOL);
+	__type(key, __u32);
+	__type(value, __u64);
+} fl_cfa SEC(".maps");
+
 /*
- * True when ip lies in frameless code of this process (cpu.h): one hash
- * lookup per sample, a bitmap word only for PCs inside the Go text.
+ * The process's frameless-code entry when ip lies in a marked chunk of it
+ * (cpu.h), else NULL: one hash lookup per sample when the whole host is
+ * sampled, a bitmap word only for PCs inside the covered text.
  */
-static __always_inline bool frameless_at(const struct cpu_fl_proc *fl, __u32 tgid, __u64 ip)
+static __always_inline const struct cpu_fl_proc *
+frameless_at(const struct cpu_fl_proc *fl, __u32 tgid, __u64 ip)
 {
 	if (!fl)	/* whole host: not looked up yet */
 		fl = bpf_map_lookup_elem(&fl_procs, &tgid);
 	if (!fl || ip < fl->start || ip >= fl->end)
-		return false;
+		return NULL;
 	__u64 chunk = (ip - fl->start) >> CPU_FL_CHUNK_SHIFT;
 	if ((chunk >> 6) >= fl->nwords)
-		return false;
+		return NULL;
 	__u32 w = fl->word + (__u32)(chunk >> 6);
 	__u64 *bits = bpf_map_lookup_elem(&fl_bits, &w);
-	return bits && ((*bits >> (chunk & 63)) & 1);
+	return bits && ((*bits >> (chunk & 63)) & 1) ? fl : NULL;
+}
+
+/*
+ * C/C++: the table entry (cpu.h) whose range holds ip, 0 if none. A binary
+ * search of at most CPU_CFA_STEPS array lookups for the last entry
+ * starting at or before ip.
+ */
+static __always_inline __u64 cfa_find(const struct cpu_fl_proc *fl, __u64 ip)
+{
+	__u64 off = ip - fl->start;
+	__u32 lo = 0, hi = fl->ntab, idx;
+
+	if (hi > CPU_CFA_MAX_ENTRIES)
+		return 0;
+	for (__u32 i = 0; i < CPU_CFA_STEPS; i++) {
+		if (hi - lo <= 1)
+			break;
+		__u32 mid = lo + (hi - lo) / 2;
+		idx = fl->tab + mid;
+		__u64 *e = bpf_map_lookup_elem(&fl_cfa, &idx);
+		if (!e)
+			return 0;
+		if ((*e >> 32) <= off)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	idx = fl->tab + lo;
+	__u64 *e = bpf_map_lookup_elem(&fl_cfa, &idx);
+	if (!e)
+		return 0;
+	__u64 start = *e >> 32, len = (*e >> 20) & CPU_CFA_LEN_MAX;
+	return off >= start && off - start < len ? *e : 0;
 }
 
 /*
@@ -193,7 +235,9 @@ static __always_inline bool frameless_at(const struct cpu_fl_proc *fl, __u32 tgi
  * (the perf callchain buffers and the copy out of them are cold memory on
  * every 10 ms tick). Regs are the interrupted ones when the sample hit user
  * mode, the task's saved user regs otherwise. A leaf in frameless Go code
- * gets its caller from [sp] before the walk (cpu.h).
+ * gets its caller from [sp] before the walk, a C/C++ leaf in a prologue,
+ * epilogue or frameless leaf its caller and the caller's %rbp from the
+ * slots its .eh_frame gives (cpu.h).
  */
 static __always_inline __u64 grab_user_stack(struct bpf_perf_event_data *ctx,
 					     struct task_struct *task, __u32 tgid,
@@ -222,7 +266,9 @@ static __always_inline __u64 grab_user_stack(struct bpf_perf_event_data *ctx,
 		return CPU_STACK_NONE;
 	st->ips[0] = ip;
 	n = 1;
-	if (max_depth > 1 && frameless_at(fl, tgid, ip)) {
+	const struct cpu_fl_proc *p = max_depth > 1 ? frameless_at(fl, tgid, ip) : NULL;
+	if (p && !p->ntab) {
+		/* Go: the whole function is frameless, the caller at [sp] */
 		__u64 ra;
 
 		if (bpf_probe_read_user(&ra, sizeof(ra), (void *)sp) == 0 && ra) {
@@ -231,6 +277,25 @@ static __always_inline __u64 grab_user_stack(struct bpf_perf_event_data *ctx,
 			count(CPU_STAT_FL_LEAF);
 		} else {
 			count(CPU_STAT_FL_FAULT);
+		}
+	} else if (p) {
+		/* C/C++: only the table's ranges; elsewhere in the chunk
+		 * %rbp is this function's frame and the plain walk is right */
+		__u64 e = cfa_find(p, ip);
+		if (e) {
+			__u64 ra, cfp = fp;
+			__u32 k = (e >> 10) & CPU_CFA_SLOT_MAX, f = e & CPU_CFA_SLOT_MAX;
+
+			if (bpf_probe_read_user(&ra, sizeof(ra), (void *)(sp + 8 * (__u64)k)) == 0 &&
+			    ra && (!f || bpf_probe_read_user(&cfp, sizeof(cfp),
+							     (void *)(sp + 8 * (__u64)(f - 1))) == 0)) {
+				st->ips[1] = ra;
+				n = 2;
+				fp = cfp;	/* the caller's frame: the walk goes on from there */
+				count(CPU_STAT_CFA_LEAF);
+			} else {
+				count(CPU_STAT_CFA_FAULT);
+			}
 		}
 	}
 	for (__u32 i = 1; i < CPU_MAX_DEPTH; i++) {

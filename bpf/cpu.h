@@ -56,11 +56,40 @@
 #define CPU_FL_POOL_WORDS (1u << 18)		/* 2 MiB of words: 512 MiB of text */
 #define CPU_FL_MAX_PROCS 8192
 
+/*
+ * C and C++: prologues, epilogues, frameless leaves. A sample at a
+ * function's first instruction, after `push %rbp` but before `mov
+ * %rsp,%rbp`, at the `ret` after `leave`, or anywhere in a leaf built with
+ * -momit-leaf-frame-pointer has %rbp still holding the caller's frame (or
+ * the caller's %rbp saved on the stack): the walk misses the caller. User
+ * space (agent/ehframe.c) finds these ranges in .eh_frame: the CFA is
+ * %rsp-based there, so the return address is at [sp + 8*ra] and the
+ * caller's %rbp is in %rbp (fp 0) or at [sp + 8*(fp-1)].
+ *
+ * Same per-process range and bitmap as Go (a set bit: the chunk holds such
+ * a range, a pre-filter), plus a table: ntab entries from index tab of the
+ * fl_cfa pool, sorted by start, disjoint, one u64 each (CPU_CFA_*). ntab 0
+ * means Go semantics (caller at [sp] for the whole chunk). BPF binary-
+ * searches the table (at most CPU_CFA_STEPS lookups, so a table holds at
+ * most 2^(CPU_CFA_STEPS-1) entries) only for a leaf PC whose chunk bit is
+ * set. Return addresses are fixed per call site: stacks still dedupe.
+ */
+#define CPU_CFA_POOL (1u << 19)			/* entries (u64): 4 MiB */
+#define CPU_CFA_STEPS 20
+#define CPU_CFA_MAX_ENTRIES (1u << (CPU_CFA_STEPS - 1))
+/* entry: start offset from cpu_fl_proc.start (32 bits) | len (12) | ra (10) | fp (10) */
+#define CPU_CFA_LEN_MAX 4095u
+#define CPU_CFA_SLOT_MAX 1023u
+#define CPU_CFA_ENTRY(off, len, ra, fp) \
+	(((__u64)(off) << 32) | ((__u64)(len) << 20) | ((__u64)(ra) << 10) | (__u64)(fp))
+
 struct cpu_fl_proc {
 	__u64 start;		/* runtime address of chunk 0, 32-byte aligned */
 	__u64 end;		/* text covered: end <= start + nwords * CPU_FL_WORD_BYTES */
 	__u32 word;		/* first word in fl_bits */
 	__u32 nwords;
+	__u32 tab;		/* first entry in fl_cfa (C and C++) */
+	__u32 ntab;		/* 0: Go (see above) */
 };
 
 /* Reserved stack ids: never produced by the hash. */
@@ -101,6 +130,8 @@ enum cpu_stat {
 	CPU_STAT_TRUNCATED,		/* stack hit the depth limit */
 	CPU_STAT_FL_LEAF,		/* frameless leaf: caller read from [sp] */
 	CPU_STAT_FL_FAULT,		/* frameless leaf, but [sp] was unreadable */
+	CPU_STAT_CFA_LEAF,		/* C/C++ leaf in an %rsp-based range: caller from the stack */
+	CPU_STAT_CFA_FAULT,		/* such a leaf, but the stack slots were unreadable */
 	CPU_STAT_MAX,
 };
 
