@@ -207,9 +207,16 @@ static int emit(struct ehf_rows *rows, const struct state *s, uint64_t a, uint64
 		return 0;
 	if (s->fp_rule == RULE_OFFSET) {
 		int64_t at = s->cfa_off + s->fp_off;	/* from sp */
-		if (at < 0 || at % 8 || at / 8 >= k)
+		/* A slot below %rsp was popped: GCC's epilogues say
+		 * `.cfi_def_cfa_offset 8` after `pop %rbp` / `leave` but keep
+		 * the rule "rbp at cfa-16" until the `ret`; the pop put the
+		 * caller's value back in %rbp. */
+		if (at < 0)
+			fp = 0;
+		else if (at % 8 || at / 8 >= k)
 			return 0;
-		fp = at / 8 + 1;
+		else
+			fp = at / 8 + 1;
 	} else if (s->fp_rule != RULE_SAME) {
 		return 0;
 	}
