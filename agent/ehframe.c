@@ -112,14 +112,21 @@ struct state {
 	int64_t ra_off, fp_off;		/* CFA-relative, bytes */
 };
 
-static int parse_cie(const uint8_t *sec, size_t len, size_t off, struct cie *ce)
+/* The CIE at off into *ce (ce->ok: usable). Its bytes are charged to
+ * the budget: FDEs naming CIEs in turn re-parse them. 0 or -E2BIG. */
+static int parse_cie(const uint8_t *sec, size_t len, size_t off, struct cie *ce, uint64_t *budget)
 {
 	struct cur c = { sec + off, sec + len, false };
 	memset(ce, 0, sizeof(*ce));
 	ce->off = off;
+	if (off >= len)
+		return 0;
 	uint64_t l = rd(&c, 4);
 	if (l == 0xffffffff || c.bad || l < 4 || l > (size_t)(c.end - c.p))
 		return 0;
+	if (*budget < l + 16)
+		return -E2BIG;
+	*budget -= l + 16;
 	c.end = c.p + l;
 	if (rd(&c, 4) != 0)	/* CIE id */
 		return 0;
@@ -397,8 +404,8 @@ int ehframe_rows(const uint8_t *buf, size_t len, uint64_t sec_addr, uint64_t lo,
 			continue;
 		}
 		size_t cie_off = id_off - id;
-		if (cie_off != ce.off)
-			parse_cie(buf, len, cie_off, &ce);
+		if (cie_off != ce.off && parse_cie(buf, len, cie_off, &ce, budget) < 0)
+			return -E2BIG;
 		if (!ce.ok) {
 			st->fdes_given_up++;
 			off = next;
