@@ -247,7 +247,7 @@ static int run(const struct cie *ce, struct cur *c, struct state *s, const struc
 		return -E2BIG;
 	}
 	*budget -= n;
-	while (c->p < c->end) {
+	while (c->p < c->end && !c->bad) {	/* a bad read does not advance */
 		uint8_t op = (uint8_t)rd(c, 1);
 		uint64_t reg, delta = 0;
 		int64_t off;
