@@ -315,15 +315,17 @@ static int analyse_c(struct fl_bin *b, const struct elfsym *e, int fd, const cha
 	}
 	rows.n = m;
 	uint64_t lo = rows.v[0].start & ~(uint64_t)(FL_CHUNK - 1), hi = rows.v[m - 1].end;
-	if (nent > CPU_CFA_MAX_ENTRIES || hi - lo > (uint64_t)CPU_FL_POOL_WORDS * CPU_FL_WORD_BYTES ||
-	    hi - lo >= (1ull << 32)) {
+	/* two pool words per 2 KiB of text (bitmap, window: bpf/cpu.h) */
+	if (nent > CPU_CFA_MAX_ENTRIES ||
+	    hi - lo > (uint64_t)CPU_FL_POOL_WORDS / 2 * CPU_FL_WORD_BYTES || hi - lo >= (1ull << 32)) {
 		free(rows.v);
 		*cause = "text_too_large";
 		pp_log(PP_WARN, "C/C++ frame table not built: too many ranges or too much text",
 		       "exe=%s ranges=%" PRIu64 " text_bytes=%" PRIu64, pp_q(exe), nent, hi - lo);
 		return 0;
 	}
-	uint32_t nwords = (uint32_t)((hi - lo + CPU_FL_WORD_BYTES - 1) / CPU_FL_WORD_BYTES);
+	uint32_t nw = (uint32_t)((hi - lo + CPU_FL_WORD_BYTES - 1) / CPU_FL_WORD_BYTES);
+	uint32_t nwords = 2 * nw;
 	uint64_t *bits = calloc(nwords, sizeof(*bits));
 	uint64_t *ent = malloc(nent * sizeof(*ent));
 	if (!bits || !ent) {
@@ -335,13 +337,21 @@ static int analyse_c(struct fl_bin *b, const struct elfsym *e, int fd, const cha
 	uint32_t n = 0;
 	for (size_t i = 0; i < m; i++) {
 		const struct ehf_row *rw = &rows.v[i];
-		uint64_t c0 = (rw->start - lo) >> CPU_FL_CHUNK_SHIFT;
-		uint64_t c1 = (rw->end - 1 - lo) >> CPU_FL_CHUNK_SHIFT;	/* inclusive */
-		for (uint64_t c = c0; c <= c1; c++)
-			bits[c >> 6] |= 1ull << (c & 63);
 		for (uint64_t a = rw->start; a < rw->end; a += CPU_CFA_LEN_MAX) {
 			uint64_t len = rw->end - a < CPU_CFA_LEN_MAX ? rw->end - a : CPU_CFA_LEN_MAX;
-			ent[n++] = CPU_CFA_ENTRY(a - lo, len, rw->ra, rw->fp);
+			uint64_t o0 = a - lo, o1 = a - lo + len - 1;	/* inclusive */
+			ent[n] = CPU_CFA_ENTRY(o0, len, rw->ra, rw->fp);
+			for (uint64_t c = o0 >> CPU_FL_CHUNK_SHIFT; c <= o1 >> CPU_FL_CHUNK_SHIFT; c++)
+				bits[2 * (c >> 6)] |= 1ull << (c & 63);
+			/* entries are sorted: those overlapping a window are
+			 * consecutive, the first one sets its start */
+			for (uint64_t wi = o0 / CPU_FL_WORD_BYTES; wi <= o1 / CPU_FL_WORD_BYTES; wi++) {
+				uint64_t *win = &bits[2 * wi + 1];
+				if (!*win)
+					*win = (uint64_t)n << 32;
+				(*win)++;
+			}
+			n++;
 		}
 	}
 	free(rows.v);

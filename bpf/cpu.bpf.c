@@ -176,35 +176,43 @@ struct {
 
 /*
  * The process's frameless-code entry when ip lies in a marked chunk of it
- * (cpu.h), else NULL: one hash lookup per sample when the whole host is
- * sampled, a bitmap word only for PCs inside the covered text.
+ * (cpu.h), else NULL; *w: the pool index of the bitmap word. One hash
+ * lookup per sample when the whole host is sampled, a bitmap word only
+ * for PCs inside the covered text.
  */
 static __always_inline const struct cpu_fl_proc *
-frameless_at(const struct cpu_fl_proc *fl, __u32 tgid, __u64 ip)
+frameless_at(const struct cpu_fl_proc *fl, __u32 tgid, __u64 ip, __u32 *w)
 {
 	if (!fl)	/* whole host: not looked up yet */
 		fl = bpf_map_lookup_elem(&fl_procs, &tgid);
 	if (!fl || ip < fl->start || ip >= fl->end)
 		return NULL;
 	__u64 chunk = (ip - fl->start) >> CPU_FL_CHUNK_SHIFT;
-	if ((chunk >> 6) >= fl->nwords)
+	__u64 at = fl->ntab ? (chunk >> 6) * 2 : chunk >> 6;	/* C/C++: bitmap, window */
+	if (at >= fl->nwords)
 		return NULL;
-	__u32 w = fl->word + (__u32)(chunk >> 6);
-	__u64 *bits = bpf_map_lookup_elem(&fl_bits, &w);
+	*w = fl->word + (__u32)at;
+	__u64 *bits = bpf_map_lookup_elem(&fl_bits, w);
 	return bits && ((*bits >> (chunk & 63)) & 1) ? fl : NULL;
 }
 
 /*
- * C/C++: the table entry (cpu.h) whose range holds ip, 0 if none. A binary
- * search of at most CPU_CFA_STEPS array lookups for the last entry
- * starting at or before ip.
+ * C/C++: the table entry (cpu.h) whose range holds ip, 0 if none. The
+ * window after bitmap word w names the entries overlapping ip's 2 KiB; a
+ * binary search of at most CPU_CFA_STEPS array lookups in it for the last
+ * entry starting at or before ip.
  */
-static __always_inline __u64 cfa_find(const struct cpu_fl_proc *fl, __u64 ip)
+static __always_inline __u64 cfa_find(const struct cpu_fl_proc *fl, __u32 w, __u64 ip)
 {
 	__u64 off = ip - fl->start;
-	__u32 lo = 0, hi = fl->ntab, idx;
+	__u32 wi = w + 1, lo, hi, idx;
+	__u64 *win = bpf_map_lookup_elem(&fl_bits, &wi);
 
-	if (hi > CPU_CFA_MAX_ENTRIES)
+	if (!win)
+		return 0;
+	lo = *win >> 32;
+	hi = lo + (__u32)*win;
+	if (hi <= lo || hi > fl->ntab)
 		return 0;
 	for (__u32 i = 0; i < CPU_CFA_STEPS; i++) {
 		if (hi - lo <= 1)
@@ -266,7 +274,8 @@ static __always_inline __u64 grab_user_stack(struct bpf_perf_event_data *ctx,
 		return CPU_STACK_NONE;
 	st->ips[0] = ip;
 	n = 1;
-	const struct cpu_fl_proc *p = max_depth > 1 ? frameless_at(fl, tgid, ip) : NULL;
+	__u32 w = 0;
+	const struct cpu_fl_proc *p = max_depth > 1 ? frameless_at(fl, tgid, ip, &w) : NULL;
 	if (p && !p->ntab) {
 		/* Go: the whole function is frameless, the caller at [sp] */
 		__u64 ra;
@@ -281,7 +290,7 @@ static __always_inline __u64 grab_user_stack(struct bpf_perf_event_data *ctx,
 	} else if (p) {
 		/* C/C++: only the table's ranges; elsewhere in the chunk
 		 * %rbp is this function's frame and the plain walk is right */
-		__u64 e = cfa_find(p, ip);
+		__u64 e = cfa_find(p, w, ip);
 		if (e) {
 			__u64 ra, cfp = fp;
 			__u32 k = (e >> 10) & CPU_CFA_SLOT_MAX, f = e & CPU_CFA_SLOT_MAX;

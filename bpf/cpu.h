@@ -66,17 +66,23 @@
  * %rsp-based there, so the return address is at [sp + 8*ra] and the
  * caller's %rbp is in %rbp (fp 0) or at [sp + 8*(fp-1)].
  *
- * Same per-process range and bitmap as Go (a set bit: the chunk holds such
- * a range, a pre-filter), plus a table: ntab entries from index tab of the
- * fl_cfa pool, sorted by start, disjoint, one u64 each (CPU_CFA_*). ntab 0
- * means Go semantics (caller at [sp] for the whole chunk). BPF binary-
- * searches the table (at most CPU_CFA_STEPS lookups, so a table holds at
- * most 2^(CPU_CFA_STEPS-1) entries) only for a leaf PC whose chunk bit is
- * set. Return addresses are fixed per call site: stacks still dedupe.
+ * Same per-process range and pool as Go, but two words per 2 KiB of text:
+ * word 2i is the bitmap (a set bit: the chunk holds such a range, the
+ * pre-filter), word 2i+1 the window of table entries overlapping those
+ * 2 KiB: first entry (high 32 bits, relative to tab) and count (low 32).
+ * The table: ntab entries from index tab of the fl_cfa pool, sorted by
+ * start, disjoint, one u64 each (CPU_CFA_ENTRY). ntab 0 means Go
+ * semantics (one bitmap word per 2 KiB, caller at [sp] for the whole
+ * chunk). Only for a leaf PC whose chunk bit is set BPF reads the window
+ * and binary-searches it: ranges are disjoint and at least a byte long,
+ * so a window holds at most 2049 entries and CPU_CFA_STEPS lookups find
+ * the one (a longer window, which only a broken table has, gives a wrong
+ * answer for that process, never an unbounded search). Return addresses
+ * are fixed per call site: stacks still dedupe.
  */
 #define CPU_CFA_POOL (1u << 19)			/* entries (u64): 4 MiB */
-#define CPU_CFA_STEPS 20
-#define CPU_CFA_MAX_ENTRIES (1u << (CPU_CFA_STEPS - 1))
+#define CPU_CFA_STEPS 12
+#define CPU_CFA_MAX_ENTRIES CPU_CFA_POOL
 /* entry: start offset from cpu_fl_proc.start (32 bits) | len (12) | ra (10) | fp (10) */
 #define CPU_CFA_LEN_MAX 4095u
 #define CPU_CFA_SLOT_MAX 1023u
@@ -87,7 +93,7 @@ struct cpu_fl_proc {
 	__u64 start;		/* runtime address of chunk 0, 32-byte aligned */
 	__u64 end;		/* text covered: end <= start + nwords * CPU_FL_WORD_BYTES */
 	__u32 word;		/* first word in fl_bits */
-	__u32 nwords;
+	__u32 nwords;		/* C/C++: 2 per 2 KiB (bitmap, window) */
 	__u32 tab;		/* first entry in fl_cfa (C and C++) */
 	__u32 ntab;		/* 0: Go (see above) */
 };
