@@ -412,7 +412,8 @@ static void window(struct agent *a)
 	pp_log(PP_INFO, "cpu window",
 	       "window=%llu samples=%llu processes=%zu bytes=%llu lost_map_full=%llu "
 	       "lost_stack_err=%llu lost_stacks_full=%llu lost_collision=%llu truncated=%llu "
-	       "truncated_junk=%llu filtered=%llu frameless_leaf=%llu cfa_leaf=%llu cfa_fault=%llu "
+	       "truncated_junk=%llu filtered=%llu frameless_leaf=%llu frameless_mid=%llu "
+	       "frameless_fault=%llu g0_switch=%llu g0_fail=%llu "
 	       "targets=%zu/%zu "
 	       "locations=%llu named=%llu cpus=%u duration_ms=%lld agent_cpu_ms=%.1f%s%s",
 	       (unsigned long long)a->windows, (unsigned long long)a->win.samples, ps.profiles,
@@ -423,8 +424,9 @@ static void window(struct agent *a)
 	       (unsigned long long)s[CPU_STAT_COLLISION],
 	       (unsigned long long)s[CPU_STAT_TRUNCATED], (unsigned long long)ps.junk_cut,
 	       (unsigned long long)s[CPU_STAT_FILTERED],
-	       (unsigned long long)s[CPU_STAT_FL_LEAF], (unsigned long long)s[CPU_STAT_CFA_LEAF],
-	       (unsigned long long)s[CPU_STAT_CFA_FAULT], matched, procs,
+	       (unsigned long long)s[CPU_STAT_FL_LEAF], (unsigned long long)s[CPU_STAT_FL_MID],
+	       (unsigned long long)s[CPU_STAT_FL_FAULT], (unsigned long long)s[CPU_STAT_G0_SWITCH],
+	       (unsigned long long)s[CPU_STAT_G0_FAIL], matched, procs,
 	       (unsigned long long)ps.frames, (unsigned long long)ps.frames_named,
 	       cpu_sampler_ncpus(a->cpu), (long long)(dur / 1000000),
 	       (double)(cpu_time_ns() - cpu0) / 1e6, fr < 0 ? " flush_error=" : "",

@@ -656,6 +656,7 @@ int gobin_share(const struct gobin *g, pid_t pid, struct gobin **out, struct pp_
 	n->path = strdup(g->path);
 	n->exe = strdup(exe);
 	n->impl = NULL;
+	n->mem = NULL;
 	if (!n->path || !n->exe) {
 		gobin_free(n);
 		return -ENOMEM;
@@ -680,16 +681,29 @@ void gobin_file_id(const struct gobin *g, uint64_t *dev, uint64_t *ino)
 	*ino = (uint64_t)g->impl->st_ino;
 }
 
-int gobin_read_mem(pid_t pid, uint64_t addr, void *buf, size_t len, struct pp_err *err)
+ssize_t gobin_read_some(const struct gobin *g, pid_t pid, uint64_t addr, void *buf, size_t len)
 {
+	if (g && g->mem) {
+		ssize_t n = g->mem->read(g->mem->ctx, addr, buf, len);
+		/* a reader that claims more than asked for is broken: no bytes */
+		return n > (ssize_t)len ? -EIO : n;
+	}
 	struct iovec l = {.iov_base = buf, .iov_len = len};
 	struct iovec r = {.iov_base = (void *)(uintptr_t)addr, .iov_len = len};
 	ssize_t n = process_vm_readv(pid, &l, 1, &r, 1, 0);
+	return n < 0 ? -errno : n;
+}
+
+/* Exactly len bytes through gobin_read_some(), with a message. */
+static int read_exact(const struct gobin *g, pid_t pid, uint64_t addr, void *buf, size_t len,
+		      struct pp_err *err)
+{
+	ssize_t n = gobin_read_some(g, pid, addr, buf, len);
 	if (n == (ssize_t)len)
 		return 0;
 	if (n >= 0)
 		return pp_errf(err, -EFAULT, "pid %d: short read at 0x%" PRIx64, (int)pid, addr);
-	int e = errno;
+	int e = (int)-n;
 	if (e == ESRCH)
 		return pp_errf(err, -ESRCH, "pid %d: the process exited", (int)pid);
 	if (e == EPERM || e == EACCES)
@@ -697,6 +711,11 @@ int gobin_read_mem(pid_t pid, uint64_t addr, void *buf, size_t len, struct pp_er
 			       strerror(e));
 	return pp_errf(err, -e, "pid %d: read 0x%" PRIx64 "+%zu: %s", (int)pid, addr, len,
 		       strerror(e));
+}
+
+int gobin_read_mem(pid_t pid, uint64_t addr, void *buf, size_t len, struct pp_err *err)
+{
+	return read_exact(NULL, pid, addr, buf, len, err);
 }
 
 static int verify_live(struct gobin *g, struct pp_err *err)
@@ -713,7 +732,7 @@ static int verify_live(struct gobin *g, struct pp_err *err)
 		return rc;
 	if (head) {
 		uint64_t hdr[6];
-		if (gobin_read_mem(g->pid, head, hdr, sizeof(hdr), NULL) || hdr[2] != 1 ||
+		if (read_exact(g, g->pid, head, hdr, sizeof(hdr), NULL) || hdr[2] != 1 ||
 		    hdr[5] == 0 || hdr[5] > 1024)
 			return pp_errf(err, -ENOENT, "pid %d: candidate runtime.mbuckets at 0x%" PRIx64
 				       " does not point at a memory-profile bucket",
@@ -867,21 +886,21 @@ int gobin_read_rate(const struct gobin *g, int64_t *rate, struct pp_err *err)
 {
 	if (!g->rate_addr)
 		return pp_errf(err, -ENOENT, "runtime.MemProfileRate not located");
-	return gobin_read_mem(g->pid, g->rate_addr, rate, sizeof(*rate), err);
+	return read_exact(g, g->pid, g->rate_addr, rate, sizeof(*rate), err);
 }
 
 int gobin_read_cycle(const struct gobin *g, uint32_t *raw, struct pp_err *err)
 {
 	if (!g->cycle_addr)
 		return pp_errf(err, -ENOENT, "runtime.mProfCycle not located");
-	return gobin_read_mem(g->pid, g->cycle_addr, raw, sizeof(*raw), err);
+	return read_exact(g, g->pid, g->cycle_addr, raw, sizeof(*raw), err);
 }
 
 int gobin_read_mbuckets(const struct gobin *g, uint64_t *head, struct pp_err *err)
 {
 	if (!g->mbuckets_addr)
 		return pp_errf(err, -ENOENT, "runtime.mbuckets not located");
-	return gobin_read_mem(g->pid, g->mbuckets_addr, head, sizeof(*head), err);
+	return read_exact(g, g->pid, g->mbuckets_addr, head, sizeof(*head), err);
 }
 
 int gobin_enable_profiling(const struct gobin *g, int64_t rate, int64_t *old,

@@ -48,6 +48,26 @@ struct gobin_vars {
 
 struct gobin_impl;
 
+/*
+ * Where reads of the target's memory go (a seam for tests and fuzz
+ * targets, which supply a fake, hostile address space). Production leaves
+ * gobin.mem NULL: process_vm_readv on the process.
+ *
+ * read() copies up to len bytes at runtime address addr into buf and
+ * returns how many it copied from addr on: fewer than len when the range
+ * runs into unreadable memory (as process_vm_readv), never more; or
+ * -errno: -ESRCH the process is gone, -EFAULT nothing readable at addr,
+ * -EPERM/-EACCES not allowed. It is called on whichever thread reads
+ * through the gobin (goheap walks, gobin_read_*), must not keep buf, and
+ * must be safe to call concurrently if the gobin is used that way. The
+ * gobin does not own mem or ctx: both must outlive it. Reads only:
+ * gobin_enable_profiling() always writes /proc/PID/mem.
+ */
+struct gobin_mem {
+	ssize_t (*read)(void *ctx, uint64_t addr, void *buf, size_t len);
+	void *ctx;
+};
+
 struct gobin {
 	char *path;			/* the file analyzed (e.g. /proc/PID/exe) */
 	char *exe;			/* the executable's own path (label), or a copy of path */
@@ -73,6 +93,10 @@ struct gobin {
 	uint64_t bias;
 	uint64_t text_start, text_limit;	/* runtime range of text */
 	uint64_t mbuckets_addr, rate_addr, cycle_addr;
+
+	/* NULL: process_vm_readv on the process (see struct gobin_mem).
+	 * gobin_share() does not copy it: the new gobin reads its own pid. */
+	const struct gobin_mem *mem;
 
 	struct gobin_impl *impl;
 };
@@ -133,6 +157,14 @@ int gobin_enable_profiling(const struct gobin *g, int64_t rate, int64_t *old,
 /* process_vm_readv of exactly len bytes: -ESRCH (gone), -EFAULT (unmapped
  * or short), -EPERM/-EACCES, with a message. */
 int gobin_read_mem(pid_t pid, uint64_t addr, void *buf, size_t len, struct pp_err *err);
+
+/*
+ * The one place target memory is read: through g->mem when set, else
+ * process_vm_readv on pid (g may be NULL then). Up to len bytes at addr;
+ * returns the count copied (short at unreadable memory) or -errno, as
+ * struct gobin_mem's read(). No message: callers word their own.
+ */
+ssize_t gobin_read_some(const struct gobin *g, pid_t pid, uint64_t addr, void *buf, size_t len);
 
 /*
  * The targets of RIP-relative register moves found at every byte offset of

@@ -257,6 +257,7 @@ struct window {
 };
 
 struct reader {
+	const struct gobin *g;	/* its mem, when set, replaces process_vm_readv */
 	pid_t pid;
 	struct window w[NWINDOWS];
 	unsigned next;		/* round-robin victim */
@@ -266,12 +267,10 @@ struct reader {
 
 static ssize_t remote(struct reader *r, uint64_t addr, void *buf, size_t len)
 {
-	struct iovec l = {.iov_base = buf, .iov_len = len};
-	struct iovec rv = {.iov_base = (void *)(uintptr_t)addr, .iov_len = len};
 	r->calls++;
-	ssize_t n = process_vm_readv(r->pid, &l, 1, &rv, 1, 0);
+	ssize_t n = gobin_read_some(r->g, r->pid, addr, buf, len);
 	if (n < 0)
-		r->last_errno = errno;
+		r->last_errno = (int)-n;
 	return n;
 }
 
@@ -394,7 +393,7 @@ static int walk(pid_t pid, const struct gobin *g, uint32_t max_buckets, uint32_t
 	if (max_buckets == 0)
 		max_buckets = 1;
 
-	struct reader rd = {.pid = pid};
+	struct reader rd = {.g = g, .pid = pid};
 	size_t maxrec = BUCKET_HDR + 8 * GOHEAP_NSTK_LIMIT + MEMREC_BYTES;
 	uint64_t *buf = malloc(maxrec);
 	if (!buf)
@@ -669,6 +668,18 @@ double goheap_go_exp(double x)
 }
 #endif
 
+/*
+ * Go's int64(f) on amd64 (CVTTSD2SQ): NaN and values out of range give
+ * the "integer indefinite" INT64_MIN. In C that conversion is undefined,
+ * and hostile counts and rates (e.g. rate 2^62, average size 1) reach it.
+ */
+static int64_t go_int64(double f)
+{
+	if (!(f >= -9223372036854775808.0 && f < 9223372036854775808.0))
+		return INT64_MIN;
+	return (int64_t)f;
+}
+
 /* runtime/pprof scaleHeapSample. */
 void goheap_scale_heap_sample(int64_t count, int64_t size, int64_t rate, int64_t *oc,
 			      int64_t *os)
@@ -684,8 +695,8 @@ void goheap_scale_heap_sample(int64_t count, int64_t size, int64_t rate, int64_t
 	}
 	double avg = (double)size / (double)count;
 	double scale = 1 / (1 - goheap_go_exp(-avg / (double)rate));
-	*oc = (int64_t)((double)count * scale);
-	*os = (int64_t)((double)size * scale);
+	*oc = go_int64((double)count * scale);
+	*os = go_int64((double)size * scale);
 }
 
 #define MAX_INLINE 64
@@ -1072,7 +1083,9 @@ static int builder_add(struct builder *b, const struct go_bucket *bk, const stru
 	}
 	if (skip == nstk)
 		skip = 0;	/* Go keeps the whole stack then */
-	if ((rc = locs_for_stack(b, bk->stk + skip, nstk - skip, b->stkbuf, &nlocs)))
+	/* An empty stack (nstk 0 from the target) has stk NULL: no locations,
+	 * and no pointer arithmetic on NULL. */
+	if (nstk && (rc = locs_for_stack(b, bk->stk + skip, nstk - skip, b->stkbuf, &nlocs)))
 		return rc;
 	if (nlocs == 0 && skip && (rc = locs_for_stack(b, bk->stk, nstk, b->stkbuf, &nlocs)))
 		return rc;

@@ -3,7 +3,8 @@
  *
  * Three steps, usable separately:
  *   1. goheap_read(): walk runtime.mbuckets -> allnext with
- *      process_vm_readv into a struct go_heap (raw buckets, nothing
+ *      process_vm_readv (or the gobin's struct gobin_mem, the seam the
+ *      fuzz target uses) into a struct go_heap (raw buckets, nothing
  *      interpreted yet). Producers that obtain buckets another way (the
  *      OOM capture reads them from BPF) fill a go_heap with
  *      goheap_add_bucket() instead.

@@ -365,7 +365,8 @@ static int32_t pcvalue(const struct gopcln *t, const struct fn *fn, uint32_t off
 #define FUNCFLAG_TOPFRAME 1
 #define FUNCFLAG_SPWRITE 2
 
-int gopcln_func_frameless(const struct gopcln *t, size_t i, uint64_t *budget)
+int gopcln_func_pcsp(const struct gopcln *t, size_t i, uint64_t *budget, struct gopcln_sprun *runs,
+		     size_t max)
 {
 	if (i >= t->nfunc)
 		return -ERANGE;
@@ -382,11 +383,11 @@ int gopcln_func_frameless(const struct gopcln *t, size_t i, uint64_t *budget)
 		return 0;
 	if (off == 0 || off >= t->pc_len)
 		return 0;
-	/* pcvalue's walk, checking every value instead of finding one: 0 up
-	 * to the table's end (the code's end; the linker's alignment padding
-	 * after it is in no table) or the function's end. */
+	/* pcvalue's walk, keeping every run instead of finding one: up to the
+	 * table's end (the code's end; the linker's alignment padding after
+	 * it is in no table) or the function's end. */
 	const uint8_t *b = t->tab + t->pc_off;
-	size_t len = t->pc_len, pos = off;
+	size_t len = t->pc_len, pos = off, n = 0;
 	uint64_t pc = fn.entry;
 	int32_t val = -1;
 	bool first = true;
@@ -396,18 +397,37 @@ int gopcln_func_frameless(const struct gopcln *t, size_t i, uint64_t *budget)
 			return -E2BIG;
 		(*budget)--;
 		if (pos >= len)
-			return 0;
+			return -EINVAL;
 		if (b[pos] == 0 && !first)
 			break;		/* end of table */
 		if (!uvarint(b, len, &pos, &uv) || !uvarint(b, len, &pos, &pcd))
-			return 0;
+			return -EINVAL;
 		val = (int32_t)((uint32_t)val + (-(uv & 1) ^ (uv >> 1)));
-		if (val != 0 || pcd == 0)
-			return 0;
-		pc += (uint64_t)pcd * t->quantum;
 		first = false;
+		if (pcd == 0)
+			continue;
+		uint64_t hi = pc + (uint64_t)pcd * t->quantum;
+		if (hi > end || hi < pc)
+			hi = end;
+		if (n && runs[n - 1].sp == val && runs[n - 1].hi == pc) {
+			runs[n - 1].hi = hi;	/* the same value again: one run */
+		} else {
+			if (n == max)
+				return -ENOSPC;
+			runs[n++] = (struct gopcln_sprun){ .lo = pc, .hi = hi, .sp = val };
+		}
+		pc = hi;
 	}
-	return first ? 0 : 1;
+	return (int)n;
+}
+
+int gopcln_func_frameless(const struct gopcln *t, size_t i, uint64_t *budget)
+{
+	struct gopcln_sprun run[1];
+	int n = gopcln_func_pcsp(t, i, budget, run, 1);
+	if (n < 0)
+		return n == -ENOSPC ? 0 : n;	/* more than one run: SP moves */
+	return n == 1 && run[0].sp == 0;
 }
 
 static int32_t pcdata(const struct gopcln *t, const struct fn *fn, uint32_t table, uint64_t pc)

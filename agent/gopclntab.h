@@ -109,6 +109,23 @@ long gopcln_find_name(const struct gopcln *t, const char *name, struct gopcln_fu
  */
 int gopcln_func_frameless(const struct gopcln *t, size_t i, uint64_t *budget);
 
+/* A run of PCs [lo, hi) (link-time) over which the i-th function's pcsp is sp. */
+struct gopcln_sprun {
+	uint64_t lo, hi;
+	int32_t sp;		/* bytes below the entry SP (the return address) */
+};
+
+/*
+ * The i-th function's pcsp table as runs, in address order, equal
+ * neighbours merged: up to max of them into runs. Returns their number,
+ * 0 when the function has no table or writes SP in ways pcsp does not
+ * track (funcFlag_SPWRITE, funcFlag_TOPFRAME: see above), -ENOSPC past max
+ * runs, -E2BIG when *budget (shared, as above) is spent, -EINVAL on a
+ * corrupt entry or table, -ERANGE past the end.
+ */
+int gopcln_func_pcsp(const struct gopcln *t, size_t i, uint64_t *budget, struct gopcln_sprun *runs,
+		     size_t max);
+
 /*
  * pc -> frames, innermost first: the inlined calls at pc (if any), then the
  * physical function. For a return address pass pc - 1 (the call

@@ -497,8 +497,13 @@ int pprof_add_sample(struct pprof *p, const uint64_t *locs, size_t nlocs,
 	struct sample_key k = { locs, nlocs, lab, nlabels };
 	int64_t i = ht_find(&p->sampletab, (uint32_t)h, sample_eq, p, &k);
 	if (i >= 0) {
-		for (size_t v = 0; v < p->nstypes; v++)
-			p->samples[i].values[v] += values[v];
+		/* Saturating: values can come from hostile memory (a Go heap's
+		 * counts) and signed overflow is undefined. */
+		for (size_t v = 0; v < p->nstypes; v++) {
+			int64_t *acc = &p->samples[i].values[v];
+			if (__builtin_add_overflow(*acc, values[v], acc))
+				*acc = values[v] > 0 ? INT64_MAX : INT64_MIN;
+		}
 		goto out;
 	}
 

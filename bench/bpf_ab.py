@@ -3,10 +3,11 @@
 
   /usr/bin/python3 bench/bpf_ab.py --a OLD/pushprof --b NEW/pushprof
       [--rounds 4] [--secs 20] [--freq 99] [--targeted]
-      [--workload leaves|cframes] [--a-env K=V ...] [--b-env K=V ...]
+      [--workload leaves|gcstack|cframes] [--a-env K=V ...] [--b-env K=V ...]
 
 Both agents sample the same running workload (tests/cpu/workloads/leaves.go:
-Go code spending its time in frameless leaves, 2 goroutines) in turns,
+Go code spending its time in frameless leaves, 2 goroutines; or gcstack.go:
+garbage collection through runtime.systemstack and write barriers) in turns,
 A B B A A B ..., one agent at a time, each for --secs (--together: both at
 once, each with its own events and program, --rounds times); with
 kernel.bpf_stats_enabled=1 (restored afterwards) the program's
@@ -117,18 +118,18 @@ def main():
     ap.add_argument("--targeted", action="store_true")
     ap.add_argument("--together", action="store_true",
                     help="run A and B at the same time, --rounds times")
-    ap.add_argument("--workload", choices=["leaves", "cframes"], default="leaves")
+    ap.add_argument("--workload", choices=["leaves", "gcstack", "cframes"], default="leaves")
     ap.add_argument("--a-env", action="append", default=[], help="K=V for agent A")
     ap.add_argument("--b-env", action="append", default=[], help="K=V for agent B")
     o = ap.parse_args()
     o.aenv = dict(kv.split("=", 1) for kv in o.a_env)
     o.benv = dict(kv.split("=", 1) for kv in o.b_env)
     d = tempfile.mkdtemp(prefix="pushprof-bpf-ab-")
-    if o.workload == "leaves":
-        work = os.path.join(d, "leaves")
+    if o.workload in ("leaves", "gcstack"):
+        work = os.path.join(d, o.workload)
         subprocess.run(["go", "build", "-o", work,
-                        os.path.join(SRC, "tests", "cpu", "workloads", "leaves.go")], check=True,
-                       env=dict(os.environ, GO111MODULE="off"))
+                        os.path.join(SRC, "tests", "cpu", "workloads", o.workload + ".go")],
+                       check=True, env=dict(os.environ, GO111MODULE="off"))
         w = subprocess.Popen([work, os.path.join(d, "go.pprof"), "100000", "2"],
                              env=dict(os.environ, GOMAXPROCS="2"))
     else:

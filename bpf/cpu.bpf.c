@@ -59,8 +59,8 @@ struct {
 };
 
 /* tgids to sample when filter_tgids is set. The value is the process's
- * frameless-code range (cpu.h; nwords 0: none), so that a filtered sampler
- * finds it with the lookup it does anyway. */
+ * leaf tables (cpu.h; ntab 0: none), so that a filtered sampler finds them
+ * with the lookup it does anyway. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 65536);
@@ -68,8 +68,9 @@ struct {
 	__type(value, struct cpu_fl_proc);
 } allowed_tgids SEC(".maps");
 
-/* Frameless Go code (see cpu.h): tgid -> text range when the whole host is
- * sampled (else in allowed_tgids), and the bitmap pool. */
+/* Leaf tables (see cpu.h): tgid -> its tables when the whole host is
+ * sampled (else in allowed_tgids), the pool of bitmap and window words, and
+ * (below) the pool of table entries. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, CPU_FL_MAX_PROCS);
@@ -175,39 +176,24 @@ struct {
 } fl_cfa SEC(".maps");
 
 /*
- * The process's frameless-code entry when ip lies in a marked chunk of it
- * (cpu.h), else NULL; *w: the pool index of the bitmap word. One hash
- * lookup per sample when the whole host is sampled, a bitmap word only
- * for PCs inside the covered text.
+ * The table entry (cpu.h) whose range holds ip, 0 if none: the chunk's
+ * bit first (the pre-filter: no further lookup for most PCs), then a
+ * binary search of at most CPU_CFA_STEPS array lookups in the window of
+ * entries overlapping ip's 2 KiB for the last one starting at or before ip.
  */
-static __always_inline const struct cpu_fl_proc *
-frameless_at(const struct cpu_fl_proc *fl, __u32 tgid, __u64 ip, __u32 *w)
+static __always_inline __u64 fl_find(const struct cpu_fl_proc *fl, __u64 ip)
 {
-	if (!fl)	/* whole host: not looked up yet */
-		fl = bpf_map_lookup_elem(&fl_procs, &tgid);
-	if (!fl || ip < fl->start || ip >= fl->end)
-		return NULL;
-	__u64 chunk = (ip - fl->start) >> CPU_FL_CHUNK_SHIFT;
-	__u64 at = fl->ntab ? (chunk >> 6) * 2 : chunk >> 6;	/* C/C++: bitmap, window */
-	if (at >= fl->nwords)
-		return NULL;
-	*w = fl->word + (__u32)at;
-	__u64 *bits = bpf_map_lookup_elem(&fl_bits, w);
-	return bits && ((*bits >> (chunk & 63)) & 1) ? fl : NULL;
-}
-
-/*
- * C/C++: the table entry (cpu.h) whose range holds ip, 0 if none. The
- * window after bitmap word w names the entries overlapping ip's 2 KiB; a
- * binary search of at most CPU_CFA_STEPS array lookups in it for the last
- * entry starting at or before ip.
- */
-static __always_inline __u64 cfa_find(const struct cpu_fl_proc *fl, __u32 w, __u64 ip)
-{
-	__u64 off = ip - fl->start;
-	__u32 wi = w + 1, lo, hi, idx;
+	if (!fl->ntab || ip < fl->start || ip >= fl->end)
+		return 0;
+	__u64 off = ip - fl->start, chunk = off >> CPU_FL_CHUNK_SHIFT;
+	__u64 at = (chunk >> 6) * 2;	/* bitmap, window */
+	if (at + 1 >= fl->nwords)
+		return 0;
+	__u32 w = fl->word + (__u32)at, wi = w + 1, lo, hi, idx;
+	__u64 *bits = bpf_map_lookup_elem(&fl_bits, &w);
+	if (!bits || !((*bits >> (chunk & 63)) & 1))
+		return 0;
 	__u64 *win = bpf_map_lookup_elem(&fl_bits, &wi);
-
 	if (!win)
 		return 0;
 	lo = *win >> 32;
@@ -236,16 +222,88 @@ static __always_inline __u64 cfa_find(const struct cpu_fl_proc *fl, __u32 w, __u
 }
 
 /*
+ * The return address into the caller of runtime.systemstack/asmcgocall,
+ * for a thread on g0 that switched there (cpu.h, "Frameless Go code
+ * mid-stack"): [curg.sched.sp], each step checked. g is a candidate for
+ * g0. 0 when it does not check out.
+ */
+static __always_inline __u64 g0_caller(__u64 g)
+{
+	__u64 m = 0, g0 = 0, curg = 0, cg[8], ret = 0;
+
+	if (!g || bpf_probe_read_user(&m, sizeof(m), (void *)(g + GO_G_M)) || !m)
+		return 0;
+	if (bpf_probe_read_user(&g0, sizeof(g0), (void *)(m + GO_M_G0)) || g0 != g)
+		return 0;	/* not g0 of its m: no switch, or not a g at all */
+	if (bpf_probe_read_user(&curg, sizeof(curg), (void *)(m + GO_M_CURG)) || !curg || curg == g)
+		return 0;
+	/* stack.lo, stack.hi, ..., m, sched.sp: one read */
+	if (bpf_probe_read_user(cg, sizeof(cg), (void *)curg))
+		return 0;
+	__u64 lo = cg[GO_G_STACK_LO / 8], hi = cg[GO_G_STACK_HI / 8];
+	__u64 sp = cg[GO_G_SCHED_SP / 8];
+	if (cg[GO_G_M / 8] != m || sp < lo || sp + 8 > hi)
+		return 0;
+	if (bpf_probe_read_user(&ret, sizeof(ret), (void *)sp))
+		return 0;
+	return ret;
+}
+
+/*
+ * The frame to insert after return address ra, read from the frame at
+ * address a ([a] saved bp, [a+8] ra), 0 for none (fl: the process's tables,
+ * zeroed when it has none):
+ *  - ra is a g0 switch site (runtime.systemstack, asmcgocall): the caller
+ *    of the switching function, from curg, with g0 from %r14 (Go's g
+ *    register) or else from Go's TLS slot (%fs:-8);
+ *  - ra lies in frameless Go code (cpu.h, "Mid-stack"): that function kept
+ *    its caller's return address at its own %rsp, which is where the
+ *    callee's frame ends: [a+16].
+ * A global function: verified once, not at every frame of the walk (a
+ * branch in the loop would multiply the verifier's states per frame).
+ */
+__noinline __u64 pp_frame_fix(const struct cpu_fl_proc *fl, __u64 ra, __u64 a, __u64 r14)
+{
+	__u64 c = 0;
+
+	if (!fl || !fl->go || !ra || !a)
+		return 0;
+	if (ra == fl->switch_ret[0] || ra == fl->switch_ret[1]) {
+		c = g0_caller(r14);
+		if (!c) {
+			struct task_struct *task = bpf_get_current_task_btf();
+			__u64 fs = BPF_CORE_READ(task, thread.fsbase), g = 0;
+
+			if (fs && !bpf_probe_read_user(&g, sizeof(g), (void *)(fs + GO_TLS_G)))
+				c = g0_caller(g);
+		}
+		count(c ? CPU_STAT_G0_SWITCH : CPU_STAT_G0_FAIL);
+		return c;
+	}
+	__u64 e = fl_find(fl, ra);
+	if (!e || ((e >> 10) & CPU_CFA_SLOT_MAX) || (e & CPU_CFA_SLOT_MAX))
+		return 0;	/* not frameless: the frame chain is right */
+	if (bpf_probe_read_user(&c, sizeof(c), (void *)(a + 16)) || !c) {
+		count(CPU_STAT_FL_FAULT);
+		return 0;
+	}
+	count(CPU_STAT_FL_MID);
+	return c;
+}
+
+/*
  * The user stack by frame pointers, as the kernel's perf_callchain_user()
  * walks it (the leaf ip, then [bp+8] up the [bp] chain until a zero, an
  * unreadable frame or the depth limit), but read here directly: going
  * through bpf_get_stack() costs ~5 us more per sample on this class of VM
  * (the perf callchain buffers and the copy out of them are cold memory on
  * every 10 ms tick). Regs are the interrupted ones when the sample hit user
- * mode, the task's saved user regs otherwise. A leaf in frameless Go code
- * gets its caller from [sp] before the walk, a C/C++ leaf in a prologue,
- * epilogue or frameless leaf its caller and the caller's %rbp from the
- * slots its .eh_frame gives (cpu.h).
+ * mode, the task's saved user regs otherwise. A leaf whose %rbp is not its
+ * own frame (frameless Go code, Go assembly that uses %rbp as data, C/C++
+ * prologues, epilogues and frameless leaves) gets its caller and the
+ * caller's %rbp from the stack slots its table gives; a Go frame returning
+ * into runtime.systemstack on g0 or into frameless code gets the caller
+ * that the plain walk skips inserted (cpu.h).
  */
 static __always_inline __u64 grab_user_stack(struct bpf_perf_event_data *ctx,
 					     struct task_struct *task, __u32 tgid,
@@ -253,7 +311,8 @@ static __always_inline __u64 grab_user_stack(struct bpf_perf_event_data *ctx,
 					     struct cpu_stack *st)
 {
 	const __u64 *r = (const __u64 *)&ctx->regs;
-	__u64 ip, fp, sp;
+	struct cpu_fl_proc flc = {};	/* for pp_frame_fix: zeroed = no tables */
+	__u64 ip, fp, sp, r14;
 	__u32 n;
 
 	st->len = 0;
@@ -263,62 +322,74 @@ static __always_inline __u64 grab_user_stack(struct bpf_perf_event_data *ctx,
 		ip = r[16];	/* x86-64 pt_regs: ip */
 		fp = r[4];	/* bp */
 		sp = r[19];	/* sp */
+		r14 = r[1];	/* r14: Go's g register */
 	} else {
 		struct pt_regs *ur = (struct pt_regs *)bpf_task_pt_regs(task);
 
 		ip = BPF_CORE_READ(ur, ip);
 		fp = BPF_CORE_READ(ur, bp);
 		sp = BPF_CORE_READ(ur, sp);
+		r14 = BPF_CORE_READ(ur, r14);
 	}
+	if (!fl && !filter_tgids)	/* whole host: the process's tables */
+		fl = bpf_map_lookup_elem(&fl_procs, &tgid);
+	if (fl)
+		flc = *fl;
 	if (!ip)
 		return CPU_STACK_NONE;
 	st->ips[0] = ip;
 	n = 1;
-	__u32 w = 0;
-	const struct cpu_fl_proc *p = max_depth > 1 ? frameless_at(fl, tgid, ip, &w) : NULL;
-	if (p && !p->ntab) {
-		/* Go: the whole function is frameless, the caller at [sp] */
-		__u64 ra;
+	__u64 inject = 0;	/* a frame to insert before the next one read */
+	/* the leaf in a table range: its caller and the caller's %rbp from
+	 * the stack slots the table gives (cpu.h); elsewhere %rbp is the
+	 * leaf's own frame and the plain walk is right */
+	__u64 e = max_depth > 1 && fl ? fl_find(fl, ip) : 0;
+	if (e) {
+		__u64 ra, cfp = fp;
+		__u32 k = (e >> 10) & CPU_CFA_SLOT_MAX, f = e & CPU_CFA_SLOT_MAX;
 
-		if (bpf_probe_read_user(&ra, sizeof(ra), (void *)sp) == 0 && ra) {
+		if (bpf_probe_read_user(&ra, sizeof(ra), (void *)(sp + 8 * (__u64)k)) == 0 && ra &&
+		    (!f || bpf_probe_read_user(&cfp, sizeof(cfp), (void *)(sp + 8 * (__u64)(f - 1))) == 0)) {
 			st->ips[1] = ra;
 			n = 2;
+			fp = cfp;	/* the caller's frame: the walk goes on from there */
 			count(CPU_STAT_FL_LEAF);
+			/* the caller may be frameless too (a write-barrier stub):
+			 * the leaf's frame ends at [sp + 8k + 8] */
+			inject = pp_frame_fix(&flc, ra, sp + 8 * (__u64)k - 8, r14);
 		} else {
 			count(CPU_STAT_FL_FAULT);
 		}
-	} else if (p) {
-		/* C/C++: only the table's ranges; elsewhere in the chunk
-		 * %rbp is this function's frame and the plain walk is right */
-		__u64 e = cfa_find(p, w, ip);
-		if (e) {
-			__u64 ra, cfp = fp;
-			__u32 k = (e >> 10) & CPU_CFA_SLOT_MAX, f = e & CPU_CFA_SLOT_MAX;
-
-			if (bpf_probe_read_user(&ra, sizeof(ra), (void *)(sp + 8 * (__u64)k)) == 0 &&
-			    ra && (!f || bpf_probe_read_user(&cfp, sizeof(cfp),
-							     (void *)(sp + 8 * (__u64)(f - 1))) == 0)) {
-				st->ips[1] = ra;
-				n = 2;
-				fp = cfp;	/* the caller's frame: the walk goes on from there */
-				count(CPU_STAT_CFA_LEAF);
-			} else {
-				count(CPU_STAT_CFA_FAULT);
-			}
-		}
 	}
+	/*
+	 * One frame per iteration, n advancing with i: a frame inserted after
+	 * a g0 switch site takes an iteration of its own (inject), so that the
+	 * verifier sees one shape of state, not one per place of insertion.
+	 */
 	for (__u32 i = 1; i < CPU_MAX_DEPTH; i++) {
 		__u64 frame[2];	/* saved bp, return address */
 
-		if (n >= max_depth || n >= CPU_MAX_DEPTH || !fp)
+		if (n >= max_depth || n >= CPU_MAX_DEPTH)
 			break;
-		if (bpf_probe_read_user(frame, sizeof(frame), (void *)fp))
-			break;
-		if (!frame[1])
-			break;
+		__u64 a = fp;	/* where the frame is read; 0: an inserted one */
+
+		if (inject) {
+			frame[0] = fp;	/* the walk goes on from the same frame */
+			frame[1] = inject;
+			inject = 0;
+			a = 0;
+		} else {
+			if (!fp || bpf_probe_read_user(frame, sizeof(frame), (void *)fp))
+				break;
+			if (!frame[1])
+				break;
+		}
 		st->ips[n] = frame[1];
 		n++;
 		fp = frame[0];
+		/* only frames in the process's Go text can need a fix */
+		if (frame[1] >= flc.start && frame[1] < flc.end)
+			inject = pp_frame_fix(&flc, frame[1], a, r14);
 	}
 	st->len = n;
 	if (n >= max_depth && fp)

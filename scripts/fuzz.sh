@@ -31,9 +31,12 @@ for t in "${targets[@]}"; do
   mkdir -p "$corpus" "$findings"
   # seed corpora kept in the repo, when a target has one
   for seed in tests/*/fuzz-seeds/"$t"; do [ -d "$seed" ] && cp -n "$seed"/* "$corpus"/ 2>/dev/null; done
+  # a libFuzzer dictionary kept next to the target's source, when it has one
+  dict=()
+  for d in tests/*/"$t".dict; do [ -f "$d" ] && dict=(-dict="$d"); done
   echo "== $t for ${secs}s"
   if "$bin" -max_total_time="$secs" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
-      -artifact_prefix="$findings/" "$corpus" >"$findings/log.txt" 2>&1; then
+      "${dict[@]}" -artifact_prefix="$findings/" "$corpus" >"$findings/log.txt" 2>&1; then
     grep -E '^stat::number_of_executed_units|^Done' "$findings/log.txt" | tail -2 | sed 's/^/   /'
     echo "ok   fuzz $t"
   else

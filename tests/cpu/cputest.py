@@ -215,3 +215,50 @@ def has_chain(frames, chain):
     """chain (callee first) appears as consecutive frames."""
     n = len(chain)
     return any(frames[i:i + n] == chain for i in range(len(frames) - n + 1))
+
+
+def run_with_go_profile(d, tag, argv, frameless, enough, time_limit):
+    """Run a Go workload that profiles itself with runtime/pprof (argv: its
+    command line, the profile path is appended as {gprof}) while an agent
+    targets it; the frameless tables off (PUSHPROF_FRAMELESS=off) or on.
+    Samples until enough(pushprof samples) says so (at least 3 s, at most
+    time_limit), then SIGINTs the workload (Go writes its profile) and the
+    agent. Returns (pushprof samples, Go's samples, profile paths, log)."""
+    rd = os.path.join(d, tag)
+    os.makedirs(rd)
+    gprof = os.path.join(rd, "go.pprof")
+    w = subprocess.Popen([a.format(gprof=gprof) for a in argv],
+                         env=dict(os.environ, GOMAXPROCS="2"))
+    cfg, store = write_config(rd, f"targets:\n  - pids: [{w.pid}]\n")
+    env = dict(os.environ)
+    if frameless:
+        os.environ.pop("PUSHPROF_FRAMELESS", None)
+    else:
+        os.environ["PUSHPROF_FRAMELESS"] = "off"
+    agent = start_agent(cfg, f"{time_limit + 20}s")
+    os.environ.clear()
+    os.environ.update(env)
+    wait_started(agent)
+    t0 = time.time()
+    seen, samples = set(), []
+    while time.time() - t0 < time_limit:
+        time.sleep(1)
+        for path in profiles(store):
+            if path not in seen:
+                seen.add(path)
+                samples += Prof(path).samples
+        if enough(samples) and time.time() - t0 >= 3:
+            break
+    w.send_signal(signal.SIGINT)    # Go writes its profile and exits
+    wrc = w.wait(timeout=60)
+    time.sleep(1.2)                 # the window holding the last samples
+    agent.send_signal(signal.SIGINT)
+    rc, log = finish(agent)
+    files = profiles(store)
+    for path in files:
+        if path not in seen:
+            samples += Prof(path).samples
+    print(f"[{tag}] {time.time() - t0:.0f}s, {len(files)} profiles")
+    pptest.check(rc == 0 and wrc == 0, f"{tag}: agent and workload exit 0",
+                 f"agent {rc} workload {wrc}")
+    return samples, Prof(gprof).samples, files, log

@@ -115,10 +115,10 @@ for tag, b in (("off", off), ("on", on)):
         print(f"[{tag}] {l}: {n} samples, full chain {100 * full / max(n, 1):.1f}%, "
               f"callers {sorted(callers.items(), key=lambda x: -x[1])[:5]}")
 
-check(cfa(off_log, "cfa_leaf") == 0, "off: no caller from .eh_frame", str(cfa(off_log, "cfa_leaf")))
-check(cfa(on_log, "cfa_leaf") > 0, "on: callers from .eh_frame (cfa_leaf in the window lines)",
-      str(cfa(on_log, "cfa_leaf")))
-check(cfa(on_log, "cfa_fault") == 0, "on: no unreadable stack slot", str(cfa(on_log, "cfa_fault")))
+check(cfa(off_log, "frameless_leaf") == 0, "off: no caller from .eh_frame", str(cfa(off_log, "frameless_leaf")))
+check(cfa(on_log, "frameless_leaf") > 0, "on: callers from .eh_frame (frameless_leaf in the window lines)",
+      str(cfa(on_log, "frameless_leaf")))
+check(cfa(on_log, "frameless_fault") == 0, "on: no unreadable stack slot", str(cfa(on_log, "frameless_fault")))
 for l in CHAINS:
     n, full, _ = on[l]
     on_share = full / n if n else 0

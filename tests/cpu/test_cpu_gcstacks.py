@@ -1,0 +1,116 @@
+"""Callers of Go's stack-switching and frameless mid-stack functions against
+Go's own CPU profiler (issue 11, item 1, mid-stack).
+
+workloads/gcstack.go spends its time in garbage collection and write
+barriers. With Go 1.19, runtime.systemstack has no frame and switches to
+the thread's g0 stack: the plain frame-pointer walk goes from it straight to
+the grand-caller (gcBgMarkWorker.func2 <- systemstack <- goexit instead of
+<- gcBgMarkWorker; mallocgc instead of gcAssistAlloc), and the frameless
+write-barrier stubs (runtime.gcWriteBarrierCX, ...) lose their caller the
+same way without a switch. The agent inserts the caller from curg.sched.sp
+and from the word above the callee's frame (bpf/cpu.h).
+
+Runs the Go 1.19 build with the frameless tables off (PUSHPROF_FRAMELESS=off)
+and on, and the Go 1.23 build (when installed) on: Go 1.21 on gives
+systemstack a frame, so the walk needs no help there and must not get any
+(g0_switch stays 0). For each mid-stack function, the share of pushprof's
+samples whose caller Go never shows for it must be <= 3 % with the tables,
+and >= 20 % without (the test sees the defect). Sampling goes on until
+enough samples went through systemstack (bounded in time); every profile
+parses with `go tool pprof`.
+"""
+import collections
+import os
+
+import cputest as ct
+import pptest
+from pptest import check, done, tmpdir
+
+KERNEL = "[kernel.kallsyms]"
+GO123 = "/usr/lib/go-1.23/bin/go"
+WANT = 300          # pushprof samples through runtime.systemstack
+TIME_LIMIT = 120    # seconds per run, generous for a loaded machine
+
+d = tmpdir()
+src = os.path.join(ct.WORK, "gcstack.go")
+builds = [("go1.19", pptest.go_build(src, os.path.join(d, "gcstack119")))]
+if os.access(GO123, os.X_OK):
+    out = os.path.join(d, "gcstack123")
+    pptest.run([GO123, "build", "-o", out, src], timeout=300, env=pptest.go_env(), check_rc=0)
+    builds.append(("go1.23", out))
+else:
+    print("note: Go 1.23 not installed (scripts/setup.sh --tests), its run is skipped")
+
+
+def midstack(name):
+    """Functions whose caller the walk must recover (not leaves)."""
+    return name == "runtime.systemstack" or (
+        name.startswith("runtime.gcWriteBarrier") and len(name) == len("runtime.gcWriteBarrierCX"))
+
+
+def callers(samples):
+    """function -> Counter(caller), over the user frames of every sample
+    (once per sample and function; '<none>' when the stack ends there)."""
+    out = collections.defaultdict(collections.Counter)
+    for frames, kinds, v, _ in samples:
+        user = [f for f, k in zip(frames, kinds) if k != KERNEL]
+        seen = set()
+        for i, f in enumerate(user):
+            if midstack(f) and f not in seen:
+                seen.add(f)
+                out[f][user[i + 1] if i + 1 < len(user) else "<none>"] += v
+    return out
+
+
+def run(tag, binary, frameless):
+    samples, go, files, log = ct.run_with_go_profile(
+        d, tag, [binary, "{gprof}", str(TIME_LIMIT + 30)], frameless,
+        lambda s: sum(callers(s)["runtime.systemstack"].values()) >= WANT, TIME_LIMIT)
+    parsed = [ct.pprof_parses(p) for p in files]
+    check(files and all(parsed), f"{tag}: every profile parses with go tool pprof",
+          f"{parsed.count(False)} of {len(files)} failed")
+    g0 = sum(int(ct.logfields(l).get("g0_switch", "0")) for l in ct.window_lines(log))
+    return callers(samples), callers(go), g0
+
+
+def wrong(tag, mine, theirs):
+    """function -> (samples, share under a caller Go never shows)."""
+    res = {}
+    for fn in sorted(set(mine) | set(theirs)):
+        n = sum(mine[fn].values())
+        bad = sum(v for c, v in mine[fn].items() if c not in theirs[fn])
+        res[fn] = (n, bad / n if n else 0.0)
+        print(f"[{tag}] {fn}: {n} samples, wrong caller {100 * res[fn][1]:.1f}%")
+        print(f"    pushprof: {mine[fn].most_common(5)}")
+        print(f"    go:       {theirs[fn].most_common(5)}")
+    return res
+
+
+tag, binary = builds[0]
+off = wrong(f"{tag} off", *run(f"{tag}-off", binary, False)[:2])
+mine, theirs, g0 = run(f"{tag}-on", binary, True)
+on = wrong(f"{tag} on", mine, theirs)
+n, share = on.get("runtime.systemstack", (0, 1.0))
+check(n >= WANT, f"{tag}: enough samples through runtime.systemstack", str(n))
+check(g0 > 0, f"{tag}: callers taken from curg (g0_switch in the window lines)", str(g0))
+for fn, (n, share) in on.items():
+    if n < 30:
+        continue    # too few to judge
+    check(share <= 0.03, f"{tag}: {fn}: <= 3% of samples under a caller Go never shows",
+          f"{100 * share:.1f}% (without the tables: {100 * off.get(fn, (0, 0))[1]:.1f}%)")
+check(off.get("runtime.systemstack", (0, 0))[1] >= 0.2,
+      f"{tag}: without the tables the caller of runtime.systemstack is lost",
+      f"{100 * off.get('runtime.systemstack', (0, 0))[1]:.1f}%")
+chain = mine["runtime.systemstack"]["runtime.gcBgMarkWorker"]
+check(chain > 0, f"{tag}: gcBgMarkWorker.func2 <- runtime.systemstack <- runtime.gcBgMarkWorker",
+      str(chain))
+
+for tag, binary in builds[1:]:
+    mine, theirs, g0 = run(f"{tag}-on", binary, True)
+    res = wrong(tag, mine, theirs)
+    check(g0 == 0, f"{tag}: systemstack has a frame: nothing inserted", f"g0_switch={g0}")
+    n, share = res.get("runtime.systemstack", (0, 1.0))
+    check(n >= WANT and share <= 0.03,
+          f"{tag}: runtime.systemstack: <= 3% of samples under a caller Go never shows",
+          f"{n} samples, {100 * share:.1f}%")
+done()
