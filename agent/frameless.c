@@ -1,5 +1,5 @@
 /*
- * frameless.c - frameless Go text of sampled processes, for the BPF walk
+ * frameless.c - the leaf tables of sampled processes, for the BPF walk
  * (see frameless.h and bpf/cpu.h).
  */
 #include "frameless.h"
