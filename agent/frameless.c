@@ -39,7 +39,7 @@
  * MB (a 100 MB C++ binary: ~10 MB); a hostile one stops here after a
  * fraction of a second. */
 #define FL_EH_MAX_SECTION (64u << 20)
-#define FL_EH_BUDGET (256u << 20)
+#define FL_EH_BUDGET (64u << 20)
 
 struct fl_bin {
 	uint64_t dev, ino;
