@@ -402,7 +402,7 @@ static void window(struct agent *a)
 		size_t fp, fb, fw;
 		frameless_counts(a->fl, &fp, &fb, &fw);
 		metric_set(metric_get("pushprof_cpu_frameless_processes",
-				      "Processes whose frameless Go leaves BPF corrects.", METRIC_GAUGE,
+				      "Processes whose frameless Go leaves or C/C++ prologues, epilogues and frameless leaves BPF corrects.", METRIC_GAUGE,
 				      NULL), (double)fp);
 		metric_set(metric_get("pushprof_cpu_frameless_pool_words",
 				      "Bitmap words of frameless Go code in BPF (pool: 262144).",
@@ -413,7 +413,8 @@ static void window(struct agent *a)
 	pp_log(PP_INFO, "cpu window",
 	       "window=%llu samples=%llu processes=%zu bytes=%llu lost_map_full=%llu "
 	       "lost_stack_err=%llu lost_stacks_full=%llu lost_collision=%llu truncated=%llu "
-	       "truncated_junk=%llu filtered=%llu frameless_leaf=%llu g0_switch=%llu g0_fail=%llu "
+	       "truncated_junk=%llu filtered=%llu frameless_leaf=%llu frameless_mid=%llu "
+	       "frameless_fault=%llu g0_switch=%llu g0_fail=%llu "
 	       "targets=%zu/%zu "
 	       "locations=%llu named=%llu cpus=%u duration_ms=%lld agent_cpu_ms=%.1f%s%s",
 	       (unsigned long long)a->windows, (unsigned long long)a->win.samples, ps.profiles,
@@ -424,7 +425,8 @@ static void window(struct agent *a)
 	       (unsigned long long)s[CPU_STAT_COLLISION],
 	       (unsigned long long)s[CPU_STAT_TRUNCATED], (unsigned long long)ps.junk_cut,
 	       (unsigned long long)s[CPU_STAT_FILTERED],
-	       (unsigned long long)s[CPU_STAT_FL_LEAF], (unsigned long long)s[CPU_STAT_G0_SWITCH],
+	       (unsigned long long)s[CPU_STAT_FL_LEAF], (unsigned long long)s[CPU_STAT_FL_MID],
+	       (unsigned long long)s[CPU_STAT_FL_FAULT], (unsigned long long)s[CPU_STAT_G0_SWITCH],
 	       (unsigned long long)s[CPU_STAT_G0_FAIL], matched, procs,
 	       (unsigned long long)ps.frames, (unsigned long long)ps.frames_named,
 	       cpu_sampler_ncpus(a->cpu), (long long)(dur / 1000000),
@@ -542,8 +544,9 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 		r = cpu_sampler_new(&so, &a.cpu, err);
 		if (r < 0)
 			goto out;
-		/* Frameless Go leaves (bpf/cpu.h); off: plain frame-pointer
-		 * stacks, for comparisons */
+		/* Frameless Go leaves, C/C++ prologues, epilogues and
+		 * frameless leaves (bpf/cpu.h); off: plain frame-pointer
+		 * stacks, go: Go only (no .eh_frame tables), for comparisons */
 		const char *fl = getenv("PUSHPROF_FRAMELESS");
 		if (!(fl && !strcmp(fl, "off"))) {
 			a.fl = frameless_new(a.cpu);
@@ -551,6 +554,7 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 				r = pp_errf(err, -ENOMEM, "out of memory");
 				goto out;
 			}
+			frameless_set_c(a.fl, !(fl && !strcmp(fl, "go")));
 		}
 		struct sym_opts syo = { 0 };
 		struct pp_err serr = { 0 };

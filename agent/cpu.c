@@ -283,31 +283,41 @@ int cpu_sampler_allow(struct cpu_sampler *s, pid_t tgid, bool allow)
 	return 0;
 }
 
-int cpu_sampler_fl_write(struct cpu_sampler *s, uint32_t word, const uint64_t *bits, uint32_t n)
+/* n u64 values into an ARRAY map of limit entries from index at. */
+static int pool_write(int fd, uint32_t limit, uint32_t at, const uint64_t *vals, uint32_t n)
 {
-	int fd = bpf_map__fd(s->skel->maps.fl_bits);
-	if (word > CPU_FL_POOL_WORDS || n > CPU_FL_POOL_WORDS - word)
+	if (at > limit || n > limit - at)
 		return -ERANGE;
-	/* one syscall per 4096 words (a 30 MB text is ~15k words) */
+	/* one syscall per 4096 values (a 30 MB text is ~15k bitmap words) */
 	while (n) {
 		__u32 keys[4096], cnt = n < 4096 ? n : 4096;
 		for (__u32 i = 0; i < cnt; i++)
-			keys[i] = word + i;
+			keys[i] = at + i;
 		DECLARE_LIBBPF_OPTS(bpf_map_batch_opts, opts);
-		if (bpf_map_update_batch(fd, keys, bits, &cnt, &opts)) {
-			/* no batch ops: one word at a time */
+		if (bpf_map_update_batch(fd, keys, vals, &cnt, &opts)) {
+			/* no batch ops: one value at a time */
 			if (errno != EINVAL && errno != EOPNOTSUPP && errno != 524 /* ENOTSUPP */)
 				return -errno;
 			cnt = n < 4096 ? n : 4096;
 			for (__u32 i = 0; i < cnt; i++)
-				if (bpf_map_update_elem(fd, &keys[i], &bits[i], BPF_ANY))
+				if (bpf_map_update_elem(fd, &keys[i], &vals[i], BPF_ANY))
 					return -errno;
 		}
-		word += cnt;
-		bits += cnt;
+		at += cnt;
+		vals += cnt;
 		n -= cnt;
 	}
 	return 0;
+}
+
+int cpu_sampler_fl_write(struct cpu_sampler *s, uint32_t word, const uint64_t *bits, uint32_t n)
+{
+	return pool_write(bpf_map__fd(s->skel->maps.fl_bits), CPU_FL_POOL_WORDS, word, bits, n);
+}
+
+int cpu_sampler_cfa_write(struct cpu_sampler *s, uint32_t at, const uint64_t *ent, uint32_t n)
+{
+	return pool_write(bpf_map__fd(s->skel->maps.fl_cfa), CPU_CFA_POOL, at, ent, n);
 }
 
 /* Filtering: the range rides in the tgid's allowed_tgids entry (only an

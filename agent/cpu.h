@@ -80,6 +80,9 @@ int cpu_sampler_allow(struct cpu_sampler *s, pid_t tgid, bool allow);
  * fl_del drops it (0 when it had none). Loop thread only; negative errno.
  */
 int cpu_sampler_fl_write(struct cpu_sampler *s, uint32_t word, const uint64_t *bits, uint32_t n);
+/* The same for the C/C++ table pool (fl_cfa): n entries at index at
+ * (at + n <= CPU_CFA_POOL), -ERANGE otherwise. Loop thread only. */
+int cpu_sampler_cfa_write(struct cpu_sampler *s, uint32_t at, const uint64_t *ent, uint32_t n);
 int cpu_sampler_fl_set(struct cpu_sampler *s, pid_t tgid, const struct cpu_fl_proc *p);
 int cpu_sampler_fl_del(struct cpu_sampler *s, pid_t tgid);
 

@@ -849,3 +849,47 @@ out:
 	elf_end(elf);
 	return rc;
 }
+
+int elfsym_read_section_fd(int fd, const char *name, uint64_t max, uint8_t **buf, size_t *len,
+			   uint64_t *addr, struct pp_err *err)
+{
+	struct stat st;
+	*buf = NULL;
+	*len = 0;
+	if (fstat(fd, &st) < 0)
+		return pp_errf(err, -errno, "elf: fstat: %s", strerror(errno));
+	struct src s = { .fd = fd, .size = (uint64_t)st.st_size };
+	Elf *elf = src_elf(&s);
+	if (!elf)
+		return pp_errf(err, -EINVAL, "elf: %s", elf_errmsg(-1));
+	int rc = -ENOENT;
+	GElf_Ehdr eh;
+	GElf_Shdr sh;
+	size_t shstrndx;
+	if (elf_kind(elf) != ELF_K_ELF || !gelf_getehdr(elf, &eh) ||
+	    eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_ident[EI_DATA] != ELFDATA2LSB ||
+	    elf_getshdrstrndx(elf, &shstrndx) != 0) {
+		rc = pp_errf(err, -EINVAL, "elf: not a 64-bit little-endian ELF file");
+		goto out;
+	}
+	if (!find_scn(elf, shstrndx, name, false, &sh) || sh.sh_type == SHT_NOBITS) {
+		pp_errf(err, -ENOENT, "elf: no section %s", name);
+		goto out;
+	}
+	if (sh.sh_size > max) {
+		rc = pp_errf(err, -E2BIG, "elf: section %s too large (%llu bytes)", name,
+			     (unsigned long long)sh.sh_size);
+		goto out;
+	}
+	*buf = src_dup(&s, sh.sh_offset, sh.sh_size);
+	if (!*buf) {
+		rc = pp_errf(err, -EINVAL, "elf: section %s out of the file", name);
+		goto out;
+	}
+	*len = (size_t)sh.sh_size;
+	*addr = sh.sh_addr;
+	rc = 0;
+out:
+	elf_end(elf);
+	return rc;
+}

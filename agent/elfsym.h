@@ -92,4 +92,13 @@ const char *elfsym_lookup(const struct elfsym *e, uint64_t vaddr, uint64_t *star
 int elfsym_find_symbol_fd(int fd, const char *name, uint64_t *value, uint64_t *size,
 			  struct pp_err *err);
 
+/*
+ * A copy of section name (exact) of the file open at fd: *buf (malloc'd,
+ * the caller frees), *len, *addr its link-time address. -ENOENT when
+ * absent (or SHT_NOBITS), -E2BIG when larger than max, -EINVAL when not a
+ * 64-bit little-endian ELF file or the section lies outside the file.
+ */
+int elfsym_read_section_fd(int fd, const char *name, uint64_t max, uint8_t **buf, size_t *len,
+			   uint64_t *addr, struct pp_err *err);
+
 #endif

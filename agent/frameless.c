@@ -1,5 +1,5 @@
 /*
- * frameless.c - frameless Go text of sampled processes, for the BPF walk
+ * frameless.c - the leaf tables of sampled processes, for the BPF walk
  * (see frameless.h and bpf/cpu.h).
  */
 #include "frameless.h"
@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "cpu.h"
+#include "ehframe.h"
 #include "elfsym.h"
 #include "gopclntab.h"
 #include "log.h"
@@ -33,12 +34,20 @@
  * here after ~0.1 s. */
 #define FL_BUDGET (32u << 20)
 #define FL_CHUNK (1u << CPU_FL_CHUNK_SHIFT)
+/* C/C++: the largest .eh_frame read, and the bytes of it decoded per
+ * analysis (16 per entry plus its CFA program): real sections are a few
+ * MB (a 100 MB C++ binary: ~10 MB); a hostile one stops here after a
+ * fraction of a second. */
+#define FL_EH_MAX_SECTION (64u << 20)
+#define FL_EH_BUDGET (64u << 20)
 
 struct fl_bin {
 	uint64_t dev, ino;
 	int refs;			/* fl_pid entries naming this bin */
 	bool have;			/* a bitmap in the pool */
 	uint32_t word, nwords;		/* its place in the pool */
+	uint32_t tab, ntab;		/* its table in the fl_cfa pool */
+	bool go;			/* Go (pclntab) tables: the mid-stack rule applies */
 	uint64_t lo, hi;		/* link-time text covered: [lo, hi), lo 32-aligned */
 	uint64_t seg_vaddr, seg_offset;	/* PT_LOAD holding the text (bias) */
 	uint64_t switch_ret[2];		/* link-time g0 switch return sites, 0: none */
@@ -60,6 +69,7 @@ struct frameless {
 	size_t installed;
 	uint64_t tick;
 	bool warned;			/* BPF refused a range once */
+	bool c_tables;			/* analyse non-Go executables' .eh_frame */
 };
 
 static void skipped(const char *cause)
@@ -81,9 +91,16 @@ static uint64_t mono_us(void)
 struct frameless *frameless_new(struct cpu_sampler *cpu)
 {
 	struct frameless *f = calloc(1, sizeof(*f));
-	if (f)
+	if (f) {
 		f->cpu = cpu;
+		f->c_tables = true;
+	}
 	return f;
+}
+
+void frameless_set_c(struct frameless *f, bool on)
+{
+	f->c_tables = on;
 }
 
 void frameless_free(struct frameless *f)
@@ -112,18 +129,20 @@ void frameless_counts(const struct frameless *f, size_t *procs, size_t *bins, si
 
 /* ---- pool -------------------------------------------------------------- */
 
-/* First fit among the bins' words; UINT32_MAX when nothing fits. */
-static uint32_t pool_find(const struct frameless *f, uint32_t n)
+/* First fit of n in a pool of limit slots, among the bins' words (tab
+ * false) or table entries (tab true); UINT32_MAX when nothing fits. */
+static uint32_t pool_find(const struct frameless *f, uint32_t n, bool tab, uint32_t limit)
 {
 	uint32_t at = 0;
 	for (;;) {
 		bool moved = false;
-		if (n > CPU_FL_POOL_WORDS || at > CPU_FL_POOL_WORDS - n)
+		if (n > limit || at > limit - n)
 			return UINT32_MAX;
 		for (size_t i = 0; i < f->nbins; i++) {
 			const struct fl_bin *b = &f->bins[i];
-			if (b->have && b->word < at + n && at < b->word + b->nwords) {
-				at = b->word + b->nwords;
+			uint32_t bat = tab ? b->tab : b->word, bn = tab ? b->ntab : b->nwords;
+			if (b->have && bn && bat < at + n && at < bat + bn) {
+				at = bat + bn;
 				moved = true;
 			}
 		}
@@ -161,67 +180,287 @@ static void bin_drop(struct frameless *f, int i)
 
 /* ---- analysis ---------------------------------------------------------- */
 
+/* Code bytes at link-time address addr of e (the open file fd): up to max
+ * into buf. Bytes read, 0 when none. */
+static size_t code_at(int fd, const struct elfsym *e, uint64_t addr, uint8_t *buf, size_t max)
+{
+	for (size_t i = 0; i < e->nloads; i++) {
+		const struct elfsym_load *l = &e->loads[i];
+		if (!(l->flags & PF_X) || addr < l->vaddr || addr - l->vaddr >= l->filesz)
+			continue;
+		if (max > l->filesz - (addr - l->vaddr))
+			max = l->filesz - (addr - l->vaddr);
+		ssize_t got = pread(fd, buf, max, (off_t)(l->offset + (addr - l->vaddr)));
+		return got > 0 ? (size_t)got : 0;
+	}
+	return 0;
+}
+
 /*
- * Mark frameless functions of e's pclntab in a fresh bitmap. Only chunks
- * lying wholly inside a frameless function are marked: with Go's 32-byte
- * function alignment that is all of them; a misaligned function (not
- * Go's linker) loses its partial chunks rather than marking a neighbour.
+ * The return site of the call a g0-switching runtime function makes on g0
+ * (cpu.h, "Frameless Go code mid-stack"): the first `call *%rdi` (ff d7,
+ * runtime.systemstack) or `call *%rax` (ff d0, runtime.asmcgocall; its
+ * switching path comes before the one that stays) in the function's bytes.
+ * Link-time address, 0 when absent: a false match only means the fix never
+ * applies (no frame returns there), never a wrong frame. 0 too when the
+ * function starts with `push %rbp` (Go 1.21 on gives these functions a
+ * frame: the walk then crosses the switch by itself, and curg.sched.sp
+ * points at the saved %rbp, not at a return address).
  */
-static int analyse(struct fl_bin *b, const struct elfsym *e, const char *exe, uint64_t **bitsp,
-		   const char **cause)
+static uint64_t switch_site(int fd, const struct elfsym *e, const char *name, uint8_t modrm)
+{
+	struct gopcln_func fn;
+	uint8_t code[512];
+	if (gopcln_find_name(e->pcln, name, &fn) < 0 || fn.end <= fn.entry)
+		return 0;
+	size_t len = fn.end - fn.entry < sizeof(code) ? fn.end - fn.entry : sizeof(code);
+	len = code_at(fd, e, fn.entry, code, len);
+	if (len < 1 || code[0] == 0x55)
+		return 0;
+	for (size_t k = 0; k + 1 < len; k++)
+		if (code[k] == 0xff && code[k + 1] == modrm)
+			return fn.entry + k + 2;
+	return 0;
+}
+
+static int rows_add(struct ehf_rows *rows, uint64_t start, uint64_t end, unsigned ra, unsigned fp)
+{
+	if (end <= start)
+		return 0;
+	if (rows->n == rows->max)
+		return -E2BIG;
+	if (rows->n == rows->cap) {
+		size_t nc = rows->cap ? rows->cap * 2 : 1024;
+		struct ehf_row *nv = realloc(rows->v, nc * sizeof(*nv));
+		if (!nv)
+			return -ENOMEM;
+		rows->v = nv;
+		rows->cap = nc;
+	}
+	rows->v[rows->n++] = (struct ehf_row){ .start = start, .end = end, .ra = (uint16_t)ra,
+					       .fp = (uint16_t)fp };
+	return 0;
+}
+
+/* Bytes of `mov %rbp, disp(%rsp)` at code (Go's amd64 prologue up to Go
+ * 1.20 stores the caller's %rbp one instruction after `sub $n, %rsp`),
+ * 0 when it is something else. */
+static size_t bp_store_len(const uint8_t *c, size_t n)
+{
+	if (n >= 5 && c[0] == 0x48 && c[1] == 0x89 && c[2] == 0x6c && c[3] == 0x24)
+		return 5;	/* disp8 */
+	if (n >= 8 && c[0] == 0x48 && c[1] == 0x89 && c[2] == 0xac && c[3] == 0x24)
+		return 8;	/* disp32 */
+	return 0;
+}
+
+/* True when the function (entry pc) is Go assembly: its file ends in ".s". */
+static bool go_asm(const struct gopcln *t, uint64_t entry)
+{
+	struct gopcln_frame fr[4];
+	int n = gopcln_lookup(t, entry, fr, 4);
+	if (n < 1 || !fr[n - 1].file)
+		return false;
+	size_t l = strlen(fr[n - 1].file);
+	return l > 2 && !strcmp(fr[n - 1].file + l - 2, ".s");
+}
+
+/*
+ * Go: the ranges of e's pclntab where %rbp is not the function's own frame
+ * (bpf/cpu.h), from pcsp, the stack-pointer delta Go's own unwinder uses:
+ * frameless functions whole (return address at [sp], the caller's %rbp in
+ * %rbp), and assembly with a frame (which may use %rbp as data,
+ * crypto/sha256.block): each pcsp run, return address at [sp + d] and the
+ * caller's %rbp saved right below it, except where d is 0 (stack check,
+ * `ret`) and the one instruction before the old prologue's %rbp store.
+ * Compiled functions with a frame keep the plain walk (their prologues
+ * and epilogues, a few instructions, stay approximate). Rows into *rows.
+ */
+static int analyse_go(struct fl_bin *b, const struct elfsym *e, int fd, const char *exe,
+		      struct ehf_rows *rows, const char **cause)
 {
 	struct gopcln *t = e->pcln;
-	uint64_t lo, hi;
-	*bitsp = NULL;
-	gopcln_text_range(t, &lo, &hi);
-	lo &= ~(uint64_t)(FL_CHUNK - 1);
-	if (!lo || hi <= lo) {
-		*cause = "no_text";
-		return 0;
-	}
-	if (hi - lo > (uint64_t)CPU_FL_POOL_WORDS * CPU_FL_WORD_BYTES) {
-		*cause = "text_too_large";
-		pp_log(PP_WARN, "frameless Go code not marked: text larger than the pool",
-		       "exe=%s text_bytes=%" PRIu64, pp_q(exe), hi - lo);
-		return 0;
-	}
-	uint32_t nwords = (uint32_t)((hi - lo + CPU_FL_WORD_BYTES - 1) / CPU_FL_WORD_BYTES);
-	uint64_t *bits = calloc(nwords, sizeof(*bits));
-	if (!bits)
-		return -ENOMEM;
-	uint64_t budget = FL_BUDGET, nfl = 0;
+	uint64_t budget = FL_BUDGET, nfl = 0, nasm = 0;
 	size_t n = gopcln_nfunc(t);
+	struct gopcln_sprun run[64];
 	for (size_t i = 0; i < n; i++) {
-		int r = gopcln_func_frameless(t, i, &budget);
-		if (r == -E2BIG) {
-			free(bits);
+		int nr = gopcln_func_pcsp(t, i, &budget, run, 64), r = 0;
+		if (nr == -E2BIG) {
 			*cause = "analysis_budget";
 			pp_log(PP_WARN, "frameless Go code not marked: pcsp tables too large",
 			       "exe=%s functions=%zu", pp_q(exe), n);
 			return 0;
 		}
-		if (r != 1)
-			continue;
-		struct gopcln_func fn;
-		if (gopcln_func_at(t, i, &fn) < 0 || fn.entry < lo || fn.end > hi)
-			continue;
-		uint64_t c0 = (fn.entry - lo + FL_CHUNK - 1) >> CPU_FL_CHUNK_SHIFT;
-		uint64_t c1 = (fn.end - lo) >> CPU_FL_CHUNK_SHIFT;	/* exclusive */
-		for (uint64_t c = c0; c < c1; c++)
-			bits[c >> 6] |= 1ull << (c & 63);
-		nfl++;
+		if (nr <= 0)
+			continue;	/* no table, SPWRITE, corrupt, too many runs */
+		if (nr == 1 && run[0].sp == 0) {
+			r = rows_add(rows, run[0].lo, run[0].hi, 0, 0);
+			nfl++;
+		} else if (go_asm(t, run[0].lo)) {
+			for (int k = 0; k < nr && !r; k++) {
+				int32_t d = run[k].sp;
+				if (d < 0 || d % 8 || d / 8 > EHF_MAX_SLOT)
+					continue;	/* not a frame we can name */
+				uint64_t lo = run[k].lo;
+				if (d) {
+					uint8_t c[8];
+					size_t st = bp_store_len(c, code_at(fd, e, lo, c, sizeof(c)));
+					if (st && lo + st <= run[k].hi) {
+						/* %rbp still the caller's until stored */
+						r = rows_add(rows, lo, lo + st, (unsigned)d / 8, 0);
+						lo += st;
+					}
+				}
+				if (!r)
+					r = rows_add(rows, lo, run[k].hi, (unsigned)d / 8, (unsigned)d / 8);
+			}
+			nasm++;
+		}
+		if (r == -ENOMEM)
+			return r;
+		if (r) {
+			*cause = "too_many_ranges";
+			return 0;
+		}
 	}
-	if (!nfl) {
-		free(bits);
-		*cause = NULL;	/* nothing to do is no failure */
+	gopcln_text_range(t, &b->lo, &b->hi);
+	b->switch_ret[0] = switch_site(fd, e, "runtime.systemstack", 0xd7);
+	b->switch_ret[1] = switch_site(fd, e, "runtime.asmcgocall", 0xd0);
+	pp_log(PP_DEBUG, "frameless Go code found", "exe=%s functions=%zu frameless=%" PRIu64
+	       " assembly=%" PRIu64 " ranges=%zu", pp_q(exe), n, nfl, nasm, rows->n);
+	return 0;
+}
+
+/*
+ * C/C++ (not Go): the %rsp-based ranges of the executable segment's
+ * .eh_frame (ehframe.c). Rows into *rows.
+ */
+static int analyse_c(const struct elfsym *e, int fd, const char *exe, struct ehf_rows *rows,
+		     const char **cause)
+{
+	const struct elfsym_load *x = NULL;
+	for (size_t i = 0; i < e->nloads && !x; i++)
+		if (e->loads[i].flags & PF_X)
+			x = &e->loads[i];
+	if (!x)
+		return 0;	/* no code: nothing to do */
+	uint8_t *eh = NULL;
+	size_t ehlen = 0;
+	uint64_t ehaddr = 0;
+	int r = elfsym_read_section_fd(fd, ".eh_frame", FL_EH_MAX_SECTION, &eh, &ehlen, &ehaddr,
+				       NULL);
+	if (r == -ENOENT)
+		return 0;	/* no CFI: as before (a stripped-of-sections file) */
+	if (r < 0) {
+		*cause = r == -E2BIG ? "eh_frame_too_large" : "eh_frame_unreadable";
+		pp_log(PP_WARN, "C/C++ frame table not built: .eh_frame not read", "exe=%s error=%s",
+		       pp_q(exe), pp_q(strerror(-r)));
 		return 0;
+	}
+	struct ehf_stats st;
+	uint64_t budget = FL_EH_BUDGET;
+	r = ehframe_rows(eh, ehlen, ehaddr, x->vaddr, x->vaddr + x->memsz, rows, &budget, &st);
+	free(eh);
+	if (r < 0) {
+		if (r == -ENOMEM)
+			return r;
+		rows->n = 0;
+		*cause = "analysis_budget";
+		pp_log(PP_WARN, "C/C++ frame table not built: .eh_frame too large or too many ranges",
+		       "exe=%s fdes=%" PRIu64, pp_q(exe), st.fdes);
+		return 0;
+	}
+	if (st.fdes_given_up)
+		pp_log(PP_DEBUG, "C/C++ frame table: FDEs not understood (plain walk there)",
+		       "exe=%s fdes=%" PRIu64 " given_up=%" PRIu64, pp_q(exe), st.fdes,
+		       st.fdes_given_up);
+	return 0;
+}
+
+static int row_cmp(const void *a, const void *b)
+{
+	const struct ehf_row *x = a, *y = b;
+	return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/*
+ * The rows (Go's or C/C++'s) as BPF's tables (bpf/cpu.h): entries sorted
+ * and disjoint (*entsp, *nentp), and two pool words per 2 KiB of text
+ * (*bitsp: a bitmap marking every chunk a range touches, the pre-filter,
+ * and the window of entries overlapping the 2 KiB). They cover the rows and
+ * [b->lo, b->hi) when set (Go: its whole text, where frames returning into
+ * frameless code are looked up). Returns 1 with tables, 0 without (*cause
+ * says why when it is a failure), -ENOMEM.
+ */
+static int build_tables(struct fl_bin *b, struct ehf_rows *rows, const char *exe,
+			uint64_t **bitsp, uint64_t **entsp, uint32_t *nentp, const char **cause)
+{
+	uint64_t cover_lo = b->lo, cover_hi = b->hi;	/* Go: all its text (the mid-stack rule) */
+	if (!rows->n)
+		return 0;
+	/* sorted, disjoint (FDEs may overlap in a hostile file: the later
+	 * start loses), so that BPF's binary search finds the one range */
+	qsort(rows->v, rows->n, sizeof(*rows->v), row_cmp);
+	size_t m = 0;
+	uint64_t nent = 0;
+	for (size_t i = 0; i < rows->n; i++) {
+		if (m && rows->v[i].start < rows->v[m - 1].end)
+			continue;
+		rows->v[m++] = rows->v[i];
+		nent += (rows->v[i].end - rows->v[i].start + CPU_CFA_LEN_MAX - 1) / CPU_CFA_LEN_MAX;
+	}
+	rows->n = m;
+	uint64_t lo = rows->v[0].start, hi = rows->v[m - 1].end;
+	if (cover_hi > cover_lo) {
+		lo = cover_lo < lo ? cover_lo : lo;
+		hi = cover_hi > hi ? cover_hi : hi;
+	}
+	lo &= ~(uint64_t)(FL_CHUNK - 1);
+	/* two pool words per 2 KiB of text (bitmap, window: bpf/cpu.h) */
+	if (nent > CPU_CFA_MAX_ENTRIES ||
+	    hi - lo > (uint64_t)CPU_FL_POOL_WORDS / 2 * CPU_FL_WORD_BYTES || hi - lo >= (1ull << 32)) {
+		*cause = "text_too_large";
+		pp_log(PP_WARN, "frame table not built: too many ranges or too much text",
+		       "exe=%s ranges=%" PRIu64 " text_bytes=%" PRIu64, pp_q(exe), nent, hi - lo);
+		return 0;
+	}
+	uint32_t nw = (uint32_t)((hi - lo + CPU_FL_WORD_BYTES - 1) / CPU_FL_WORD_BYTES);
+	uint32_t nwords = 2 * nw;
+	uint64_t *bits = calloc(nwords, sizeof(*bits));
+	uint64_t *ent = malloc(nent * sizeof(*ent));
+	if (!bits || !ent) {
+		free(bits);
+		free(ent);
+		return -ENOMEM;
+	}
+	uint32_t n = 0;
+	for (size_t i = 0; i < m; i++) {
+		const struct ehf_row *rw = &rows->v[i];
+		for (uint64_t a = rw->start; a < rw->end; a += CPU_CFA_LEN_MAX) {
+			uint64_t len = rw->end - a < CPU_CFA_LEN_MAX ? rw->end - a : CPU_CFA_LEN_MAX;
+			uint64_t o0 = a - lo, o1 = a - lo + len - 1;	/* inclusive */
+			ent[n] = CPU_CFA_ENTRY(o0, len, rw->ra, rw->fp);
+			for (uint64_t c = o0 >> CPU_FL_CHUNK_SHIFT; c <= o1 >> CPU_FL_CHUNK_SHIFT; c++)
+				bits[2 * (c >> 6)] |= 1ull << (c & 63);
+			/* entries are sorted: those overlapping a window are
+			 * consecutive, the first one sets its start */
+			for (uint64_t wi = o0 / CPU_FL_WORD_BYTES; wi <= o1 / CPU_FL_WORD_BYTES; wi++) {
+				uint64_t *win = &bits[2 * wi + 1];
+				if (!*win)
+					*win = (uint64_t)n << 32;
+				(*win)++;
+			}
+			n++;
+		}
 	}
 	b->lo = lo;
 	b->hi = hi;
 	b->nwords = nwords;
+	b->ntab = n;
 	*bitsp = bits;
-	pp_log(PP_DEBUG, "frameless Go code marked", "exe=%s functions=%zu frameless=%" PRIu64
-	       " words=%u", pp_q(exe), n, nfl, nwords);
+	*entsp = ent;
+	*nentp = n;
+	pp_log(PP_DEBUG, "frame table built", "exe=%s ranges=%u words=%u", pp_q(exe), n, nwords);
 	return 1;
 }
 
@@ -252,43 +491,6 @@ static bool bin_room(struct frameless *f)
 }
 
 /*
- * The return site of the call a g0-switching runtime function makes on g0
- * (cpu.h, "Frameless Go code mid-stack"): the first `call *%rdi` (ff d7,
- * runtime.systemstack) or `call *%rax` (ff d0, runtime.asmcgocall; its
- * switching path comes before the one that stays) in the function's bytes.
- * Link-time address, 0 when absent: a false match only means the fix never
- * applies (no frame returns there), never a wrong frame. 0 too when the
- * function starts with `push %rbp` (Go 1.21 on gives these functions a
- * frame: the walk then crosses the switch by itself, and curg.sched.sp
- * points at the saved %rbp, not at a return address).
- */
-static uint64_t switch_site(int fd, const struct elfsym *e, const char *name, uint8_t modrm)
-{
-	struct gopcln_func fn;
-	uint8_t code[512];
-	if (gopcln_find_name(e->pcln, name, &fn) < 0 || fn.end <= fn.entry)
-		return 0;
-	for (size_t i = 0; i < e->nloads; i++) {
-		const struct elfsym_load *l = &e->loads[i];
-		if (!(l->flags & PF_X) || fn.entry < l->vaddr || fn.entry - l->vaddr >= l->filesz)
-			continue;
-		uint64_t len = fn.end - fn.entry;
-		if (len > sizeof(code))
-			len = sizeof(code);
-		if (len > l->filesz - (fn.entry - l->vaddr))
-			len = l->filesz - (fn.entry - l->vaddr);
-		ssize_t got = pread(fd, code, len, (off_t)(l->offset + (fn.entry - l->vaddr)));
-		if (got < 1 || code[0] == 0x55)
-			return 0;
-		for (ssize_t k = 0; k + 1 < got; k++)
-			if (code[k] == 0xff && code[k + 1] == modrm)
-				return fn.entry + (uint64_t)k + 2;
-		return 0;
-	}
-	return 0;
-}
-
-/*
  * Analyse the file open at fd; on success its bitmap is in the pool
  * (idle executables' bitmaps make way when the pool is full). Fills nb;
  * nb->have says whether it got a table. Negative errno only for ENOMEM.
@@ -297,55 +499,73 @@ static int bin_analyse(struct frameless *f, int fd, const char *exe, struct fl_b
 {
 	struct elfsym *e = NULL;
 	uint64_t t0 = mono_us();
-	if (elfsym_load_fd(fd, &e, NULL) < 0 || !e->pcln) {
+	if (elfsym_load_fd(fd, &e, NULL) < 0 || (!e->pcln && !f->c_tables)) {
 		elfsym_free(e);
-		return 0;	/* not Go (or unreadable): remembered as such */
+		return 0;	/* unreadable, or not Go with C tables off: remembered as such */
 	}
-	uint64_t *bits = NULL;
+	uint64_t *bits = NULL, *ent = NULL;
+	uint32_t nent = 0;
 	const char *cause = NULL;
-	int r = analyse(nb, e, exe, &bits, &cause);
+	struct ehf_rows rows = { .max = CPU_CFA_MAX_ENTRIES };
+	/* Go: its pclntab (exact per function; .eh_frame covers only its
+	 * cgo/assembly parts); anything else: .eh_frame */
+	int r = e->pcln ? analyse_go(nb, e, fd, exe, &rows, &cause)
+			: analyse_c(e, fd, exe, &rows, &cause);
+	if (r == 0 && !cause)
+		r = build_tables(nb, &rows, exe, &bits, &ent, &nent, &cause);
+	free(rows.v);
+	nb->go = e->pcln != NULL;
 	if (r > 0 && !text_segment(e, nb->lo, &nb->seg_vaddr, &nb->seg_offset)) {
 		r = 0;
 		cause = "no_text_segment";
 	}
-	if (r > 0) {
-		nb->switch_ret[0] = switch_site(fd, e, "runtime.systemstack", 0xd7);
-		nb->switch_ret[1] = switch_site(fd, e, "runtime.asmcgocall", 0xd0);
-	}
 	elfsym_free(e);
 	if (r <= 0) {
 		free(bits);
+		free(ent);
+		nb->nwords = nb->ntab = 0;
 		if (r == 0 && cause)
 			skipped(cause);
 		return r;
 	}
-	uint32_t at;
+	uint32_t at, tab = 0;
 	int v;
-	/* the pool is full: forget executables no process runs now (nb is in
-	 * no list yet, so dropping bins cannot move it) */
-	while ((at = pool_find(f, nb->nwords)) == UINT32_MAX && (v = lru_idle(f, true)) >= 0)
+	/* the pools are full: forget executables no process runs now (nb is
+	 * in no list yet, so dropping bins cannot move it) */
+	for (;;) {
+		at = pool_find(f, nb->nwords, false, CPU_FL_POOL_WORDS);
+		if (nent)
+			tab = pool_find(f, nent, true, CPU_CFA_POOL);
+		if ((at != UINT32_MAX && tab != UINT32_MAX) || (v = lru_idle(f, true)) < 0)
+			break;
 		bin_drop(f, v);
-	if (at == UINT32_MAX) {
+	}
+	if (at == UINT32_MAX || tab == UINT32_MAX) {
 		free(bits);
+		free(ent);
 		skipped("pool_full");
-		pp_log(PP_WARN, "frameless Go code not marked: bitmap pool full", "exe=%s words=%u",
-		       pp_q(exe), nb->nwords);
-		nb->nwords = 0;
+		pp_log(PP_WARN, "frameless code not marked: pool full", "exe=%s words=%u entries=%u",
+		       pp_q(exe), nb->nwords, nent);
+		nb->nwords = nb->ntab = 0;
 		return 0;
 	}
 	r = cpu_sampler_fl_write(f->cpu, at, bits, nb->nwords);
+	if (r == 0 && nent)
+		r = cpu_sampler_cfa_write(f->cpu, tab, ent, nent);
 	free(bits);
+	free(ent);
 	if (r < 0) {
 		skipped("map_error");
-		pp_log(PP_WARN, "frameless Go code not marked: BPF map update failed",
+		pp_log(PP_WARN, "frameless code not marked: BPF map update failed",
 		       "exe=%s error=%s", pp_q(exe), pp_q(strerror(-r)));
-		nb->nwords = 0;
+		nb->nwords = nb->ntab = 0;
 		return 0;
 	}
 	nb->word = at;
+	nb->tab = tab;
 	nb->have = true;
-	pp_log(PP_DEBUG, "frameless table loaded", "exe=%s word=%u words=%u ms=%.1f", pp_q(exe),
-	       at, nb->nwords, (double)(mono_us() - t0) / 1000.0);
+	pp_log(PP_DEBUG, "frameless table loaded", "exe=%s word=%u words=%u tab=%u entries=%u ms=%.1f",
+	       pp_q(exe), at, nb->nwords, tab, nent, (double)(mono_us() - t0) / 1000.0);
 	return 0;
 }
 
@@ -443,7 +663,8 @@ static int install(struct frameless *f, struct fl_pid *p, const char *exe)
 		       (int)pid, pp_q(exe));
 		return 0;
 	}
-	struct cpu_fl_proc fp = { .start = start, .end = end, .word = b->word, .nwords = b->nwords };
+	struct cpu_fl_proc fp = { .start = start, .end = end, .word = b->word, .nwords = b->nwords,
+				  .tab = b->tab, .ntab = b->ntab, .go = b->go };
 	/* the switch sites lie in the text: the same bias as its range */
 	for (int i = 0; i < 2; i++)
 		if (b->switch_ret[i] >= b->lo && b->switch_ret[i] < b->hi)

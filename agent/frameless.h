@@ -1,23 +1,32 @@
 /*
- * frameless.h - which text of the sampled Go processes is frameless, handed
- * to the CPU sampler's BPF program (bpf/cpu.h, "Frameless Go code").
+ * frameless.h - the leaf tables of sampled processes: where their code
+ * keeps the return address and the caller's %rbp when %rbp is not the
+ * function's own frame, handed to the CPU sampler's BPF program (bpf/cpu.h,
+ * "Leaves whose %rbp is not their own frame").
  *
  * For each targeted process the executable (/proc/PID/exe) is analysed
- * once per file (device, inode): every function whose pcsp table is 0 at
- * every PC (.gopclntab, gopcln_func_frameless()) is marked in a bitmap of
- * one bit per 32-byte chunk of its text. The bitmap goes into the shared
- * pool (fl_bits); the process's text range at runtime (from
- * /proc/PID/maps, so PIE works) goes to BPF with cpu_sampler_fl_set() (its
- * allowed_tgids entry when filtering, fl_procs for the whole host). Processes of one
- * executable share one bitmap; it is freed with the last of them.
+ * once per file (device, inode) into PC ranges: Go from .gopclntab's pcsp
+ * (gopcln_func_pcsp(): frameless functions whole, assembly with a frame
+ * per run) plus its g0 switch sites (runtime.systemstack, asmcgocall);
+ * anything else from .eh_frame (ehframe.h: the %rsp-based ranges of the
+ * executable segment, i.e. prologues, epilogues, frameless leaves). The
+ * ranges become a sorted table in one pool (fl_cfa) and, per 2 KiB of
+ * text, a bitmap and a window word in another (fl_bits); the process's
+ * text range at runtime (from /proc/PID/maps, so PIE works) goes to BPF
+ * with cpu_sampler_fl_set() (its allowed_tgids entry when filtering,
+ * fl_procs for the whole host). Processes of one executable share one
+ * table; it is freed with the last of them.
  *
  * Bounds (the executable and /proc are the target's, hence hostile):
- * text of at most CPU_FL_POOL_WORDS * 2 KiB per binary, a budget of decoded
- * pcsp entries per analysis, CPU_FL_MAX_PROCS processes (whole host), a pool of
- * CPU_FL_POOL_WORDS words, at most FL_MAX_BINS executables remembered
- * (negative results included). What does not fit is logged and counted
- * (pushprof_cpu_frameless_skipped_total{cause}), and the process is
- * sampled as before, with plain frame-pointer stacks.
+ * text of at most CPU_FL_POOL_WORDS / 2 * 2 KiB per binary, a budget of
+ * decoded pcsp entries or .eh_frame bytes per analysis (a section of at
+ * most FL_EH_MAX_SECTION), CPU_CFA_MAX_ENTRIES ranges per executable,
+ * pools of CPU_FL_POOL_WORDS words and CPU_CFA_POOL entries,
+ * CPU_FL_MAX_PROCS processes (whole host), at most FL_MAX_BINS executables
+ * remembered (negative results included). What does not fit is logged and
+ * counted (pushprof_cpu_frameless_skipped_total{cause}), and the process is
+ * sampled as before, with plain frame-pointer stacks. Shared libraries are
+ * not analysed (only /proc/PID/exe).
  *
  * Not thread-safe: the agent's loop thread only.
  */
@@ -33,6 +42,9 @@ struct frameless;
 
 /* NULL on out of memory. cpu must outlive the frameless. */
 struct frameless *frameless_new(struct cpu_sampler *cpu);
+/* C/C++ tables from .eh_frame for non-Go executables (default on); set
+ * before the first frameless_track(). */
+void frameless_set_c(struct frameless *f, bool on);
 /* Drops the processes' entries from the BPF maps, then the state. */
 void frameless_free(struct frameless *f);
 

@@ -2,7 +2,8 @@
 """BPF cost per sample of two pushprof builds, side by side (run as root).
 
   /usr/bin/python3 bench/bpf_ab.py --a OLD/pushprof --b NEW/pushprof
-      [--rounds 4] [--secs 20] [--freq 99] [--targeted] [--workload leaves|gcstack]
+      [--rounds 4] [--secs 20] [--freq 99] [--targeted]
+      [--workload leaves|gcstack|cframes] [--a-env K=V ...] [--b-env K=V ...]
 
 Both agents sample the same running workload (tests/cpu/workloads/leaves.go:
 Go code spending its time in frameless leaves, 2 goroutines; or gcstack.go:
@@ -15,6 +16,12 @@ turn. Whole host by default (every non-idle sample takes the full path);
 --targeted samples only the workload (other processes' samples are
 filtered out early and still count as runs). Prints each turn and the
 medians; the ratio B/A is the cost change.
+
+--workload cframes samples tests/cpu/workloads/cframes.c instead (C built
+with -O2 -fno-omit-frame-pointer -momit-leaf-frame-pointer: a hot
+frameless leaf and a tiny function sampled in its prologue); with the same
+binary for A and B and --a-env PUSHPROF_FRAMELESS=go (no .eh_frame tables)
+it measures what the C/C++ tables cost per sample.
 """
 import argparse
 import json
@@ -38,7 +45,7 @@ def prog(prog_id):
     return json.loads(r.stdout) if r.returncode == 0 else {}
 
 
-def start(binary, d, pid, secs, freq, targeted):
+def start(binary, d, pid, secs, freq, targeted, env=None):
     """An agent and its BPF program's id."""
     os.makedirs(d, exist_ok=True)
     store = os.path.join(d, "store")
@@ -50,7 +57,8 @@ def start(binary, d, pid, secs, freq, targeted):
         if targeted:
             f.write(f"targets:\n  - pids: [{pid}]\n")
     a = subprocess.Popen([binary, "run", "--config", cfg, "--duration", f"{int(secs) + 30}s"],
-                         stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+                         stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
+                         env=dict(os.environ, **(env or {})))
     prog_id, seen = None, []
     for line in a.stderr:
         seen.append(line)
@@ -70,8 +78,8 @@ def delta(p0, p1):
     return ns / cnt if cnt else float("nan"), cnt
 
 
-def turn(binary, d, pid, secs, freq, targeted):
-    a, prog_id = start(binary, d, pid, secs, freq, targeted)
+def turn(binary, d, pid, secs, freq, targeted, env=None):
+    a, prog_id = start(binary, d, pid, secs, freq, targeted, env)
     p0 = prog(prog_id)
     time.sleep(secs)
     p1 = prog(prog_id)
@@ -85,10 +93,10 @@ def together(o, d, pid, b_first):
     same load for both. Which one starts first alternates: if their events
     fire back to back, the second program finds the caches warm."""
     if b_first:
-        b, ib = start(o.b, os.path.join(d, "b"), pid, o.secs, o.freq, o.targeted)
-    a, ia = start(o.a, os.path.join(d, "a"), pid, o.secs, o.freq, o.targeted)
+        b, ib = start(o.b, os.path.join(d, "b"), pid, o.secs, o.freq, o.targeted, o.benv)
+    a, ia = start(o.a, os.path.join(d, "a"), pid, o.secs, o.freq, o.targeted, o.aenv)
     if not b_first:
-        b, ib = start(o.b, os.path.join(d, "b"), pid, o.secs, o.freq, o.targeted)
+        b, ib = start(o.b, os.path.join(d, "b"), pid, o.secs, o.freq, o.targeted, o.benv)
     time.sleep(2)   # past both agents' start-up work
     a0, b0 = prog(ia), prog(ib)
     time.sleep(o.secs)
@@ -108,17 +116,28 @@ def main():
     ap.add_argument("--secs", type=float, default=20)
     ap.add_argument("--freq", type=int, default=99)
     ap.add_argument("--targeted", action="store_true")
-    ap.add_argument("--workload", choices=("leaves", "gcstack"), default="leaves")
     ap.add_argument("--together", action="store_true",
                     help="run A and B at the same time, --rounds times")
+    ap.add_argument("--workload", choices=["leaves", "gcstack", "cframes"], default="leaves")
+    ap.add_argument("--a-env", action="append", default=[], help="K=V for agent A")
+    ap.add_argument("--b-env", action="append", default=[], help="K=V for agent B")
     o = ap.parse_args()
+    o.aenv = dict(kv.split("=", 1) for kv in o.a_env)
+    o.benv = dict(kv.split("=", 1) for kv in o.b_env)
     d = tempfile.mkdtemp(prefix="pushprof-bpf-ab-")
-    work = os.path.join(d, o.workload)
-    subprocess.run(["go", "build", "-o", work,
-                    os.path.join(SRC, "tests", "cpu", "workloads", o.workload + ".go")],
-                   check=True, env=dict(os.environ, GO111MODULE="off"))
-    w = subprocess.Popen([work, os.path.join(d, "go.pprof"), "100000", "2"],
-                         env=dict(os.environ, GOMAXPROCS="2"))
+    if o.workload in ("leaves", "gcstack"):
+        work = os.path.join(d, o.workload)
+        subprocess.run(["go", "build", "-o", work,
+                        os.path.join(SRC, "tests", "cpu", "workloads", o.workload + ".go")],
+                       check=True, env=dict(os.environ, GO111MODULE="off"))
+        w = subprocess.Popen([work, os.path.join(d, "go.pprof"), "100000", "2"],
+                             env=dict(os.environ, GOMAXPROCS="2"))
+    else:
+        work = os.path.join(d, "cframes")
+        subprocess.run(["cc", "-O2", "-g", "-fno-omit-frame-pointer", "-momit-leaf-frame-pointer",
+                        "-o", work, os.path.join(SRC, "tests", "cpu", "workloads", "cframes.c")],
+                       check=True)
+        w = subprocess.Popen([work, "100000"])
     with open(STATS) as f:
         old = f.read().strip()
     res = {"A": [], "B": []}
@@ -138,7 +157,8 @@ def main():
         for r in range(0 if o.together else o.rounds):
             order += ["A", "B"] if r % 2 == 0 else ["B", "A"]
         for which in order:
-            ns, cnt = turn(o.a if which == "A" else o.b, d, w.pid, o.secs, o.freq, o.targeted)
+            ns, cnt = turn(o.a if which == "A" else o.b, d, w.pid, o.secs, o.freq, o.targeted,
+                           o.aenv if which == "A" else o.benv)
             res[which].append(ns)
             print(f"{which}: {ns:.0f} ns/run over {cnt} runs", flush=True)
     finally:

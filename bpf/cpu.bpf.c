@@ -59,8 +59,8 @@ struct {
 };
 
 /* tgids to sample when filter_tgids is set. The value is the process's
- * frameless-code range (cpu.h; nwords 0: none), so that a filtered sampler
- * finds it with the lookup it does anyway. */
+ * leaf tables (cpu.h; ntab 0: none), so that a filtered sampler finds them
+ * with the lookup it does anyway. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 65536);
@@ -68,8 +68,9 @@ struct {
 	__type(value, struct cpu_fl_proc);
 } allowed_tgids SEC(".maps");
 
-/* Frameless Go code (see cpu.h): tgid -> text range when the whole host is
- * sampled (else in allowed_tgids), and the bitmap pool. */
+/* Leaf tables (see cpu.h): tgid -> its tables when the whole host is
+ * sampled (else in allowed_tgids), the pool of bitmap and window words, and
+ * (below) the pool of table entries. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, CPU_FL_MAX_PROCS);
@@ -167,20 +168,57 @@ static __always_inline __u64 grab_kernel_stack(void *ctx, struct cpu_stack *st)
 	return ~0ULL;
 }
 
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, CPU_CFA_POOL);
+	__type(key, __u32);
+	__type(value, __u64);
+} fl_cfa SEC(".maps");
+
 /*
- * True when ip lies in frameless code of this process (cpu.h): a bitmap
- * word only for PCs inside the Go text.
+ * The table entry (cpu.h) whose range holds ip, 0 if none: the chunk's
+ * bit first (the pre-filter: no further lookup for most PCs), then a
+ * binary search of at most CPU_CFA_STEPS array lookups in the window of
+ * entries overlapping ip's 2 KiB for the last one starting at or before ip.
  */
-static __always_inline bool frameless_at(const struct cpu_fl_proc *fl, __u64 ip)
+static __always_inline __u64 fl_find(const struct cpu_fl_proc *fl, __u64 ip)
 {
-	if (!fl || ip < fl->start || ip >= fl->end)
-		return false;
-	__u64 chunk = (ip - fl->start) >> CPU_FL_CHUNK_SHIFT;
-	if ((chunk >> 6) >= fl->nwords)
-		return false;
-	__u32 w = fl->word + (__u32)(chunk >> 6);
+	if (!fl->ntab || ip < fl->start || ip >= fl->end)
+		return 0;
+	__u64 off = ip - fl->start, chunk = off >> CPU_FL_CHUNK_SHIFT;
+	__u64 at = (chunk >> 6) * 2;	/* bitmap, window */
+	if (at + 1 >= fl->nwords)
+		return 0;
+	__u32 w = fl->word + (__u32)at, wi = w + 1, lo, hi, idx;
 	__u64 *bits = bpf_map_lookup_elem(&fl_bits, &w);
-	return bits && ((*bits >> (chunk & 63)) & 1);
+	if (!bits || !((*bits >> (chunk & 63)) & 1))
+		return 0;
+	__u64 *win = bpf_map_lookup_elem(&fl_bits, &wi);
+	if (!win)
+		return 0;
+	lo = *win >> 32;
+	hi = lo + (__u32)*win;
+	if (hi <= lo || hi > fl->ntab)
+		return 0;
+	for (__u32 i = 0; i < CPU_CFA_STEPS; i++) {
+		if (hi - lo <= 1)
+			break;
+		__u32 mid = lo + (hi - lo) / 2;
+		idx = fl->tab + mid;
+		__u64 *e = bpf_map_lookup_elem(&fl_cfa, &idx);
+		if (!e)
+			return 0;
+		if ((*e >> 32) <= off)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	idx = fl->tab + lo;
+	__u64 *e = bpf_map_lookup_elem(&fl_cfa, &idx);
+	if (!e)
+		return 0;
+	__u64 start = *e >> 32, len = (*e >> 20) & CPU_CFA_LEN_MAX;
+	return off >= start && off - start < len ? *e : 0;
 }
 
 /*
@@ -197,7 +235,7 @@ static __always_inline __u64 g0_caller(__u64 g)
 		return 0;
 	if (bpf_probe_read_user(&g0, sizeof(g0), (void *)(m + GO_M_G0)) || g0 != g)
 		return 0;	/* not g0 of its m: no switch, or not a g at all */
-	if (bpf_probe_read_user(&curg, sizeof(curg), (void *)(m + GO_M_CURG)) || !curg)
+	if (bpf_probe_read_user(&curg, sizeof(curg), (void *)(m + GO_M_CURG)) || !curg || curg == g)
 		return 0;
 	/* stack.lo, stack.hi, ..., m, sched.sp: one read */
 	if (bpf_probe_read_user(cg, sizeof(cg), (void *)curg))
@@ -218,9 +256,9 @@ static __always_inline __u64 g0_caller(__u64 g)
  *  - ra is a g0 switch site (runtime.systemstack, asmcgocall): the caller
  *    of the switching function, from curg, with g0 from %r14 (Go's g
  *    register) or else from Go's TLS slot (%fs:-8);
- *  - ra lies in frameless Go code (cpu.h; the switching functions are not
- *    marked): that function kept its caller's return address at its own
- *    %rsp, which is where the callee's frame ends: [a+16].
+ *  - ra lies in frameless Go code (cpu.h, "Mid-stack"): that function kept
+ *    its caller's return address at its own %rsp, which is where the
+ *    callee's frame ends: [a+16].
  * A global function: verified once, not at every frame of the walk (a
  * branch in the loop would multiply the verifier's states per frame).
  */
@@ -228,7 +266,7 @@ __noinline __u64 pp_frame_fix(const struct cpu_fl_proc *fl, __u64 ra, __u64 a, _
 {
 	__u64 c = 0;
 
-	if (!fl || !ra || !a)
+	if (!fl || !fl->go || !ra || !a)
 		return 0;
 	if (ra == fl->switch_ret[0] || ra == fl->switch_ret[1]) {
 		c = g0_caller(r14);
@@ -242,8 +280,9 @@ __noinline __u64 pp_frame_fix(const struct cpu_fl_proc *fl, __u64 ra, __u64 a, _
 		count(c ? CPU_STAT_G0_SWITCH : CPU_STAT_G0_FAIL);
 		return c;
 	}
-	if (!frameless_at(fl, ra))
-		return 0;
+	__u64 e = fl_find(fl, ra);
+	if (!e || ((e >> 10) & CPU_CFA_SLOT_MAX) || (e & CPU_CFA_SLOT_MAX))
+		return 0;	/* not frameless: the frame chain is right */
 	if (bpf_probe_read_user(&c, sizeof(c), (void *)(a + 16)) || !c) {
 		count(CPU_STAT_FL_FAULT);
 		return 0;
@@ -259,9 +298,12 @@ __noinline __u64 pp_frame_fix(const struct cpu_fl_proc *fl, __u64 ra, __u64 a, _
  * through bpf_get_stack() costs ~5 us more per sample on this class of VM
  * (the perf callchain buffers and the copy out of them are cold memory on
  * every 10 ms tick). Regs are the interrupted ones when the sample hit user
- * mode, the task's saved user regs otherwise. A leaf in frameless Go code
- * gets its caller from [sp] before the walk, a frame returning into
- * runtime.systemstack on g0 the caller of systemstack from curg (cpu.h).
+ * mode, the task's saved user regs otherwise. A leaf whose %rbp is not its
+ * own frame (frameless Go code, Go assembly that uses %rbp as data, C/C++
+ * prologues, epilogues and frameless leaves) gets its caller and the
+ * caller's %rbp from the stack slots its table gives; a Go frame returning
+ * into runtime.systemstack on g0 or into frameless code gets the caller
+ * that the plain walk skips inserted (cpu.h).
  */
 static __always_inline __u64 grab_user_stack(struct bpf_perf_event_data *ctx,
 					     struct task_struct *task, __u32 tgid,
@@ -297,13 +339,24 @@ static __always_inline __u64 grab_user_stack(struct bpf_perf_event_data *ctx,
 		return CPU_STACK_NONE;
 	st->ips[0] = ip;
 	n = 1;
-	if (max_depth > 1 && frameless_at(fl, ip)) {
-		__u64 ra;
+	__u64 inject = 0;	/* a frame to insert before the next one read */
+	/* the leaf in a table range: its caller and the caller's %rbp from
+	 * the stack slots the table gives (cpu.h); elsewhere %rbp is the
+	 * leaf's own frame and the plain walk is right */
+	__u64 e = max_depth > 1 && fl ? fl_find(fl, ip) : 0;
+	if (e) {
+		__u64 ra, cfp = fp;
+		__u32 k = (e >> 10) & CPU_CFA_SLOT_MAX, f = e & CPU_CFA_SLOT_MAX;
 
-		if (bpf_probe_read_user(&ra, sizeof(ra), (void *)sp) == 0 && ra) {
+		if (bpf_probe_read_user(&ra, sizeof(ra), (void *)(sp + 8 * (__u64)k)) == 0 && ra &&
+		    (!f || bpf_probe_read_user(&cfp, sizeof(cfp), (void *)(sp + 8 * (__u64)(f - 1))) == 0)) {
 			st->ips[1] = ra;
 			n = 2;
+			fp = cfp;	/* the caller's frame: the walk goes on from there */
 			count(CPU_STAT_FL_LEAF);
+			/* the caller may be frameless too (a write-barrier stub):
+			 * the leaf's frame ends at [sp + 8k + 8] */
+			inject = pp_frame_fix(&flc, ra, sp + 8 * (__u64)k - 8, r14);
 		} else {
 			count(CPU_STAT_FL_FAULT);
 		}
@@ -313,7 +366,6 @@ static __always_inline __u64 grab_user_stack(struct bpf_perf_event_data *ctx,
 	 * a g0 switch site takes an iteration of its own (inject), so that the
 	 * verifier sees one shape of state, not one per place of insertion.
 	 */
-	__u64 inject = 0;
 	for (__u32 i = 1; i < CPU_MAX_DEPTH; i++) {
 		__u64 frame[2];	/* saved bp, return address */
 

@@ -31,37 +31,71 @@
 #define CPU_DEFAULT_ENTRIES 2048
 
 /*
- * Frameless Go code, the leaf case. Go gives no frame (no saved %rbp) to a
- * function whose frame size is 0: assembly declared $0-N (runtime.memmove,
- * memclrNoHeapPointers, syscall trampolines, hash kernels) and compiled
- * leaves without locals. A sample in one has %rbp still pointing at the
- * caller's frame, so the frame-pointer walk goes from the leaf straight to
- * the grand-caller; the return address into the caller sits at [%rsp].
+ * Leaves whose %rbp is not their own frame. The walk reads the caller at
+ * [bp+8], right only once the sampled function has saved the caller's %rbp
+ * and pointed %rbp at its own frame. Elsewhere the caller is lost (the walk
+ * goes to the grand-caller) or junk follows:
+ *  - Go functions without a frame (no saved %rbp): assembly declared $0-N
+ *    (runtime.memmove, memclrNoHeapPointers, syscall trampolines) and
+ *    compiled leaves without locals; the return address stays at [sp];
+ *  - Go assembly with a frame that uses %rbp as data (crypto/sha256.block):
+ *    the return address and the saved %rbp sit at fixed offsets from %rsp;
+ *  - C/C++: a function's first instruction, between `push %rbp` and
+ *    `mov %rsp,%rbp`, the `ret` after `leave`, and leaves built without a
+ *    frame pointer (-momit-leaf-frame-pointer).
+ * User space (agent/frameless.c) finds such PC ranges once per executable
+ * (Go: .gopclntab's pcsp, the stack-pointer delta Go's own unwinder uses;
+ * C/C++: .eh_frame, where the CFA is %rsp-based) and records for each where
+ * the return address is, [sp + 8*ra], and the caller's %rbp: still in %rbp
+ * (fp 0) or at [sp + 8*(fp-1)].
  *
- * User space (agent/frameless.c) marks such functions from .gopclntab
- * (pcsp 0 at every PC) in a bitmap of one bit per CPU_FL_CHUNK bytes of a
- * binary's text: Go's linker aligns amd64 functions to 32 bytes, so the
- * bitmap is exact. Bitmaps live in one pool of u64 words (fl_bits, an
- * ARRAY), one analysis per executable shared by its processes; a tgid's
- * text range at runtime (PIE: biased) and first word are the value of its
+ * Per process: its text range at runtime (PIE: biased), in the value of its
  * allowed_tgids entry when the sampler filters (the lookup it does anyway),
- * of its fl_procs entry when it samples the whole host (one more lookup
- * per sample). Only when the leaf PC lies in that range one fl_bits lookup; a set bit makes it insert [sp] as
- * frame 1 and go on with the usual walk. [sp] of a frameless leaf is a
- * return address, fixed per call site, so stacks still dedupe.
- * Mid-stack frameless functions and prologues are not handled here.
+ * of its fl_procs entry when it samples the whole host (one more lookup per
+ * sample). Per executable, shared by its processes: two pool words (fl_bits)
+ * per 2 KiB of text, word 2i a bitmap of 32-byte chunks (a set bit: the
+ * chunk holds such a range, the pre-filter), word 2i+1 the window of table
+ * entries overlapping those 2 KiB: first entry (high 32 bits, relative to
+ * tab) and count (low 32); the table, ntab entries from index tab of the
+ * fl_cfa pool, sorted by start, disjoint, one u64 each (CPU_CFA_ENTRY).
+ * Only for a PC whose chunk bit is set BPF reads the window and
+ * binary-searches it: ranges are disjoint and at least a byte long, so a
+ * window holds at most 2049 entries and CPU_CFA_STEPS lookups find the one
+ * (a longer window, which only a broken table has, gives a wrong answer for
+ * that process, never an unbounded search). The leaf's caller is inserted
+ * as frame 1 and the walk goes on from the caller's %rbp; the return
+ * address is fixed per call site, so stacks still dedupe.
+ *
+ * Mid-stack (Go only, go = 1): a frame whose return address lies in an
+ * entry with ra 0 and fp 0 returns into frameless Go code, which kept its
+ * own caller's return address at its %rsp: right above the callee's frame,
+ * inserted from there (pp_frame_fix). Go's linker aligns functions to 32
+ * bytes, so a chunk belongs to one function and the pre-filter is exact for
+ * Go. In C such a range is a prologue or a leaf, never a return site.
  */
 #define CPU_FL_CHUNK_SHIFT 5			/* 32-byte chunks */
 #define CPU_FL_WORD_BYTES (64u << CPU_FL_CHUNK_SHIFT)	/* text per word: 2 KiB */
-#define CPU_FL_POOL_WORDS (1u << 18)		/* 2 MiB of words: 512 MiB of text */
+#define CPU_FL_POOL_WORDS (1u << 18)		/* 2 MiB of words: 256 MiB of text */
 #define CPU_FL_MAX_PROCS 8192
+#define CPU_CFA_POOL (1u << 19)			/* entries (u64): 4 MiB */
+#define CPU_CFA_STEPS 12
+#define CPU_CFA_MAX_ENTRIES CPU_CFA_POOL
+/* entry: start offset from cpu_fl_proc.start (32 bits) | len (12) | ra (10) | fp (10) */
+#define CPU_CFA_LEN_MAX 4095u
+#define CPU_CFA_SLOT_MAX 1023u
+#define CPU_CFA_ENTRY(off, len, ra, fp) \
+	(((__u64)(off) << 32) | ((__u64)(len) << 20) | ((__u64)(ra) << 10) | (__u64)(fp))
 
 struct cpu_fl_proc {
 	__u64 start;		/* runtime address of chunk 0, 32-byte aligned */
-	__u64 end;		/* text covered: end <= start + nwords * CPU_FL_WORD_BYTES */
+	__u64 end;		/* text covered: end <= start + nwords / 2 * CPU_FL_WORD_BYTES */
 	__u32 word;		/* first word in fl_bits */
-	__u32 nwords;
-	__u64 switch_ret[2];	/* g0 switch return sites (below); 0: none */
+	__u32 nwords;		/* 2 per 2 KiB (bitmap, window) */
+	__u32 tab;		/* first entry in fl_cfa */
+	__u32 ntab;
+	__u64 switch_ret[2];	/* Go: g0 switch return sites (below); 0: none */
+	__u32 go;		/* Go code: the mid-stack rule above applies */
+	__u32 pad;
 };
 
 /*
@@ -131,9 +165,9 @@ enum cpu_stat {
 	CPU_STAT_COLLISION,		/* probes exhausted (sample kept, stack lost) */
 	CPU_STAT_PROBE,			/* a probe slot held another stack (handled) */
 	CPU_STAT_TRUNCATED,		/* stack hit the depth limit */
-	CPU_STAT_FL_LEAF,		/* frameless leaf: caller read from [sp] */
-	CPU_STAT_FL_FAULT,		/* frameless leaf, but [sp] was unreadable */
-	CPU_STAT_FL_MID,		/* frameless mid-stack: caller read above the callee's frame */
+	CPU_STAT_FL_LEAF,		/* leaf in a table range: caller from the stack */
+	CPU_STAT_FL_FAULT,		/* such a leaf (or frame), but the stack slots were unreadable */
+	CPU_STAT_FL_MID,		/* frameless Go mid-stack: caller read above the callee's frame */
 	CPU_STAT_G0_SWITCH,		/* caller of systemstack/asmcgocall from curg.sched.sp */
 	CPU_STAT_G0_FAIL,		/* a g0 switch site, but g0/m/curg did not check out */
 	CPU_STAT_MAX,
