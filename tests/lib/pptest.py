@@ -112,3 +112,20 @@ def cgroup_label(pid):
         if best is None or len(p) > len(best):
             best = p
     return best if best is not None else v2
+
+
+SPOOL_MAGIC = b"PPSPOOL1"   # agent/spool.c: the magic, then one zstd frame
+
+
+def spool_payload(path):
+    """The decoded content of a spool file (bytes), or None when it is not
+    one (yet): agent/spool.c writes the magic, then one zstd frame."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except OSError:
+        return None
+    if not raw.startswith(SPOOL_MAGIC):
+        return None
+    z = subprocess.run(["zstd", "-dcq"], input=raw[len(SPOOL_MAGIC):], capture_output=True)
+    return z.stdout if z.returncode == 0 else None

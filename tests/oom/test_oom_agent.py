@@ -193,10 +193,12 @@ def scenario_leak(a, rcv, leak):
         got = wait_series(rcv, is_oom(v.pid))
         if not check(len(got) == 1, "1: one trigger=oom profile received", str(rcv.series())):
             return
-        # pushed at once, not with the next CPU window: alone in its request
+        # pushed at once, not with the next CPU window: alone in its request,
+        # or (when the sender thread was already sending a window and took
+        # it along) within 2 s of the kill
         call = [c for c in rcv.calls() if c["n"] == got[0]["request"]]
-        check(call and call[0]["series"] == 1, "1: pushed at once, in a request of its own",
-              str(call))
+        check(call and (call[0]["series"] == 1 or call[0]["time"] - t_kill < 2.0),
+              "1: pushed at once, in a request of its own", str(call))
         if call:
             print(f"   received {call[0]['time'] - t_kill:+.3f} s after the victim's exit "
                   "was seen")
@@ -259,15 +261,14 @@ def scenario_exec_later(a, rcv, leak):
 
 # ---------------------------------------------------------------- scenario 2
 def spool_has(spool, pid, why=None):
-    """A spool batch (zstd) holding the trigger=oom series of pid."""
+    """A spool batch holding the trigger=oom series of pid."""
     for f in glob.glob(os.path.join(spool, "*.spool")):
-        z = subprocess.run(["zstdcat", f], capture_output=True)
-        raw = z.stdout
-        if b"trigger" in raw and b"oom" in raw and str(pid).encode() in raw and b"memory" in raw:
+        raw = pptest.spool_payload(f)
+        if raw and b"trigger" in raw and b"oom" in raw and str(pid).encode() in raw and \
+                b"memory" in raw:
             return True
         if why is not None:
-            why.append(f"{os.path.basename(f)}: rc={z.returncode} {z.stderr[:200]!r} "
-                       f"{len(raw)} bytes {raw[:300]!r}")
+            why.append(f"{os.path.basename(f)}: {'not decoded' if raw is None else len(raw)}")
     return False
 
 
