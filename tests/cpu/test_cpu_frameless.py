@@ -4,7 +4,9 @@
 workloads/leaves.go spends its time in leaves with a zero-size frame (no
 saved frame pointer): runtime.memmove (a large copy from main.copyBig),
 runtime.memclrNoHeapPointers (a clearing loop in main.clearBig), and the
-compiled leaf main.mix called from main.hotA and main.hotB 70/30; also in
+compiled leaf main.mix called from main.hotA and main.hotB 70/30, and
+runtime/internal/syscall.Syscall6 (reads of /dev/zero: time in the kernel
+under a frameless assembly leaf); also in
 crypto/sha256.block (assembly with a frame that uses %rbp as data: the
 plain walk reads junk above it; issue 11 item 2).
 It runs runtime/pprof's CPU profiler on itself while the agent samples it.
@@ -25,7 +27,8 @@ import cputest as ct
 from pptest import check, done, tmpdir
 
 KERNEL = "[kernel.kallsyms]"
-FRAMELESS = ["runtime.memmove", "runtime.memclrNoHeapPointers", "main.mix"]
+FRAMELESS = ["runtime.memmove", "runtime.memclrNoHeapPointers", "main.mix",
+             "runtime/internal/syscall.Syscall6"]
 OTHER = ["crypto/sha256.block"]
 WANT = 300          # pushprof samples per frameless leaf
 GO_WANT = 100       # Go's own samples per frameless leaf (it samples at 100 Hz)

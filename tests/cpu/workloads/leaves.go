@@ -6,6 +6,10 @@
 //   main.hashBig  -> crypto/sha256.Sum256 -> ... -> crypto/sha256.block
 //   main.hotA / main.hotB -> main.mix             (a compiled frameless leaf,
 //                                                  70/30 by work units)
+//   main.readBig  -> syscall.Read -> ... -> runtime/internal/syscall.Syscall6
+//                                                 (assembly, frameless: reads
+//                                                  of /dev/zero, time in the
+//                                                  kernel under it)
 // Usage: leaves PROFILE SECONDS [GOROUTINES]. Writes Go's CPU profile to
 // PROFILE on exit (after SECONDS, or at SIGINT/SIGTERM).
 package main
@@ -81,15 +85,29 @@ func hashBig(b []byte) uint64 {
 	return s
 }
 
-type bufs struct{ small, a, b, c, h []byte }
+//go:noinline
+func readBig(fd int, b []byte) {
+	for i := 0; i < 6; i++ {
+		syscall.Read(fd, b)
+	}
+}
+
+type bufs struct {
+	small, a, b, c, h, r []byte
+	zero                 int
+}
 
 func newBufs() *bufs {
 	small := make([]byte, 32<<10)
 	for i := range small {
 		small[i] = byte(i * 7)
 	}
+	zero, err := syscall.Open("/dev/zero", syscall.O_RDONLY, 0)
+	if err != nil {
+		panic(err)
+	}
 	return &bufs{small, make([]byte, 1<<20), make([]byte, 1<<20), make([]byte, 1<<20),
-		make([]byte, 64<<10)}
+		make([]byte, 64<<10), make([]byte, 1<<20), zero}
 }
 
 // One round: about a quarter of the time in each leaf family.
@@ -99,6 +117,7 @@ func round(x *bufs) uint64 {
 	copyBig(x.a, x.b)
 	clearBig(x.c)
 	s += hashBig(x.h)
+	readBig(x.zero, x.r)
 	return s
 }
 
@@ -149,6 +168,7 @@ func main() {
 		copyBig(x.a, x.b)
 		clearBig(x.c)
 		sink += hashBig(x.h)
+		readBig(x.zero, x.r)
 	}
 	for i := 1; i < n; i++ {
 		sink += <-done
