@@ -798,23 +798,39 @@ const char *elfsym_lookup(const struct elfsym *e, uint64_t vaddr, uint64_t *star
 	return e->names + s->name;
 }
 
+/*
+ * The 64-bit little-endian ELF file open at fd: *s describes it (the Elf
+ * reads through it: s must outlive *elfp), *elfp is the caller's
+ * (elf_end). 0, or a negative errno with err set.
+ */
+static int fd_elf(int fd, struct src *s, Elf **elfp, struct pp_err *err)
+{
+	struct stat st;
+	GElf_Ehdr eh;
+	if (fstat(fd, &st) < 0)
+		return pp_errf(err, -errno, "elf: fstat: %s", strerror(errno));
+	*s = (struct src){ .fd = fd, .size = (uint64_t)st.st_size };
+	Elf *elf = src_elf(s);
+	if (!elf)
+		return pp_errf(err, -EINVAL, "elf: %s", elf_errmsg(-1));
+	if (elf_kind(elf) != ELF_K_ELF || !gelf_getehdr(elf, &eh) ||
+	    eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_ident[EI_DATA] != ELFDATA2LSB) {
+		elf_end(elf);
+		return pp_errf(err, -EINVAL, "elf: not a 64-bit little-endian ELF file");
+	}
+	*elfp = elf;
+	return 0;
+}
+
 int elfsym_find_symbol_fd(int fd, const char *name, uint64_t *value, uint64_t *size,
 			  struct pp_err *err)
 {
-	struct stat st;
-	if (fstat(fd, &st) < 0)
-		return pp_errf(err, -errno, "elf: fstat: %s", strerror(errno));
-	struct src s = { .fd = fd, .size = (uint64_t)st.st_size };
-	Elf *elf = src_elf(&s);
-	if (!elf)
-		return pp_errf(err, -EINVAL, "elf: %s", elf_errmsg(-1));
-	int rc = -ENOENT;
-	GElf_Ehdr eh;
-	if (elf_kind(elf) != ELF_K_ELF || !gelf_getehdr(elf, &eh) ||
-	    eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_ident[EI_DATA] != ELFDATA2LSB) {
-		rc = pp_errf(err, -EINVAL, "elf: not a 64-bit little-endian ELF file");
-		goto out;
-	}
+	struct src s;
+	Elf *elf;
+	int rc = fd_elf(fd, &s, &elf, err);
+	if (rc < 0)
+		return rc;
+	rc = -ENOENT;
 	for (int pass = 0; pass < 2 && rc == -ENOENT; pass++) {
 		Elf_Scn *scn = NULL;
 		GElf_Shdr sh;
@@ -845,7 +861,6 @@ int elfsym_find_symbol_fd(int fd, const char *name, uint64_t *value, uint64_t *s
 	}
 	if (rc == -ENOENT)
 		pp_errf(err, -ENOENT, "elf: symbol %s not found", name);
-out:
 	elf_end(elf);
 	return rc;
 }
@@ -853,23 +868,18 @@ out:
 int elfsym_read_section_fd(int fd, const char *name, uint64_t max, uint8_t **buf, size_t *len,
 			   uint64_t *addr, struct pp_err *err)
 {
-	struct stat st;
-	*buf = NULL;
-	*len = 0;
-	if (fstat(fd, &st) < 0)
-		return pp_errf(err, -errno, "elf: fstat: %s", strerror(errno));
-	struct src s = { .fd = fd, .size = (uint64_t)st.st_size };
-	Elf *elf = src_elf(&s);
-	if (!elf)
-		return pp_errf(err, -EINVAL, "elf: %s", elf_errmsg(-1));
-	int rc = -ENOENT;
-	GElf_Ehdr eh;
+	struct src s;
+	Elf *elf;
 	GElf_Shdr sh;
 	size_t shstrndx;
-	if (elf_kind(elf) != ELF_K_ELF || !gelf_getehdr(elf, &eh) ||
-	    eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_ident[EI_DATA] != ELFDATA2LSB ||
-	    elf_getshdrstrndx(elf, &shstrndx) != 0) {
-		rc = pp_errf(err, -EINVAL, "elf: not a 64-bit little-endian ELF file");
+	*buf = NULL;
+	*len = 0;
+	int rc = fd_elf(fd, &s, &elf, err);
+	if (rc < 0)
+		return rc;
+	rc = -ENOENT;
+	if (elf_getshdrstrndx(elf, &shstrndx) != 0) {
+		rc = pp_errf(err, -EINVAL, "elf: no section header string table");
 		goto out;
 	}
 	if (!find_scn(elf, shstrndx, name, false, &sh) || sh.sh_type == SHT_NOBITS) {
