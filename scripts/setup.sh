@@ -15,6 +15,9 @@ PKGS=(
   # Helm's template libraries, systemd-analyze for the unit, dpkg-dev for the .deb
   containerd runc golang-github-masterminds-sprig-dev golang-gopkg-yaml.v3-dev
   python3-yaml dpkg-dev systemd
+  # a real Go program nobody here wrote, profiled against its own profiler
+  # (tests/cpu/test_cpu_realgo.py)
+  prometheus
 )
 # Node.js runs the Kubernetes schema validation (npm kubernetes-models) and
 # is the JIT runtime of the CPU perf-map test (node --perf-basic-prof); keep

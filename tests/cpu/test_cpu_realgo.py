@@ -1,0 +1,33 @@
+"""CPU stacks of a real Go program nobody here wrote against its own profiler
+(issue 11): Debian's Prometheus (Go 1.19, stripped, cgo) under HTTP load,
+sampled by pushprof while its own /debug/pprof/profile records the same
+seconds (realgo.py). Over the top 15 leaves of pushprof's profile, the
+share of samples under a caller Go's own profile never shows for that leaf:
+with the leaf tables at most 5 % and within 3 points of the noise floor
+(Go's own profile split in two random halves; measured: 2.9 % against a
+floor of 1-4 %), without them (PUSHPROF_FRAMELESS=off) at least 15 % (the
+issue's ~30 %: the test sees the defect). Skipped when prometheus is not
+installed (scripts/setup.sh --tests installs it).
+"""
+import shutil
+
+import realgo
+from pptest import PUSHPROF, check, done
+
+if not shutil.which("prometheus"):
+    print("prometheus not installed (scripts/setup.sh --tests installs it): skipped")
+    raise SystemExit(77)
+tot = realgo.measure(PUSHPROF, secs=20, rounds=1, top=15)
+off, on = tot["off"], tot["on"]
+share = {k: t["bad"] / max(t["n"], 1) for k, t in tot.items()}
+floor = on["gbad"] / max(on["gn"], 1)
+print(f"wrong caller: off {100 * share['off']:.1f}%, on {100 * share['on']:.1f}% "
+      f"(noise floor {100 * floor:.1f}%)")
+check(on["n"] >= 300 and off["n"] >= 300, "enough samples in the top leaves",
+      f"off {off['n']} on {on['n']}")
+check(share["on"] <= 0.05 and share["on"] <= floor + 0.03,
+      "with the leaf tables: callers as Go's own profile shows them",
+      f"{100 * share['on']:.1f}% wrong, noise floor {100 * floor:.1f}%")
+check(share["off"] >= 0.15, "without them the plain walk loses callers",
+      f"{100 * share['off']:.1f}% wrong")
+done()
