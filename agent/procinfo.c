@@ -477,11 +477,79 @@ static int reopen_checked(int pfd, uint64_t max_size, struct stat *st)
 	return fd;
 }
 
+/* Unescape a mountinfo path field in place (\040 space, \011 tab, \012
+ * newline, \134 backslash: fs/proc_namespace.c mangle()). */
+static void mi_unescape(char *s)
+{
+	char *w = s;
+	for (char *r = s; *r; r++) {
+		if (r[0] == '\\' && r[1] >= '0' && r[1] <= '3' && r[2] >= '0' && r[2] <= '7' &&
+		    r[3] >= '0' && r[3] <= '7') {
+			*w++ = (char)((r[1] - '0') << 6 | (r[2] - '0') << 3 | (r[3] - '0'));
+			r += 3;
+		} else {
+			*w++ = *r;
+		}
+	}
+	*w = '\0';
+}
+
+/*
+ * True when resolving path inside pid's root could ask a FUSE daemon: a
+ * FUSE mount (fstype fuse, fuseblk, fuse.*) at or above path, as pid's
+ * /proc/PID/mountinfo shows its mounts relative to its root. Even an
+ * O_PATH lookup there waits for the daemon, and the process may own it
+ * (an unprivileged user can mount FUSE in its own namespaces): a daemon
+ * that never answers would hold the agent's thread forever, deaf to
+ * signals it blocks. A mountinfo that cannot be read whole counts as FUSE.
+ */
+static bool fuse_on_path(pid_t pid, const char *path)
+{
+	char p[64], *buf = NULL, *save = NULL;
+	size_t len = 0;
+	bool fuse = false;
+
+	snprintf(p, sizeof(p), "/proc/%d/mountinfo", (int)pid);
+	if (slurp(p, &buf, &len) < 0 || len >= MAX_FILE - 2) {
+		free(buf);
+		return true;
+	}
+	for (char *line = strtok_r(buf, "\n", &save); line && !fuse;
+	     line = strtok_r(NULL, "\n", &save)) {
+		/* id parent maj:min root mountpoint opts [optional...] - fstype ... */
+		char *f[5] = { 0 }, *sp = NULL, *tok = strtok_r(line, " ", &sp);
+		int n = 0;
+		for (; tok && n < 5; tok = strtok_r(NULL, " ", &sp))
+			f[n++] = tok;
+		while (tok && strcmp(tok, "-") != 0)
+			tok = strtok_r(NULL, " ", &sp);
+		const char *type = tok ? strtok_r(NULL, " ", &sp) : NULL;
+		if (n < 5 || !type || strncmp(type, "fuse", 4) != 0)
+			continue;
+		mi_unescape(f[4]);
+		size_t ml = strlen(f[4]);
+		while (ml > 1 && f[4][ml - 1] == '/')
+			ml--;
+		if ((ml == 1 && f[4][0] == '/') ||
+		    (!strncmp(path, f[4], ml) && (path[ml] == '/' || path[ml] == '\0')))
+			fuse = true;
+	}
+	free(buf);
+	return fuse;
+}
+
 int proc_root_open(pid_t pid, const char *path, uint64_t max_size, struct stat *st)
 {
 	char p[64];
 	int root, pfd, e;
 
+	/* only plain absolute paths: the FUSE check below reads path as the
+	 * mounts see it, so no "..", and no symlinks in the walk (RESOLVE_NO_SYMLINKS) */
+	if (path[0] != '/' || strstr(path, "/../") ||
+	    (strlen(path) >= 3 && !strcmp(path + strlen(path) - 3, "/..")))
+		return -EINVAL;
+	if (fuse_on_path(pid, path))
+		return -EINVAL;
 	snprintf(p, sizeof(p), "/proc/%d/root", (int)pid);
 	root = open(p, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (root < 0)
@@ -490,7 +558,7 @@ int proc_root_open(pid_t pid, const char *path, uint64_t max_size, struct stat *
 	 * it (no blocking, no driver open), so it can be looked at first */
 	struct open_how how = {
 		.flags = O_PATH | O_CLOEXEC,
-		.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
+		.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_SYMLINKS,
 	};
 	pfd = (int)syscall(SYS_openat2, root, path, &how, sizeof(how));
 	e = errno;

@@ -80,9 +80,13 @@ int proc_root_path(pid_t pid, const char *path, char *buf, size_t len);
  * /proc/PID/status (its id in its own PID namespace). */
 int proc_nspid(pid_t pid, pid_t *nspid);
 /*
- * Open a file a process controls (path as the process sees it) without
- * trusting it: resolved with openat2(RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS)
- * under /proc/PID/root, so no symlink leads out of the process's root; the
+ * Open a file a process controls (path as the process sees it: absolute,
+ * no "..") without trusting it: refused (-EINVAL) when a FUSE mount of the
+ * process's lies at or above path (even a lookup there waits on a daemon
+ * the process may own); resolved with openat2(RESOLVE_IN_ROOT |
+ * RESOLVE_NO_MAGICLINKS | RESOLVE_NO_SYMLINKS) under /proc/PID/root, so no
+ * symlink is followed at all (none leads out of the process's root, none
+ * onto a FUSE mount the check did not see); the
  * file is looked at through an O_PATH descriptor first and opened for
  * reading (O_NONBLOCK | O_NOCTTY) only when it is a regular file, not on
  * FUSE (a read could stall forever) nor on a pseudo filesystem (proc,

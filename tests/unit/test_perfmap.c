@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -103,10 +104,10 @@ int main(void)
 	CHECK(proc_root_open(self, path, PERFMAP_MAX_FILE, &st) == -EINVAL, "FIFO: not opened");
 	unlink(path);
 	CHECK(symlink("/dev/zero", path) == 0, "symlink");
-	CHECK(perfmap_refresh(&pm, self) == -EINVAL, "symlink to a device refused");
+	CHECK(perfmap_refresh(&pm, self) == -ELOOP, "symlink to a device refused (no symlink followed)");
 	unlink(path);
 	CHECK(symlink("/proc/self/environ", path) == 0, "symlink");
-	CHECK(perfmap_refresh(&pm, self) == -EINVAL, "symlink to a procfs file refused");
+	CHECK(perfmap_refresh(&pm, self) == -ELOOP, "symlink to a procfs file refused (no symlink followed)");
 	unlink(path);
 	CHECK(symlink("/proc/self/fd/0", path) == 0, "symlink");
 	CHECK(perfmap_refresh(&pm, self) == -ELOOP, "symlink to a magic link refused");
@@ -119,6 +120,34 @@ int main(void)
 	CHECK(time(NULL) - t0 < 5, "nothing blocked");
 	unlink(path);
 	perfmap_free(&pm);
+
+	/* A FUSE mount whose daemon never answers (nobody reads /dev/fuse):
+	 * even a lookup there waits forever. The path is refused from
+	 * mountinfo before any lookup; alarm() turns a hang into a failure. */
+	char dir[] = "/tmp/pp-fuse-XXXXXX", opts[96], in[128];
+	int dev = open("/dev/fuse", O_RDWR | O_CLOEXEC);
+	if (dev >= 0 && mkdtemp(dir)) {
+		snprintf(opts, sizeof(opts), "fd=%d,rootmode=40000,user_id=0,group_id=0", dev);
+		if (mount("stall", dir, "fuse.stall", 0, opts) == 0) {
+			snprintf(in, sizeof(in), "%s/perf-1.map", dir);
+			alarm(10);
+			CHECK(proc_root_open(self, in, PERFMAP_MAX_FILE, &st) == -EINVAL,
+			      "a path on a FUSE mount is refused without a lookup");
+			snprintf(in, sizeof(in), "%s", dir);
+			CHECK(proc_root_open(self, in, PERFMAP_MAX_FILE, &st) == -EINVAL,
+			      "the FUSE mount point itself too");
+			alarm(0);
+			umount2(dir, MNT_DETACH);
+		} else {
+			printf("note: cannot mount FUSE here (%s): FUSE case skipped\n",
+			       strerror(errno));
+		}
+		rmdir(dir);
+	}
+	if (dev >= 0)
+		close(dev);
+	CHECK(proc_root_open(self, "/tmp/../etc/passwd", PERFMAP_MAX_FILE, &st) == -EINVAL,
+	      "a path with .. is refused");
 
 	printf("%d passed, %d failed\n", passes, failures);
 	return failures ? 1 : 0;
