@@ -370,10 +370,15 @@ static int analyse_c(const struct elfsym *e, int fd, const char *exe, struct ehf
 		       "exe=%s fdes=%" PRIu64, pp_q(exe), st.fdes);
 		return 0;
 	}
-	if (st.fdes_given_up)
+	if (st.fdes_given_up) {
+		/* not lost: those functions keep the plain walk; but counted */
+		metric_inc("pushprof_cpu_frameless_fdes_skipped_total",
+			   "FDEs of C/C++ executables whose CFA program is outside the supported subset "
+			   "(their samples keep plain frame-pointer walks).", NULL, st.fdes_given_up);
 		pp_log(PP_DEBUG, "C/C++ frame table: FDEs not understood (plain walk there)",
 		       "exe=%s fdes=%" PRIu64 " given_up=%" PRIu64, pp_q(exe), st.fdes,
 		       st.fdes_given_up);
+	}
 	return 0;
 }
 

@@ -345,11 +345,23 @@ static __always_inline __u64 grab_user_stack(struct bpf_perf_event_data *ctx,
 	 * leaf's own frame and the plain walk is right */
 	__u64 e = max_depth > 1 && fl ? fl_find(fl, ip) : 0;
 	if (e) {
-		__u64 ra, cfp = fp;
+		__u64 ra, cfp = fp, pair[2];
 		__u32 k = (e >> 10) & CPU_CFA_SLOT_MAX, f = e & CPU_CFA_SLOT_MAX;
+		long err;
 
-		if (bpf_probe_read_user(&ra, sizeof(ra), (void *)(sp + 8 * (__u64)k)) == 0 && ra &&
-		    (!f || bpf_probe_read_user(&cfp, sizeof(cfp), (void *)(sp + 8 * (__u64)(f - 1))) == 0)) {
+		if (f && f == k) {
+			/* %rbp saved right below the return address (after
+			 * `push %rbp`, Go's frames): one read for both */
+			err = bpf_probe_read_user(pair, sizeof(pair), (void *)(sp + 8 * (__u64)(k - 1)));
+			cfp = pair[0];
+			ra = pair[1];
+		} else {
+			err = bpf_probe_read_user(&ra, sizeof(ra), (void *)(sp + 8 * (__u64)k));
+			if (!err && f)
+				err = bpf_probe_read_user(&cfp, sizeof(cfp),
+							  (void *)(sp + 8 * (__u64)(f - 1)));
+		}
+		if (!err && ra) {
 			st->ips[1] = ra;
 			n = 2;
 			fp = cfp;	/* the caller's frame: the walk goes on from there */

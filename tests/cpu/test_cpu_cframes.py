@@ -16,7 +16,9 @@ tables: >= 97 % of leaf's samples have main -> hotA|hotB -> leaf, the split
 is 70/30 within 5 points, >= 97 % of mid's samples (prologue and epilogue
 included) have main -> pro -> mid, and tip's main -> pro -> mid -> tip;
 without them the share must be visibly lower (the test can fail). Every
-profile parses with `go tool pprof`. Sampling goes on until each function
+profile parses with `go tool pprof`. A third, short run samples a copy whose
+.eh_frame is random bytes (hostile input): the agent keeps sampling it and
+exits 0. Sampling goes on until each function
 has enough samples (bounded in time).
 """
 import os
@@ -62,17 +64,17 @@ def by_leaf(samples):
     return out
 
 
-def run(tag, on):
+def run(tag, on, binary=None, limit=TIME_LIMIT, want=WANT):
     rd = os.path.join(d, tag)
     os.makedirs(rd)
-    w = subprocess.Popen([work, str(TIME_LIMIT + 30)])
+    w = subprocess.Popen([binary or work, str(limit + 30)])
     cfg, store = ct.write_config(rd, f"targets:\n  - pids: [{w.pid}]\n")
     old = os.environ.get("PUSHPROF_FRAMELESS")
     if on:
         os.environ.pop("PUSHPROF_FRAMELESS", None)
     else:
         os.environ["PUSHPROF_FRAMELESS"] = "off"
-    agent = ct.start_agent(cfg, f"{TIME_LIMIT + 20}s")
+    agent = ct.start_agent(cfg, f"{limit + 20}s")
     if old is None:
         os.environ.pop("PUSHPROF_FRAMELESS", None)
     else:
@@ -80,14 +82,14 @@ def run(tag, on):
     ct.wait_started(agent)
     t0 = time.time()
     seen, samples = set(), []
-    while time.time() - t0 < TIME_LIMIT:
+    while time.time() - t0 < limit:
         time.sleep(1)
         for path in ct.profiles(store):
             if path not in seen:
                 seen.add(path)
                 samples += ct.Prof(path).samples
         b = by_leaf(samples)
-        if all(b[l][0] >= WANT[l] for l in CHAINS) and time.time() - t0 >= 3:
+        if all(b[l][0] >= want[l] for l in CHAINS) and time.time() - t0 >= 3:
             break
     time.sleep(1.2)     # the window holding the last samples
     agent.send_signal(signal.SIGINT)
@@ -130,6 +132,20 @@ for l in CHAINS:
     # their caller always, mid only in its prologue and epilogue
     check(off_share <= (0.9 if l == "mid" else 0.2),
           f"{l}: without the tables the chain is visibly broken", f"{100 * off_share:.1f}%")
+# hostile: the same program with .eh_frame overwritten by random bytes
+ehsize = int(subprocess.run(["objdump", "-h", work], capture_output=True, text=True).stdout
+             .split(".eh_frame ")[1].split()[0], 16)
+junk = os.path.join(d, "junk.bin")
+with open(junk, "wb") as f:
+    f.write(os.urandom(ehsize))
+bad = os.path.join(d, "cframes-badcfi")
+subprocess.run(["objcopy", "--update-section", f".eh_frame={junk}", work, bad], check=True)
+hb, h_files, _ = run("hostile", True, bad, 20, {"leaf": 100, "mid": 0, "tip": 0})
+check(hb["leaf"][0] > 0, "hostile .eh_frame: the process is still sampled", str(hb["leaf"][0]))
+h_parsed = [ct.pprof_parses(p) for p in h_files]
+check(h_files and all(h_parsed), "hostile .eh_frame: every profile parses",
+      f"{h_parsed.count(False)} of {len(h_files)} failed")
+
 a, b_ = on["leaf"][2].get("hotA", 0), on["leaf"][2].get("hotB", 0)
 share = a / (a + b_) if a + b_ else 0
 print(f"leaf by caller: hotA {a} hotB {b_} ({100 * share:.1f}% hotA)")
