@@ -9,7 +9,11 @@ chroot of its own, each copy leaving a different file at its perf-map path:
   must never appear;
 - D: a FIFO, which must neither block the agent nor be read;
 - E: a real map naming code that runs from a memfd mapped twice (writable
-  and executable, as .NET does): named "jit_hot_code" too.
+  and executable, as .NET does): named "jit_hot_code" too;
+- F: in a mount namespace of its own where its /tmp is a FUSE mount whose
+  daemon never answers (nobody reads /dev/fuse: the process itself holds
+  the descriptor): even a lookup of /tmp/perf-PID.map there waits forever,
+  deaf to the signals the agent blocks; the agent must not look.
 The agent keeps producing windows throughout, exits 0 on SIGINT, and
 every profile parses with `go tool pprof`.
 """
@@ -34,7 +38,26 @@ cases = {
     "C": ["symlink", "../../../../../../../../.." + outside],
     "D": ["fifo"],
     "E": ["memfd"],
+    "F": ["none"],
 }
+# F: mount the stalled FUSE on its root's /tmp inside a new mount
+# namespace, then become the workload, holding /dev/fuse open
+STALL = """
+import ctypes, os, sys
+root = sys.argv[1]
+fd = os.open("/dev/fuse", os.O_RDWR)
+os.set_inheritable(fd, True)
+opts = f"fd={fd},rootmode=40000,user_id=0,group_id=0".encode()
+if ctypes.CDLL(None, use_errno=True).mount(b"stall", (root + "/tmp").encode(), b"fuse.stall",
+                                           0, opts) != 0:
+    print("nofuse", os.strerror(ctypes.get_errno()), flush=True)
+    sys.exit(1)
+os.execvp("chroot", ["chroot", root] + sys.argv[2:])
+"""
+have_fuse = os.path.exists("/dev/fuse")
+if not have_fuse:
+    print("note: no /dev/fuse: case F skipped")
+    del cases["F"]
 procs = {}
 for name, args in cases.items():
     root = os.path.join(d, "root" + name)
@@ -43,6 +66,10 @@ for name, args in cases.items():
     cmd = ["chroot", root, "/jitwl", "60", *args]
     if name == "A":
         cmd = ["unshare", "--pid", "--fork"] + cmd
+    if name == "F":
+        os.makedirs(os.path.join(root, "tmp"))
+        cmd = ["unshare", "--mount", "--propagation", "private", "/usr/bin/python3", "-c",
+               STALL, root, "/jitwl", "60", *args]
     procs[name] = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
 for name, p in procs.items():
     line = p.stdout.readline()
@@ -103,7 +130,7 @@ check(all(f == "jit_hot_code" for f in a), "A: the later line wins, nothing else
 e = jit_frames["E"]
 check(e.get("jit_hot_code", 0) >= 20 and all(f == "jit_hot_code" for f in e),
       "E: JIT code in a memfd named from the perf map", str(e))
-for name in "BCD":
+for name in "BCDF" if have_fuse else "BCD":
     fr = jit_frames[name]
     check(sum(fr.values()) >= 20, f"{name}: its JIT code was sampled", str(fr))
     check("escaped_name" not in fr and all(f.startswith("0x") for f in fr),
