@@ -51,6 +51,7 @@ struct fl_bin {
 	uint64_t lo, hi;		/* link-time text covered: [lo, hi), lo 32-aligned */
 	uint64_t seg_vaddr, seg_offset;	/* PT_LOAD holding the text (bias) */
 	uint64_t switch_ret[2];		/* link-time g0 switch return sites, 0: none */
+	uint64_t mid_lo, mid_hi;	/* link-time span of the mid-stack rule (cpu.h) */
 	uint64_t used;			/* last use (tick), for eviction */
 };
 
@@ -254,6 +255,32 @@ static size_t bp_store_len(const uint8_t *c, size_t n)
 	return 0;
 }
 
+/*
+ * True when [lo, hi) of e may hold a call: a call opcode byte (e8 rel32, or
+ * ff /2 indirect) anywhere in it. Bytes of immediates can look like one: a
+ * false yes only widens the span BPF checks (mid_span), never a wrong frame.
+ */
+static bool may_call(int fd, const struct elfsym *e, uint64_t lo, uint64_t hi)
+{
+	uint8_t c[4096];
+	size_t n = code_at(fd, e, lo, c, hi - lo < sizeof(c) ? hi - lo : sizeof(c));
+	if (n < hi - lo)
+		return true;	/* unread or long: assume it calls */
+	for (size_t i = 0; i < n; i++)
+		if (c[i] == 0xe8 || (c[i] == 0xff && i + 1 < n && ((c[i + 1] >> 3) & 7) == 2))
+			return true;
+	return false;
+}
+
+/* Widen b's mid-stack span (cpu.h) to cover [lo, hi). */
+static void mid_span(struct fl_bin *b, uint64_t lo, uint64_t hi)
+{
+	if (!b->mid_hi || lo < b->mid_lo)
+		b->mid_lo = lo;
+	if (hi > b->mid_hi)
+		b->mid_hi = hi;
+}
+
 /* True when the function (entry pc) is Go assembly: its file ends in ".s". */
 static bool go_asm(const struct gopcln *t, uint64_t entry)
 {
@@ -296,6 +323,10 @@ static int analyse_go(struct fl_bin *b, const struct elfsym *e, int fd, const ch
 		if (nr == 1 && run[0].sp == 0) {
 			r = rows_add(rows, run[0].lo, run[0].hi, 0, 0);
 			nfl++;
+			/* only assembly calls from a frameless function (the
+			 * compiler gives a frame to any function that calls) */
+			if (go_asm(t, run[0].lo) && may_call(fd, e, run[0].lo, run[0].hi))
+				mid_span(b, run[0].lo, run[0].hi);
 		} else if (go_asm(t, run[0].lo)) {
 			for (int k = 0; k < nr && !r; k++) {
 				int32_t d = run[k].sp;
@@ -326,8 +357,12 @@ static int analyse_go(struct fl_bin *b, const struct elfsym *e, int fd, const ch
 	gopcln_text_range(t, &b->lo, &b->hi);
 	b->switch_ret[0] = switch_site(fd, e, "runtime.systemstack", 0xd7);
 	b->switch_ret[1] = switch_site(fd, e, "runtime.asmcgocall", 0xd0);
+	for (int k = 0; k < 2; k++)
+		if (b->switch_ret[k])
+			mid_span(b, b->switch_ret[k], b->switch_ret[k] + 1);
 	pp_log(PP_DEBUG, "frameless Go code found", "exe=%s functions=%zu frameless=%" PRIu64
-	       " assembly=%" PRIu64 " ranges=%zu", pp_q(exe), n, nfl, nasm, rows->n);
+	       " assembly=%" PRIu64 " ranges=%zu mid_span_bytes=%" PRIu64, pp_q(exe), n, nfl, nasm,
+	       rows->n, b->mid_hi - b->mid_lo);
 	return 0;
 }
 
@@ -670,10 +705,15 @@ static int install(struct frameless *f, struct fl_pid *p, const char *exe)
 	}
 	struct cpu_fl_proc fp = { .start = start, .end = end, .word = b->word, .nwords = b->nwords,
 				  .tab = b->tab, .ntab = b->ntab, .go = b->go };
-	/* the switch sites lie in the text: the same bias as its range */
+	/* the switch sites and the span lie in the text: the same bias as
+	 * its range */
 	for (int i = 0; i < 2; i++)
 		if (b->switch_ret[i] >= b->lo && b->switch_ret[i] < b->hi)
 			fp.switch_ret[i] = b->switch_ret[i] + (start - b->lo);
+	if (b->mid_hi > b->mid_lo && b->mid_lo >= b->lo && b->mid_hi <= b->hi) {
+		fp.mid_lo = b->mid_lo + (start - b->lo);
+		fp.mid_hi = b->mid_hi + (start - b->lo);
+	}
 	rc = cpu_sampler_fl_set(f->cpu, pid, &fp);
 	if (rc < 0) {
 		/* retried at each re-evaluation: warn once, count each time */

@@ -368,7 +368,8 @@ static __always_inline __u64 grab_user_stack(struct bpf_perf_event_data *ctx,
 			count(CPU_STAT_FL_LEAF);
 			/* the caller may be frameless too (a write-barrier stub):
 			 * the leaf's frame ends at [sp + 8k + 8] */
-			inject = pp_frame_fix(&flc, ra, sp + 8 * (__u64)k - 8, r14);
+			if (ra >= flc.mid_lo && ra < flc.mid_hi)
+				inject = pp_frame_fix(&flc, ra, sp + 8 * (__u64)k - 8, r14);
 		} else {
 			count(CPU_STAT_FL_FAULT);
 		}
@@ -399,8 +400,8 @@ static __always_inline __u64 grab_user_stack(struct bpf_perf_event_data *ctx,
 		st->ips[n] = frame[1];
 		n++;
 		fp = frame[0];
-		/* only frames in the process's Go text can need a fix */
-		if (frame[1] >= flc.start && frame[1] < flc.end)
+		/* only return addresses in that span can need a fix (cpu.h) */
+		if (frame[1] >= flc.mid_lo && frame[1] < flc.mid_hi)
 			inject = pp_frame_fix(&flc, frame[1], a, r14);
 	}
 	st->len = n;

@@ -71,7 +71,12 @@
  * own caller's return address at its %rsp: right above the callee's frame,
  * inserted from there (pp_frame_fix). Go's linker aligns functions to 32
  * bytes, so a chunk belongs to one function and the pre-filter is exact for
- * Go. In C such a range is a prologue or a leaf, never a return site.
+ * Go. In C such a range is a prologue or a leaf, never a return site. Only
+ * assembly can call from a frameless function (the compiler gives any
+ * function that calls a frame), so user space hands BPF [mid_lo, mid_hi),
+ * the span of such functions and the g0 switch sites (runtime's
+ * asm_amd64.s: a few KiB): only a return address inside it costs a call of
+ * pp_frame_fix, not every frame of the walk.
  */
 #define CPU_FL_CHUNK_SHIFT 5			/* 32-byte chunks */
 #define CPU_FL_WORD_BYTES (64u << CPU_FL_CHUNK_SHIFT)	/* text per word: 2 KiB */
@@ -94,6 +99,7 @@ struct cpu_fl_proc {
 	__u32 tab;		/* first entry in fl_cfa */
 	__u32 ntab;
 	__u64 switch_ret[2];	/* Go: g0 switch return sites (below); 0: none */
+	__u64 mid_lo, mid_hi;	/* Go: return addresses the mid-stack rules need to see */
 	__u32 go;		/* Go code: the mid-stack rule above applies */
 	__u32 pad;
 };
