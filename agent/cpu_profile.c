@@ -144,7 +144,9 @@ static uint64_t sym_loc(struct proc_ctx *c, struct addr_set *s, long idx, bool k
 	}
 	struct pprof_line lines[64];
 	size_t nl = 0;
-	for (uint32_t i = 0; i < r->nframes && nl < sizeof(lines) / sizeof(lines[0]); i++) {
+	/* a Go wrapper's own frame is left out, what it inlined kept */
+	uint32_t nf = r->go_elide && r->nframes > 1 ? r->nframes - 1 : r->nframes;
+	for (uint32_t i = 0; i < nf && nl < sizeof(lines) / sizeof(lines[0]); i++) {
 		const struct sym_frame *f = &r->frames[i];
 		uint64_t fid = pprof_function(c->p, f->func, f->func, f->file ? f->file : "", 0);
 		if (!fid)
@@ -230,6 +232,15 @@ static uint64_t user_loc(struct proc_ctx *c, uint64_t addr)
 	return pprof_location(c->p, mid, addr, NULL, 0);
 }
 
+/* addr resolved to a Go wrapper (or goexit) and nothing inlined into it:
+ * left out of the stack, as Go's own profiles do (sym_result.go_elide). */
+static bool user_elided(struct proc_ctx *c, uint64_t addr)
+{
+	long idx = c->user && c->user->resolved ? addr_set_find(c->user, addr) : -1;
+	const struct sym_result *r = idx >= 0 ? &c->user->b.r[idx] : NULL;
+	return r && r->go_elide && r->nframes == 1;
+}
+
 static uint64_t kernel_loc(struct proc_ctx *c, uint64_t addr)
 {
 	long idx = c->kern && c->kern->resolved ? addr_set_find(c->kern, addr) : -1;
@@ -290,6 +301,8 @@ static int add_stack(struct proc_ctx *c, const struct cpu_window *w, uint64_t id
 			*cut = true;
 			break;
 		}
+		if (!kernel && user_elided(c, a))
+			continue;	/* a Go wrapper: not in Go's stacks either */
 		uint64_t l = kernel ? kernel_loc(c, a) : user_loc(c, a);
 		if (!l)
 			return -ENOMEM;

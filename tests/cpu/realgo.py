@@ -28,7 +28,7 @@ import urllib.request
 import cputest as ct
 
 KERNEL = "[kernel.kallsyms]"
-PORT = 19090
+PORT = 0    # measure() takes a free one: runs must not meet on a port
 
 
 def load(secs, stop):
@@ -73,7 +73,8 @@ def wrong(mine, theirs, leaves):
     for leaf in leaves:
         for c, v in mine[leaf].items():
             n += v
-            bad += v if c not in theirs[leaf] else 0
+            # a stack that ends at the leaf has no caller: never a right one
+            bad += v if c == "<none>" or c not in theirs[leaf] else 0
     return n, bad
 
 
@@ -126,6 +127,8 @@ def measure(pushprof, secs=20, rounds=1, top=15, report=print):
     """Rounds of (off, on) runs against a Prometheus started here. Returns
     {"off"|"on": {"n", "bad", "gn", "gbad"}} summed over the rounds; report
     gets a line per run and per leaf."""
+    global PORT
+    PORT = ct.free_port()
     d = tempfile.mkdtemp(prefix="pushprof-realgo-")
     with open(os.path.join(d, "prom.yml"), "w") as f:
         f.write("global: {scrape_interval: 1s}\nscrape_configs:\n  - job_name: self\n"
@@ -144,6 +147,8 @@ def measure(pushprof, secs=20, rounds=1, top=15, report=print):
                 break
             except OSError:
                 time.sleep(0.2)
+        if prom.poll() is not None:
+            raise RuntimeError(f"prometheus exited ({prom.returncode}) before it was ready")
         load(secs, stop)
         time.sleep(3)
         for r in range(rounds):
@@ -161,7 +166,9 @@ def measure(pushprof, secs=20, rounds=1, top=15, report=print):
                        f"{100 * gbad / max(gn, 1):.1f}% of {gn})")
                 for leaf in leaves[:8]:
                     ln, lb = wrong(mine, theirs, [leaf])
-                    report(f"    {leaf[:58]:58} {ln:5} {100 * lb / max(ln, 1):5.1f}%")
+                    bad_callers = [(c[:40], v) for c, v in mine[leaf].most_common()
+                                   if c == "<none>" or c not in theirs[leaf]][:2]
+                    report(f"    {leaf[:50]:50} {ln:5} {100 * lb / max(ln, 1):5.1f}% {bad_callers}")
                 tot[key].update(n=n, bad=bad, gn=gn, gbad=gbad)
     finally:
         stop.set()

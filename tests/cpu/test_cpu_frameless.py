@@ -63,7 +63,7 @@ def report(tag, ours, go):
     res = {}
     for leaf in FRAMELESS + OTHER:
         n = sum(mine[leaf].values())
-        known = set(theirs[leaf])
+        known = set(theirs[leaf]) - {"<none>"}  # a stack that ends there: no caller
         wrong = sum(v for c, v in mine[leaf].items() if c not in known)
         res[leaf] = (n, wrong / n if n else 1.0)
         print(f"[{tag}] {leaf}: {n} samples, wrong caller {100 * res[leaf][1]:.1f}%")

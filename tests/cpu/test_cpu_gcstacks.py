@@ -78,7 +78,8 @@ def wrong(tag, mine, theirs):
     res = {}
     for fn in sorted(set(mine) | set(theirs)):
         n = sum(mine[fn].values())
-        bad = sum(v for c, v in mine[fn].items() if c not in theirs[fn])
+        # a stack that ends there has no caller: never a right one
+        bad = sum(v for c, v in mine[fn].items() if c == "<none>" or c not in theirs[fn])
         res[fn] = (n, bad / n if n else 0.0)
         print(f"[{tag}] {fn}: {n} samples, wrong caller {100 * res[fn][1]:.1f}%")
         print(f"    pushprof: {mine[fn].most_common(5)}")

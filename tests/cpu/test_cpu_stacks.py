@@ -108,9 +108,11 @@ gtot = sum(p.total() for p in gp)
 
 def go_complete(fr, mid):
     # main goroutine: main.main -> mid -> main.spin; the others:
-    # runtime.goexit -> main.main.func1 -> main.work -> mid -> main.spin
+    # main.main.func1 -> main.work -> mid -> main.spin, the whole stack
+    # (runtime.goexit below it is left out, as Go's own profiles do)
     return ct.has_chain(fr, ["main.spin", mid, "main.main"]) or \
-        ct.has_chain(fr, ["main.spin", mid, "main.work", "main.main.func1", "runtime.goexit"])
+        (ct.has_chain(fr, ["main.spin", mid, "main.work", "main.main.func1"]) and
+         fr[-1] == "main.main.func1")
 
 
 hot = sum(p.count_where(lambda fr: go_complete(fr, "main.hot")) for p in gp)
