@@ -405,7 +405,7 @@ static void window(struct agent *a)
 				      "Processes whose frameless Go leaves or C/C++ prologues, epilogues and frameless leaves BPF corrects.", METRIC_GAUGE,
 				      NULL), (double)fp);
 		metric_set(metric_get("pushprof_cpu_frameless_pool_words",
-				      "Bitmap (and C/C++ window) words of frameless code in BPF (pool: 262144).",
+				      "Bitmap and window words of the leaf tables in BPF (pool: 524288).",
 				      METRIC_GAUGE, NULL), (double)fw);
 	}
 	metric_set(metric_get("pushprof_cpu_sampled_cpus", "CPUs with a perf event attached.",

@@ -80,7 +80,7 @@
  */
 #define CPU_FL_CHUNK_SHIFT 5			/* 32-byte chunks */
 #define CPU_FL_WORD_BYTES (64u << CPU_FL_CHUNK_SHIFT)	/* text per word: 2 KiB */
-#define CPU_FL_POOL_WORDS (1u << 18)		/* 2 MiB of words: 256 MiB of text */
+#define CPU_FL_POOL_WORDS (1u << 19)		/* 4 MiB of words: 512 MiB of text */
 #define CPU_FL_MAX_PROCS 8192
 #define CPU_CFA_POOL (1u << 19)			/* entries (u64): 4 MiB */
 #define CPU_CFA_STEPS 12
