@@ -133,6 +133,9 @@ try:
     check(reloads >= 2, "HUP storm: the agent reloaded", f"{reloads}")
     check(rl.wait_for(lambda: agent.get("/healthz")[0] == 200, 30),
           "HUP storm: /healthz 200 afterwards")
+    # a loaded machine may finish no window while reloads keep restarting
+    # the run: let one be handed over, so that there is something to deliver
+    rl.wait_for(lambda: rl.local_files(store), 30)
     agent.p.send_signal(signal.SIGHUP)
     rc, took = agent.stop(signal.SIGTERM)
     check(rc == 0, "SIGHUP then SIGTERM at once: exit 0", f"rc={rc} in {took:.1f}s")
