@@ -174,8 +174,10 @@ static int parse_cie(const uint8_t *sec, size_t len, size_t off, struct cie *ce,
 	return 0;
 }
 
-static int push_row(struct ehf_rows *rows, uint64_t start, uint64_t end, uint16_t ra, uint16_t fp)
+int ehf_rows_add(struct ehf_rows *rows, uint64_t start, uint64_t end, uint16_t ra, uint16_t fp)
 {
+	if (end <= start)
+		return 0;
 	if (rows->n && rows->v[rows->n - 1].end == start && rows->v[rows->n - 1].ra == ra &&
 	    rows->v[rows->n - 1].fp == fp) {
 		rows->v[rows->n - 1].end = end;	/* merge with the previous row */
@@ -227,7 +229,7 @@ static int emit(struct ehf_rows *rows, const struct state *s, uint64_t a, uint64
 	} else if (s->fp_rule != RULE_SAME) {
 		return 0;
 	}
-	return push_row(rows, a, b, (uint16_t)k, (uint16_t)fp);
+	return ehf_rows_add(rows, a, b, (uint16_t)k, (uint16_t)fp);
 }
 
 /*

@@ -49,6 +49,14 @@ struct ehf_stats {
 };
 
 /*
+ * Append [start, end) with its slots to rows, merged into the last row when
+ * it ends at start with the same slots; an empty range adds nothing.
+ * 0, -E2BIG past rows->max, -ENOMEM. (ehframe_rows() uses it; so do other
+ * producers of the same table, e.g. Go's pcsp in frameless.c.)
+ */
+int ehf_rows_add(struct ehf_rows *rows, uint64_t start, uint64_t end, uint16_t ra, uint16_t fp);
+
+/*
  * Parse buf[0, len), the .eh_frame section whose first byte has the
  * link-time address sec_addr; append to rows the ranges that lie inside
  * [lo, hi). *budget is decreased by the bytes decoded. Returns 0, -E2BIG

@@ -224,25 +224,6 @@ static uint64_t switch_site(int fd, const struct elfsym *e, const char *name, ui
 	return 0;
 }
 
-static int rows_add(struct ehf_rows *rows, uint64_t start, uint64_t end, unsigned ra, unsigned fp)
-{
-	if (end <= start)
-		return 0;
-	if (rows->n == rows->max)
-		return -E2BIG;
-	if (rows->n == rows->cap) {
-		size_t nc = rows->cap ? rows->cap * 2 : 1024;
-		struct ehf_row *nv = realloc(rows->v, nc * sizeof(*nv));
-		if (!nv)
-			return -ENOMEM;
-		rows->v = nv;
-		rows->cap = nc;
-	}
-	rows->v[rows->n++] = (struct ehf_row){ .start = start, .end = end, .ra = (uint16_t)ra,
-					       .fp = (uint16_t)fp };
-	return 0;
-}
-
 /* Bytes of `mov %rbp, disp(%rsp)` at code (Go's amd64 prologue up to Go
  * 1.20 stores the caller's %rbp one instruction after `sub $n, %rsp`),
  * 0 when it is something else. */
@@ -321,7 +302,7 @@ static int analyse_go(struct fl_bin *b, const struct elfsym *e, int fd, const ch
 		if (nr <= 0)
 			continue;	/* no table, SPWRITE, corrupt, too many runs */
 		if (nr == 1 && run[0].sp == 0) {
-			r = rows_add(rows, run[0].lo, run[0].hi, 0, 0);
+			r = ehf_rows_add(rows, run[0].lo, run[0].hi, 0, 0);
 			nfl++;
 			/* only assembly calls from a frameless function (the
 			 * compiler gives a frame to any function that calls) */
@@ -338,12 +319,13 @@ static int analyse_go(struct fl_bin *b, const struct elfsym *e, int fd, const ch
 					size_t st = bp_store_len(c, code_at(fd, e, lo, c, sizeof(c)));
 					if (st && lo + st <= run[k].hi) {
 						/* %rbp still the caller's until stored */
-						r = rows_add(rows, lo, lo + st, (unsigned)d / 8, 0);
+						r = ehf_rows_add(rows, lo, lo + st, (uint16_t)(d / 8), 0);
 						lo += st;
 					}
 				}
 				if (!r)
-					r = rows_add(rows, lo, run[k].hi, (unsigned)d / 8, (unsigned)d / 8);
+					r = ehf_rows_add(rows, lo, run[k].hi, (uint16_t)(d / 8),
+							 (uint16_t)(d / 8));
 			}
 			nasm++;
 		}
