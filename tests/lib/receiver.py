@@ -51,11 +51,13 @@ Library:
   r.stop()
 """
 import argparse
+import atexit
 import gzip
 import json
 import os
 import re
 import signal
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -83,6 +85,9 @@ def load_protos():
         if _pb:
             return _pb
         out = tempfile.mkdtemp(prefix="pushprof-pb2-")
+        # the generated modules are imported at once; the directory goes
+        # when the process ends (a suite run used to leave ~1,000 behind)
+        atexit.register(shutil.rmtree, out, True)
         files = ["profile.proto", "parca/profilestore/v1alpha1/profilestore.proto",
                  "parca/debuginfo/v1alpha1/debuginfo.proto"]
         subprocess.run(["protoc", "-I", PROTO_DIR, "--python_out=" + out] +
