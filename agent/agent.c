@@ -410,14 +410,23 @@ static void window(struct agent *a)
 	}
 	metric_set(metric_get("pushprof_cpu_sampled_cpus", "CPUs with a perf event attached.",
 			      METRIC_GAUGE, NULL), (double)cpu_sampler_ncpus(a->cpu));
+	/* user frames the BPF walk stored, per sample (before symbolization
+	 * drops or adds any): what bench/bpf_ab.py sets the walk's cost against */
+	uint64_t user_frames = 0;
+	for (size_t i = 0; i < a->win.nrecs; i++) {
+		uint32_t len = 0;
+		if (cpu_window_stack(&a->win, a->win.recs[i].key.user_stack, &len))
+			user_frames += (uint64_t)len * a->win.recs[i].count;
+	}
 	pp_log(PP_INFO, "cpu window",
-	       "window=%llu samples=%llu processes=%zu bytes=%llu lost_map_full=%llu "
+	       "window=%llu samples=%llu user_frames=%llu processes=%zu bytes=%llu lost_map_full=%llu "
 	       "lost_stack_err=%llu lost_stacks_full=%llu lost_collision=%llu truncated=%llu "
 	       "truncated_junk=%llu filtered=%llu frameless_leaf=%llu frameless_mid=%llu "
 	       "frameless_fault=%llu g0_switch=%llu g0_fail=%llu "
 	       "targets=%zu/%zu "
 	       "locations=%llu named=%llu cpus=%u duration_ms=%lld agent_cpu_ms=%.1f%s%s",
-	       (unsigned long long)a->windows, (unsigned long long)a->win.samples, ps.profiles,
+	       (unsigned long long)a->windows, (unsigned long long)a->win.samples,
+	       (unsigned long long)user_frames, ps.profiles,
 	       (unsigned long long)ps.bytes,
 	       (unsigned long long)s[CPU_STAT_LOST_COUNTS_FULL],
 	       (unsigned long long)s[CPU_STAT_STACK_ERR],
