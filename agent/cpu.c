@@ -310,19 +310,28 @@ static int pool_write(int fd, uint32_t limit, uint32_t at, const uint64_t *vals,
 	return 0;
 }
 
+/* After any change to the leaf tables: BPF's per-CPU cached answers of
+ * an older generation are not used (bpf/cpu.h, "Per-CPU cache"). */
+static int fl_bump(struct cpu_sampler *s, int rc)
+{
+	__atomic_add_fetch(&s->skel->data->fl_gen, 1, __ATOMIC_SEQ_CST);
+	return rc;
+}
+
 int cpu_sampler_fl_write(struct cpu_sampler *s, uint32_t word, const uint64_t *bits, uint32_t n)
 {
-	return pool_write(bpf_map__fd(s->skel->maps.fl_bits), CPU_FL_POOL_WORDS, word, bits, n);
+	return fl_bump(s, pool_write(bpf_map__fd(s->skel->maps.fl_bits), CPU_FL_POOL_WORDS, word,
+				     bits, n));
 }
 
 int cpu_sampler_cfa_write(struct cpu_sampler *s, uint32_t at, const uint64_t *ent, uint32_t n)
 {
-	return pool_write(bpf_map__fd(s->skel->maps.fl_cfa), CPU_CFA_POOL, at, ent, n);
+	return fl_bump(s, pool_write(bpf_map__fd(s->skel->maps.fl_cfa), CPU_CFA_POOL, at, ent, n));
 }
 
 /* Filtering: the range rides in the tgid's allowed_tgids entry (only an
  * existing one: setting it never allows a tgid); whole host: fl_procs. */
-int cpu_sampler_fl_set(struct cpu_sampler *s, pid_t tgid, const struct cpu_fl_proc *p)
+static int fl_set(struct cpu_sampler *s, pid_t tgid, const struct cpu_fl_proc *p)
 {
 	__u32 k = (__u32)tgid;
 	if (s->filter) {
@@ -335,7 +344,7 @@ int cpu_sampler_fl_set(struct cpu_sampler *s, pid_t tgid, const struct cpu_fl_pr
 	return 0;
 }
 
-int cpu_sampler_fl_del(struct cpu_sampler *s, pid_t tgid)
+static int fl_del(struct cpu_sampler *s, pid_t tgid)
 {
 	__u32 k = (__u32)tgid;
 	if (s->filter) {
@@ -348,6 +357,16 @@ int cpu_sampler_fl_del(struct cpu_sampler *s, pid_t tgid)
 	if (bpf_map_delete_elem(bpf_map__fd(s->skel->maps.fl_procs), &k) && errno != ENOENT)
 		return -errno;
 	return 0;
+}
+
+int cpu_sampler_fl_set(struct cpu_sampler *s, pid_t tgid, const struct cpu_fl_proc *p)
+{
+	return fl_bump(s, fl_set(s, tgid, p));
+}
+
+int cpu_sampler_fl_del(struct cpu_sampler *s, pid_t tgid)
+{
+	return fl_bump(s, fl_del(s, tgid));
 }
 
 int cpu_sampler_prog_id(const struct cpu_sampler *s)

@@ -20,6 +20,10 @@ const volatile bool filter_tgids = false;
 
 /* Index of the map set BPF writes into; flipped by user space. */
 __u32 active = 0;
+/* Leaf tables' generation (cpu.h, "Per-CPU cache"): user space bumps it
+ * after every change to the tables; a cached answer of another generation
+ * is not used. */
+__u32 fl_gen = 1;	/* .data: 0 would match zeroed slots */
 
 struct counts_map {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -92,8 +96,27 @@ struct {
 	__type(value, __u64);
 } stats SEC(".maps");
 
+/* A per-CPU answer of the leaf tables (cpu.h, "Per-CPU cache"): in the
+ * table at tab, every offset in [lo, hi) from the process's text start has
+ * the entry e (0: none). */
+struct fl_slot {
+	__u32 tab;
+	__u32 gen;
+	__u64 lo, hi;
+	__u64 e;
+};
+
+struct fl_cache {
+	struct fl_slot slots[CPU_FL_SLOTS];
+};
+
 struct scratch {
 	struct cpu_sample_key key;
+	/* the sampled process's tables (zeroed: none); when the whole host is
+	 * sampled, the fl_procs value of proc_tgid at generation proc_gen */
+	__u32 proc_tgid, proc_gen;
+	struct cpu_fl_proc proc;
+	struct fl_cache cache;
 	struct cpu_stack user;
 	struct cpu_stack kern;
 };
@@ -180,19 +203,27 @@ struct {
  * bit first (the pre-filter: no further lookup for most PCs), then a
  * binary search of at most CPU_CFA_STEPS array lookups in the window of
  * entries overlapping ip's 2 KiB for the last one starting at or before ip.
+ * [*lo, *hi) (offsets from fl->start) is a span around ip with the same
+ * answer, for the per-CPU cache; left alone when the answer is 0 for
+ * ip outside the process's tables.
  */
-static __always_inline __u64 fl_find(const struct cpu_fl_proc *fl, __u64 ip)
+static __always_inline __u64 fl_search(const struct cpu_fl_proc *fl, __u64 ip, __u64 *lo_off,
+				       __u64 *hi_off)
 {
-	if (!fl->ntab || ip < fl->start || ip >= fl->end)
-		return 0;
 	__u64 off = ip - fl->start, chunk = off >> CPU_FL_CHUNK_SHIFT;
 	__u64 at = (chunk >> 6) * 2;	/* bitmap, window */
 	if (at + 1 >= fl->nwords)
 		return 0;
 	__u32 w = fl->word + (__u32)at, wi = w + 1, lo, hi, idx;
 	__u64 *bits = bpf_map_lookup_elem(&fl_bits, &w);
-	if (!bits || !((*bits >> (chunk & 63)) & 1))
+	if (!bits)
 		return 0;
+	if (!((*bits >> (chunk & 63)) & 1)) {
+		/* no range in the chunk; none in the whole 2 KiB without a bit */
+		*lo_off = (*bits ? chunk : chunk & ~63ULL) << CPU_FL_CHUNK_SHIFT;
+		*hi_off = (*bits ? chunk + 1 : (chunk | 63) + 1) << CPU_FL_CHUNK_SHIFT;
+		return 0;
+	}
 	__u64 *win = bpf_map_lookup_elem(&fl_bits, &wi);
 	if (!win)
 		return 0;
@@ -200,6 +231,7 @@ static __always_inline __u64 fl_find(const struct cpu_fl_proc *fl, __u64 ip)
 	hi = lo + (__u32)*win;
 	if (hi <= lo || hi > fl->ntab)
 		return 0;
+	__u32 end = hi;
 	for (__u32 i = 0; i < CPU_CFA_STEPS; i++) {
 		if (hi - lo <= 1)
 			break;
@@ -217,8 +249,65 @@ static __always_inline __u64 fl_find(const struct cpu_fl_proc *fl, __u64 ip)
 	__u64 *e = bpf_map_lookup_elem(&fl_cfa, &idx);
 	if (!e)
 		return 0;
-	__u64 start = *e >> 32, len = (*e >> 20) & CPU_CFA_LEN_MAX;
-	return off >= start && off - start < len ? *e : 0;
+	__u64 ent = *e, start = ent >> 32, len = (ent >> 20) & CPU_CFA_LEN_MAX;
+	if (start > off) {		/* before the window's first range */
+		*lo_off = off;
+		*hi_off = start;
+		return 0;
+	}
+	if (off - start < len) {
+		*lo_off = start;
+		*hi_off = start + len;
+		return ent;
+	}
+	/* between two ranges: up to the next one's start, or the 2 KiB end */
+	__u64 next = ((chunk | 63) + 1) << CPU_FL_CHUNK_SHIFT;
+	if (lo + 1 < end) {
+		idx = fl->tab + lo + 1;
+		e = bpf_map_lookup_elem(&fl_cfa, &idx);
+		if (!e)
+			return 0;
+		if ((*e >> 32) < next)
+			next = *e >> 32;
+	}
+	*lo_off = start + len;
+	*hi_off = next > off ? next : off + 1;	/* a broken table: this PC only */
+	return 0;
+}
+
+static __always_inline __u64 fl_find(const struct cpu_fl_proc *fl, __u64 ip)
+{
+	__u64 lo, hi;
+
+	if (!fl->ntab || ip < fl->start || ip >= fl->end)
+		return 0;
+	return fl_search(fl, ip, &lo, &hi);
+}
+
+/*
+ * fl_find through the per-CPU cache: a hit touches none of the tables'
+ * maps. A global function, verified once: inlined, its branches multiplied
+ * the states of the walk that follows (500k instructions processed).
+ */
+__noinline __u64 pp_leaf_find(const struct cpu_fl_proc *fl, __u64 ip, struct fl_cache *cache,
+			      __u32 gen)
+{
+	if (!fl || !cache || !fl->ntab || ip < fl->start || ip >= fl->end)
+		return 0;
+	__u64 off = ip - fl->start, chunk = off >> CPU_FL_CHUNK_SHIFT;
+	struct fl_slot *c = &cache->slots[(chunk ^ (chunk >> 6) ^ fl->tab) & (CPU_FL_SLOTS - 1)];
+
+	if (c->gen == gen && c->tab == fl->tab && off >= c->lo && off < c->hi)
+		return c->e;
+	__u64 lo = 0, hi = 0, e = fl_search(fl, ip, &lo, &hi);
+	if (hi > lo) {
+		c->tab = fl->tab;
+		c->gen = gen;
+		c->lo = lo;
+		c->hi = hi;
+		c->e = e;
+	}
+	return e;
 }
 
 /*
@@ -308,10 +397,16 @@ __noinline __u64 pp_frame_fix(const struct cpu_fl_proc *fl, __u64 ra, __u64 a, _
 static __always_inline __u64 grab_user_stack(struct bpf_perf_event_data *ctx,
 					     struct task_struct *task, __u32 tgid,
 					     const struct cpu_fl_proc *fl, bool in_user,
-					     struct cpu_stack *st)
+					     struct scratch *sc)
 {
+	struct cpu_stack *st = &sc->user;
+	__u32 gen = fl_gen;
 	const __u64 *r = (const __u64 *)&ctx->regs;
-	struct cpu_fl_proc flc = {};	/* for pp_frame_fix: zeroed = no tables */
+	/* the process's tables, zeroed for none: in the scratch value, whose
+	 * contents the verifier does not track, so that every path reaches
+	 * the walk below in one state (a stack copy, zeroed on some paths and
+	 * read from a map on others, made it verify the walk five times) */
+	const struct cpu_fl_proc *flc = &sc->proc;
 	__u64 ip, fp, sp, r14;
 	__u32 n;
 
@@ -331,10 +426,21 @@ static __always_inline __u64 grab_user_stack(struct bpf_perf_event_data *ctx,
 		sp = BPF_CORE_READ(ur, sp);
 		r14 = BPF_CORE_READ(ur, r14);
 	}
-	if (!fl && !filter_tgids)	/* whole host: the process's tables */
+	if (fl) {			/* filtering: from the allowed_tgids entry */
+		sc->proc = *fl;
+		sc->proc_gen = 0;
+	} else if (!filter_tgids && (sc->proc_gen != gen || sc->proc_tgid != tgid)) {
+		/* whole host: fl_procs, unless the last sample's process it is */
 		fl = bpf_map_lookup_elem(&fl_procs, &tgid);
-	if (fl)
-		flc = *fl;
+		if (fl)
+			sc->proc = *fl;
+		else
+			__builtin_memset(&sc->proc, 0, sizeof(sc->proc));
+		sc->proc_tgid = tgid;
+		sc->proc_gen = gen;
+	} else if (filter_tgids) {
+		__builtin_memset(&sc->proc, 0, sizeof(sc->proc));
+	}
 	if (!ip)
 		return CPU_STACK_NONE;
 	st->ips[0] = ip;
@@ -343,7 +449,7 @@ static __always_inline __u64 grab_user_stack(struct bpf_perf_event_data *ctx,
 	/* the leaf in a table range: its caller and the caller's %rbp from
 	 * the stack slots the table gives (cpu.h); elsewhere %rbp is the
 	 * leaf's own frame and the plain walk is right */
-	__u64 e = max_depth > 1 && fl ? fl_find(fl, ip) : 0;
+	__u64 e = max_depth > 1 ? pp_leaf_find(flc, ip, &sc->cache, gen) : 0;
 	if (e) {
 		__u64 ra, cfp = fp, pair[2];
 		__u32 k = (e >> 10) & CPU_CFA_SLOT_MAX, f = e & CPU_CFA_SLOT_MAX;
@@ -368,8 +474,8 @@ static __always_inline __u64 grab_user_stack(struct bpf_perf_event_data *ctx,
 			count(CPU_STAT_FL_LEAF);
 			/* the caller may be frameless too (a write-barrier stub):
 			 * the leaf's frame ends at [sp + 8k + 8] */
-			if (ra >= flc.mid_lo && ra < flc.mid_hi)
-				inject = pp_frame_fix(&flc, ra, sp + 8 * (__u64)k - 8, r14);
+			if (ra >= flc->mid_lo && ra < flc->mid_hi)
+				inject = pp_frame_fix(flc, ra, sp + 8 * (__u64)k - 8, r14);
 		} else {
 			count(CPU_STAT_FL_FAULT);
 		}
@@ -401,8 +507,8 @@ static __always_inline __u64 grab_user_stack(struct bpf_perf_event_data *ctx,
 		n++;
 		fp = frame[0];
 		/* only return addresses in that span can need a fix (cpu.h) */
-		if (frame[1] >= flc.mid_lo && frame[1] < flc.mid_hi)
-			inject = pp_frame_fix(&flc, frame[1], a, r14);
+		if (frame[1] >= flc->mid_lo && frame[1] < flc->mid_hi)
+			inject = pp_frame_fix(flc, frame[1], a, r14);
 	}
 	st->len = n;
 	if (n >= max_depth && fp)
@@ -478,7 +584,7 @@ int pp_cpu_sample(struct bpf_perf_event_data *ctx)
 	bool in_user = (((const __u64 *)&ctx->regs)[17] & 3) == 3;
 	struct task_struct *task = bpf_get_current_task_btf();
 
-	__u64 u = grab_user_stack(ctx, task, tgid, fl, in_user, &s->user);
+	__u64 u = grab_user_stack(ctx, task, tgid, fl, in_user, s);
 	if (u == ~0ULL)
 		u = store_stack(stacks, &s->user);
 	s->key.user_stack = u;

@@ -77,7 +77,22 @@
  * the span of such functions and the g0 switch sites (runtime's
  * asm_amd64.s: a few KiB): only a return address inside it costs a call of
  * pp_frame_fix, not every frame of the walk.
+ *
+ * Per-CPU cache. Each table lookup touches lines of 4 MiB maps that the
+ * workload has evicted since the last sample 10 ms ago (bench/bpf_ab.py:
+ * about 450 ns per sample on leaves.go, most of what the tables cost), and
+ * a hot leaf is sampled in the same few ranges again and again. So the
+ * per-CPU scratch value keeps the last answers: CPU_FL_SLOTS slots, picked
+ * by the PC's chunk, each "in the table at tab, offsets [lo, hi) have entry
+ * e" (a range, the gap between two ranges, or a chunk or 2 KiB without
+ * any), and, when the whole host is sampled, the last tgid's fl_procs
+ * value. A slot or the process is used only while its generation equals
+ * fl_gen (.bss), which user space bumps after every write to fl_bits,
+ * fl_cfa, fl_procs or allowed_tgids values: a table's pool space is reused
+ * only after the processes using it were dropped (a bump), so a cached
+ * answer never outlives what it was read from.
  */
+#define CPU_FL_SLOTS 8				/* power of two */
 #define CPU_FL_CHUNK_SHIFT 5			/* 32-byte chunks */
 #define CPU_FL_WORD_BYTES (64u << CPU_FL_CHUNK_SHIFT)	/* text per word: 2 KiB */
 #define CPU_FL_POOL_WORDS (1u << 19)		/* 4 MiB of words: 512 MiB of text */
