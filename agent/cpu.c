@@ -209,6 +209,7 @@ int cpu_sampler_new(const struct cpu_sampler_opts *o, struct cpu_sampler **out,
 	s->skel->rodata->max_depth = o->max_depth;
 	s->skel->rodata->kernel_stacks = o->kernel_stacks;
 	s->skel->rodata->filter_tgids = o->filter;
+	s->skel->bss->fl_gen = 1;	/* cached answers are zeroed: generation 0 */
 
 	/*
 	 * Maps are preallocated: allocating in the perf event's interrupt
@@ -314,7 +315,7 @@ static int pool_write(int fd, uint32_t limit, uint32_t at, const uint64_t *vals,
  * an older generation are not used (bpf/cpu.h, "Per-CPU cache"). */
 static int fl_bump(struct cpu_sampler *s, int rc)
 {
-	__atomic_add_fetch(&s->skel->data->fl_gen, 1, __ATOMIC_SEQ_CST);
+	__atomic_add_fetch(&s->skel->bss->fl_gen, 1, __ATOMIC_SEQ_CST);
 	return rc;
 }
 

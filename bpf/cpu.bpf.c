@@ -23,7 +23,8 @@ __u32 active = 0;
 /* Leaf tables' generation (cpu.h, "Per-CPU cache"): user space bumps it
  * after every change to the tables; a cached answer of another generation
  * is not used. */
-__u32 fl_gen = 1;	/* .data: 0 would match zeroed slots */
+__u32 fl_gen = 0;	/* .bss beside `active` (one line per sample); user
+			 * space starts it at 1: 0 would match zeroed slots */
 
 struct counts_map {
 	__uint(type, BPF_MAP_TYPE_HASH);
