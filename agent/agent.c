@@ -421,7 +421,7 @@ static void window(struct agent *a)
 	pp_log(PP_INFO, "cpu window",
 	       "window=%llu samples=%llu user_frames=%llu processes=%zu bytes=%llu lost_map_full=%llu "
 	       "lost_stack_err=%llu lost_stacks_full=%llu lost_collision=%llu truncated=%llu "
-	       "truncated_junk=%llu filtered=%llu frameless_leaf=%llu frameless_mid=%llu "
+	       "truncated_junk=%llu filtered=%llu frameless_leaf=%llu go_edge=%llu frameless_mid=%llu "
 	       "frameless_fault=%llu g0_switch=%llu g0_fail=%llu "
 	       "targets=%zu/%zu "
 	       "locations=%llu named=%llu cpus=%u duration_ms=%lld agent_cpu_ms=%.1f%s%s",
@@ -434,7 +434,8 @@ static void window(struct agent *a)
 	       (unsigned long long)s[CPU_STAT_COLLISION],
 	       (unsigned long long)s[CPU_STAT_TRUNCATED], (unsigned long long)ps.junk_cut,
 	       (unsigned long long)s[CPU_STAT_FILTERED],
-	       (unsigned long long)s[CPU_STAT_FL_LEAF], (unsigned long long)s[CPU_STAT_FL_MID],
+	       (unsigned long long)s[CPU_STAT_FL_LEAF], (unsigned long long)s[CPU_STAT_GO_EDGE],
+	       (unsigned long long)s[CPU_STAT_FL_MID],
 	       (unsigned long long)s[CPU_STAT_FL_FAULT], (unsigned long long)s[CPU_STAT_G0_SWITCH],
 	       (unsigned long long)s[CPU_STAT_G0_FAIL], matched, procs,
 	       (unsigned long long)ps.frames, (unsigned long long)ps.frames_named,

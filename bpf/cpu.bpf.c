@@ -312,6 +312,75 @@ __noinline __u64 pp_leaf_find(const struct cpu_fl_proc *fl, __u64 ip, struct fl_
 }
 
 /*
+ * A Go leaf sampled in a compiled function's prologue or epilogue (cpu.h,
+ * "Go prologues and epilogues"), decoded from the instruction at ip (the
+ * interrupted one: ip is an instruction boundary) and the one before: a
+ * table entry (ra slot k, fp 0: %rbp is still the caller's), 0 elsewhere.
+ */
+__noinline __u64 pp_go_edge(__u64 ip)
+{
+	__u8 c[20];	/* c[4] is the byte at ip */
+	__u32 k = 0;
+	__s32 d;
+
+	if (ip < 4 || bpf_probe_read_user(c, sizeof(c), (void *)(ip - 4)))
+		return 0;
+	const __u8 *p = c + 4;
+	if (p[0] == 0xc3)				/* ret */
+		k = 0;
+	else if (p[0] == 0x55)				/* push %rbp (Go 1.21+) */
+		k = 0;
+	else if (p[0] == 0x48 && p[1] == 0x89 && p[2] == 0xe5 && c[3] == 0x55)
+		k = 1;					/* mov %rsp,%rbp after the push */
+	else if ((p[0] == 0x49 || p[0] == 0x4d) && p[1] == 0x3b && p[2] == 0x66 && p[3] == 0x10)
+		k = 0;					/* cmp 16(%r14),%rsp|%r12: stack check */
+	else if ((p[0] == 0x76 || (p[0] == 0x0f && p[1] == 0x86)) &&
+		 (c[0] == 0x49 || c[0] == 0x4d) && c[1] == 0x3b && c[2] == 0x66 && c[3] == 0x10)
+		k = 0;					/* its jbe to morestack */
+	else if (p[0] == 0x4c && p[1] == 0x8d && p[2] == 0x64 && p[3] == 0x24 &&
+		 p[5] == 0x4d && p[6] == 0x3b && p[7] == 0x66 && p[8] == 0x10)
+		k = 0;					/* lea -n(%rsp),%r12 before it */
+	else if (p[0] == 0x48 && (p[1] == 0x83 || p[1] == 0x81) && p[2] == 0xec) {
+		/* sub $n,%rsp, Go up to 1.20 (%rbp stored next; from 1.21 the
+		 * sub comes after `mov %rsp,%rbp` and the walk is right) */
+		const __u8 *q = p + (p[1] == 0x83 ? 4 : 7);
+		if (!(q[0] == 0x48 && q[1] == 0x89 && (q[2] == 0x6c || q[2] == 0xac) && q[3] == 0x24))
+			return 0;
+		k = 0;
+	} else if (p[0] == 0x48 && (p[1] == 0x89 || p[1] == 0x8d) && p[3] == 0x24 &&
+		   (p[2] == 0x6c || p[2] == 0xac)) {
+		/* mov %rbp,n(%rsp) or lea n(%rsp),%rbp (up to Go 1.20): the
+		 * return address is right above the save slot */
+		d = p[2] == 0x6c ? (__s32)(__s8)p[4] :
+			(__s32)(p[4] | p[5] << 8 | p[6] << 16 | (__u32)p[7] << 24);
+		if (d < 0 || d % 8)
+			return 0;
+		k = (__u32)d / 8 + 1;
+	} else if (p[0] == 0x48 && (p[1] == 0x83 || p[1] == 0x81) && p[2] == 0xc4) {
+		/* add $n,%rsp right before ret (up to Go 1.20: %rbp already
+		 * restored; from 1.21 a pop %rbp follows and the walk is right) */
+		if (p[1] == 0x83) {
+			d = (__s32)(__s8)p[3];
+			if (p[4] != 0xc3)
+				return 0;
+		} else {
+			d = (__s32)(p[3] | p[4] << 8 | p[5] << 16 | (__u32)p[6] << 24);
+			if (p[7] != 0xc3)
+				return 0;
+		}
+		if (d <= 0 || d % 8)
+			return 0;
+		k = (__u32)d / 8;
+	} else {
+		return 0;
+	}
+	if (k > CPU_CFA_SLOT_MAX)
+		return 0;
+	count(CPU_STAT_GO_EDGE);
+	return CPU_CFA_ENTRY(0, 1, k, 0);
+}
+
+/*
  * The return address into the caller of runtime.systemstack/asmcgocall,
  * for a thread on g0 that switched there (cpu.h, "Frameless Go code
  * mid-stack"): [curg.sched.sp], each step checked. g is a candidate for
@@ -451,6 +520,9 @@ static __always_inline __u64 grab_user_stack(struct bpf_perf_event_data *ctx,
 	 * the stack slots the table gives (cpu.h); elsewhere %rbp is the
 	 * leaf's own frame and the plain walk is right */
 	__u64 e = max_depth > 1 ? pp_leaf_find(flc, ip, &sc->cache, gen) : 0;
+	/* not in the table: a compiled Go function's prologue or epilogue? */
+	if (!e && max_depth > 1 && flc->go && ip >= flc->start && ip < flc->end)
+		e = pp_go_edge(ip);
 	if (e) {
 		__u64 ra, cfp = fp, pair[2];
 		__u32 k = (e >> 10) & CPU_CFA_SLOT_MAX, f = e & CPU_CFA_SLOT_MAX;

@@ -78,6 +78,23 @@
  * asm_amd64.s: a few KiB): only a return address inside it costs a call of
  * pp_frame_fix, not every frame of the walk.
  *
+ * Go prologues and epilogues. A compiled Go function with a frame has
+ * %rbp pointing at its caller's frame for a few instructions: the stack
+ * check (`cmp 16(%r14),%rsp; jbe`), up to Go 1.20 `sub $n,%rsp; mov
+ * %rbp,n-8(%rsp); lea n-8(%rsp),%rbp` and `add $n,%rsp; ret` (after `mov
+ * n-8(%rsp),%rbp`), from Go 1.21 `push %rbp; mov %rsp,%rbp` and `ret`
+ * (after `pop %rbp`). A small function called at a high rate spends a
+ * good share of its samples there (runtime.findObject: a fifth). Marking
+ * them in the table would take about six entries per function (hundreds
+ * of thousands for a large program, in a pool all processes share), so
+ * BPF decodes them instead: for a leaf of a Go process outside the table,
+ * 20 bytes of code around ip (one read of a line the CPU just executed)
+ * say which instruction it is; each pattern fixes where the return address
+ * is ([sp], [sp+8], [sp+n]), and %rbp is still the caller's, so the walk
+ * goes on from it (pp_go_edge). The same instructions mean the same in
+ * C code linked into the binary (cgo), and a misread only costs a wrong
+ * caller for that sample, never unbounded work.
+ *
  * Per-CPU cache. Each table lookup touches lines of 4 MiB maps that the
  * workload has evicted since the last sample 10 ms ago (bench/bpf_ab.py:
  * about 450 ns per sample on leaves.go, most of what the tables cost), and
@@ -191,6 +208,7 @@ enum cpu_stat {
 	CPU_STAT_FL_MID,		/* frameless Go mid-stack: caller read above the callee's frame */
 	CPU_STAT_G0_SWITCH,		/* caller of systemstack/asmcgocall from curg.sched.sp */
 	CPU_STAT_G0_FAIL,		/* a g0 switch site, but g0/m/curg did not check out */
+	CPU_STAT_GO_EDGE,		/* Go leaf in a prologue/epilogue: caller from the stack */
 	CPU_STAT_MAX,
 };
 
