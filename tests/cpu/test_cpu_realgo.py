@@ -3,10 +3,11 @@
 sampled by pushprof while its own /debug/pprof/profile records the same
 seconds (realgo.py). Over the top 15 leaves of pushprof's profile, the
 share of samples under a caller Go's own profile never shows for that leaf:
-with the leaf tables at most 6 % (measured 2.5-4.0 % over single 20 s
-runs, against a noise floor of 1.4-3.9 %: Go's own profile split in two
+with the leaf tables at most 3 %, the issue's goal (measured 0.5 % in
+single 20 s runs since Go prologues and epilogues are decoded, 2.5-4.0 %
+before, against a noise floor of 0.5-3.9 %: Go's own profile split in two
 random halves, whose "wrong" callers are legitimate ones the other half did
-not happen to sample; one run is too short to tell 3 % from 4 %), without them (PUSHPROF_FRAMELESS=off) at least 15 % (the
+not happen to sample), without them (PUSHPROF_FRAMELESS=off) at least 15 % (the
 issue's ~30 %: the test sees the defect). Skipped when prometheus is not
 installed (scripts/setup.sh --tests installs it).
 """
@@ -26,7 +27,7 @@ print(f"wrong caller: off {100 * share['off']:.1f}%, on {100 * share['on']:.1f}%
       f"(noise floor {100 * floor:.1f}%)")
 check(on["n"] >= 300 and off["n"] >= 300, "enough samples in the top leaves",
       f"off {off['n']} on {on['n']}")
-check(share["on"] <= 0.06,
+check(share["on"] <= 0.03,
       "with the leaf tables: callers as Go's own profile shows them",
       f"{100 * share['on']:.1f}% wrong, noise floor {100 * floor:.1f}%")
 check(share["off"] >= 0.15, "without them the plain walk loses callers",
