@@ -276,18 +276,9 @@ static __always_inline __u64 fl_search(const struct cpu_fl_proc *fl, __u64 ip, _
 	return 0;
 }
 
-static __always_inline __u64 fl_find(const struct cpu_fl_proc *fl, __u64 ip)
-{
-	__u64 lo, hi;
-
-	if (!fl->ntab || ip < fl->start || ip >= fl->end)
-		return 0;
-	return fl_search(fl, ip, &lo, &hi);
-}
-
 /*
- * fl_find through the per-CPU cache: a hit touches none of the tables'
- * maps. A global function, verified once: inlined, its branches multiplied
+ * The table entry (cpu.h) whose range holds ip (0 if none), through the
+ * per-CPU cache: a hit touches none of the tables' maps. A global function, verified once: inlined, its branches multiplied
  * the states of the walk that follows (500k instructions processed).
  */
 __noinline __u64 pp_leaf_find(const struct cpu_fl_proc *fl, __u64 ip, struct fl_cache *cache,
@@ -421,7 +412,8 @@ static __always_inline __u64 g0_caller(__u64 g)
  * A global function: verified once, not at every frame of the walk (a
  * branch in the loop would multiply the verifier's states per frame).
  */
-__noinline __u64 pp_frame_fix(const struct cpu_fl_proc *fl, __u64 ra, __u64 a, __u64 r14)
+__noinline __u64 pp_frame_fix(const struct cpu_fl_proc *fl, __u64 ra, __u64 a, __u64 r14,
+			      struct fl_cache *cache)
 {
 	__u64 c = 0;
 
@@ -439,7 +431,7 @@ __noinline __u64 pp_frame_fix(const struct cpu_fl_proc *fl, __u64 ra, __u64 a, _
 		count(c ? CPU_STAT_G0_SWITCH : CPU_STAT_G0_FAIL);
 		return c;
 	}
-	__u64 e = fl_find(fl, ra);
+	__u64 e = pp_leaf_find(fl, ra, cache, fl_gen);
 	if (!e || ((e >> 10) & CPU_CFA_SLOT_MAX) || (e & CPU_CFA_SLOT_MAX))
 		return 0;	/* not frameless: the frame chain is right */
 	if (bpf_probe_read_user(&c, sizeof(c), (void *)(a + 16)) || !c) {
@@ -548,7 +540,8 @@ static __always_inline __u64 grab_user_stack(struct bpf_perf_event_data *ctx,
 			/* the caller may be frameless too (a write-barrier stub):
 			 * the leaf's frame ends at [sp + 8k + 8] */
 			if (ra >= flc->mid_lo && ra < flc->mid_hi)
-				inject = pp_frame_fix(flc, ra, sp + 8 * (__u64)k - 8, r14);
+				inject = pp_frame_fix(flc, ra, sp + 8 * (__u64)k - 8, r14,
+							      &sc->cache);
 		} else {
 			count(CPU_STAT_FL_FAULT);
 		}
@@ -581,7 +574,7 @@ static __always_inline __u64 grab_user_stack(struct bpf_perf_event_data *ctx,
 		fp = frame[0];
 		/* only return addresses in that span can need a fix (cpu.h) */
 		if (frame[1] >= flc->mid_lo && frame[1] < flc->mid_hi)
-			inject = pp_frame_fix(flc, frame[1], a, r14);
+			inject = pp_frame_fix(flc, frame[1], a, r14, &sc->cache);
 	}
 	st->len = n;
 	if (n >= max_depth && fp)

@@ -3,7 +3,7 @@
 sampled by pushprof while its own /debug/pprof/profile records the same
 seconds (realgo.py). Over the top 15 leaves of pushprof's profile, the
 share of samples under a caller Go's own profile never shows for that leaf:
-with the leaf tables at most 3 %, the issue's goal (measured 0.5 % in
+with the leaf tables at most 3 %, the issue's goal (measured 0.5-1.2 % in
 single 20 s runs since Go prologues and epilogues are decoded, 2.5-4.0 %
 before, against a noise floor of 0.5-3.9 %: Go's own profile split in two
 random halves, whose "wrong" callers are legitimate ones the other half did
