@@ -34,6 +34,9 @@
  * here after ~0.1 s. */
 #define FL_BUDGET (32u << 20)
 #define FL_CHUNK (1u << CPU_FL_CHUNK_SHIFT)
+/* chunk runs marked for Go's prologue/epilogue decoding, per executable
+ * (merged runs: a large Go program has about one per function) */
+#define FL_MAX_MARKS (1u << 20)
 /* C/C++: the largest .eh_frame read, and the bytes of it decoded per
  * analysis (16 per entry plus its CFA program): real sections are a few
  * MB (a 100 MB C++ binary: ~10 MB); a hostile one stops here after a
@@ -284,11 +287,26 @@ static bool go_asm(const struct gopcln *t, uint64_t entry)
  * Compiled functions with a frame keep the plain walk (their prologues
  * and epilogues, a few instructions, stay approximate). Rows into *rows.
  */
+/* Add [lo, hi), widened to whole chunks, to the marks (merged with the
+ * last one when they touch: functions come in address order). */
+static int mark_chunks(struct ehf_rows *m, uint64_t lo, uint64_t hi)
+{
+	lo &= ~(uint64_t)(FL_CHUNK - 1);
+	hi = (hi + FL_CHUNK - 1) & ~(uint64_t)(FL_CHUNK - 1);
+	if (m->n && lo <= m->v[m->n - 1].end && lo >= m->v[m->n - 1].start) {
+		if (hi > m->v[m->n - 1].end)
+			m->v[m->n - 1].end = hi;
+		return 0;
+	}
+	return ehf_rows_add(m, lo, hi, 0, 0);
+}
+
 static int analyse_go(struct fl_bin *b, const struct elfsym *e, int fd, const char *exe,
-		      struct ehf_rows *rows, const char **cause)
+		      struct ehf_rows *rows, struct ehf_rows *marks, const char **cause)
 {
 	struct gopcln *t = e->pcln;
 	uint64_t budget = FL_BUDGET, nfl = 0, nasm = 0;
+	bool marks_ok = true;
 	size_t n = gopcln_nfunc(t);
 	struct gopcln_sprun run[64];
 	for (size_t i = 0; i < n; i++) {
@@ -328,6 +346,19 @@ static int analyse_go(struct fl_bin *b, const struct elfsym *e, int fd, const ch
 							 (uint16_t)(d / 8));
 			}
 			nasm++;
+		} else if (marks_ok) {
+			/* compiled with a frame: its prologue and epilogues lie
+			 * around pcsp's steps (the stack check and frame set-up
+			 * up to 16 bytes after the entry run, an `add` up to 8
+			 * bytes before a `ret`); BPF decodes only chunks marked
+			 * here (bpf/cpu.h, "Go prologues and epilogues") */
+			int m = mark_chunks(marks, run[0].lo, run[0].hi + 16);
+			for (int k = 1; k < nr && !m; k++)
+				m = mark_chunks(marks, run[k].lo - 8, run[k].lo + 16);
+			if (m == -ENOMEM)
+				return m;
+			if (m)
+				marks_ok = false;	/* too many: none (the plain walk there) */
 		}
 		if (r == -ENOMEM)
 			return r;
@@ -336,6 +367,8 @@ static int analyse_go(struct fl_bin *b, const struct elfsym *e, int fd, const ch
 			return 0;
 		}
 	}
+	if (!marks_ok)
+		marks->n = 0;
 	gopcln_text_range(t, &b->lo, &b->hi);
 	b->switch_ret[0] = switch_site(fd, e, "runtime.systemstack", 0xd7);
 	b->switch_ret[1] = switch_site(fd, e, "runtime.asmcgocall", 0xd0);
@@ -343,8 +376,8 @@ static int analyse_go(struct fl_bin *b, const struct elfsym *e, int fd, const ch
 		if (b->switch_ret[k])
 			mid_span(b, b->switch_ret[k], b->switch_ret[k] + 1);
 	pp_log(PP_DEBUG, "frameless Go code found", "exe=%s functions=%zu frameless=%" PRIu64
-	       " assembly=%" PRIu64 " ranges=%zu mid_span_bytes=%" PRIu64, pp_q(exe), n, nfl, nasm,
-	       rows->n, b->mid_hi - b->mid_lo);
+	       " assembly=%" PRIu64 " ranges=%zu edge_marks=%zu mid_span_bytes=%" PRIu64, pp_q(exe), n,
+	       nfl, nasm, rows->n, marks->n, b->mid_hi - b->mid_lo);
 	return 0;
 }
 
@@ -414,8 +447,9 @@ static int row_cmp(const void *a, const void *b)
  * frameless code are looked up). Returns 1 with tables, 0 without (*cause
  * says why when it is a failure), -ENOMEM.
  */
-static int build_tables(struct fl_bin *b, struct ehf_rows *rows, const char *exe,
-			uint64_t **bitsp, uint64_t **entsp, uint32_t *nentp, const char **cause)
+static int build_tables(struct fl_bin *b, struct ehf_rows *rows, const struct ehf_rows *marks,
+			const char *exe, uint64_t **bitsp, uint64_t **entsp, uint32_t *nentp,
+			const char **cause)
 {
 	uint64_t cover_lo = b->lo, cover_hi = b->hi;	/* Go: all its text (the mid-stack rule) */
 	if (!rows->n)
@@ -475,6 +509,17 @@ static int build_tables(struct fl_bin *b, struct ehf_rows *rows, const char *exe
 			n++;
 		}
 	}
+	/* Go's prologue and epilogue chunks: a bit, no entry (bpf/cpu.h) */
+	for (size_t i = 0; i < marks->n; i++) {
+		uint64_t m0 = marks->v[i].start, m1 = marks->v[i].end;
+		if (m0 < lo)
+			m0 = lo;
+		if (m1 > hi)
+			m1 = hi;
+		for (uint64_t c = (m0 - lo) >> CPU_FL_CHUNK_SHIFT;
+		     m0 < m1 && c <= (m1 - 1 - lo) >> CPU_FL_CHUNK_SHIFT; c++)
+			bits[2 * (c >> 6)] |= 1ull << (c & 63);
+	}
 	b->lo = lo;
 	b->hi = hi;
 	b->nwords = nwords;
@@ -529,13 +574,15 @@ static int bin_analyse(struct frameless *f, int fd, const char *exe, struct fl_b
 	uint32_t nent = 0;
 	const char *cause = NULL;
 	struct ehf_rows rows = { .max = CPU_CFA_MAX_ENTRIES };
+	struct ehf_rows marks = { .max = FL_MAX_MARKS };
 	/* Go: its pclntab (exact per function; .eh_frame covers only its
 	 * cgo/assembly parts); anything else: .eh_frame */
-	int r = e->pcln ? analyse_go(nb, e, fd, exe, &rows, &cause)
+	int r = e->pcln ? analyse_go(nb, e, fd, exe, &rows, &marks, &cause)
 			: analyse_c(e, fd, exe, &rows, &cause);
 	if (r == 0 && !cause)
-		r = build_tables(nb, &rows, exe, &bits, &ent, &nent, &cause);
+		r = build_tables(nb, &rows, &marks, exe, &bits, &ent, &nent, &cause);
 	free(rows.v);
+	free(marks.v);
 	nb->go = e->pcln != NULL;
 	if (r > 0 && !text_segment(e, nb->lo, &nb->seg_vaddr, &nb->seg_offset)) {
 		r = 0;

@@ -230,7 +230,14 @@ static __always_inline __u64 fl_search(const struct cpu_fl_proc *fl, __u64 ip, _
 		return 0;
 	lo = *win >> 32;
 	hi = lo + (__u32)*win;
-	if (hi <= lo || hi > fl->ntab)
+	/* a chunk marked without a range: Go prologue or epilogue code */
+	__u64 clo = chunk << CPU_FL_CHUNK_SHIFT, chi = clo + (1u << CPU_FL_CHUNK_SHIFT);
+	if (hi <= lo) {
+		*lo_off = clo;
+		*hi_off = chi;
+		return CPU_CFA_EDGE_MAYBE;
+	}
+	if (hi > fl->ntab)
 		return 0;
 	__u32 end = hi;
 	for (__u32 i = 0; i < CPU_CFA_STEPS; i++) {
@@ -253,8 +260,8 @@ static __always_inline __u64 fl_search(const struct cpu_fl_proc *fl, __u64 ip, _
 	__u64 ent = *e, start = ent >> 32, len = (ent >> 20) & CPU_CFA_LEN_MAX;
 	if (start > off) {		/* before the window's first range */
 		*lo_off = off;
-		*hi_off = start;
-		return 0;
+		*hi_off = start < chi ? start : chi;
+		return CPU_CFA_EDGE_MAYBE;
 	}
 	if (off - start < len) {
 		*lo_off = start;
@@ -271,9 +278,12 @@ static __always_inline __u64 fl_search(const struct cpu_fl_proc *fl, __u64 ip, _
 		if ((*e >> 32) < next)
 			next = *e >> 32;
 	}
-	*lo_off = start + len;
-	*hi_off = next > off ? next : off + 1;	/* a broken table: this PC only */
-	return 0;
+	/* the gap within ip's chunk, whose bit says it may hold an edge */
+	*lo_off = start + len > clo ? start + len : clo;
+	*hi_off = next < chi ? next : chi;
+	if (*hi_off <= off)
+		*hi_off = off + 1;	/* a broken table: this PC only */
+	return CPU_CFA_EDGE_MAYBE;
 }
 
 /*
@@ -512,9 +522,9 @@ static __always_inline __u64 grab_user_stack(struct bpf_perf_event_data *ctx,
 	 * the stack slots the table gives (cpu.h); elsewhere %rbp is the
 	 * leaf's own frame and the plain walk is right */
 	__u64 e = max_depth > 1 ? pp_leaf_find(flc, ip, &sc->cache, gen) : 0;
-	/* not in the table: a compiled Go function's prologue or epilogue? */
-	if (!e && max_depth > 1 && flc->go && ip >= flc->start && ip < flc->end)
-		e = pp_go_edge(ip);
+	/* no range, but a chunk with a Go prologue or epilogue: decode it */
+	if (e == CPU_CFA_EDGE_MAYBE)
+		e = flc->go ? pp_go_edge(ip) : 0;
 	if (e) {
 		__u64 ra, cfp = fp, pair[2];
 		__u32 k = (e >> 10) & CPU_CFA_SLOT_MAX, f = e & CPU_CFA_SLOT_MAX;

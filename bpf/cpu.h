@@ -87,9 +87,10 @@
  * good share of its samples there (runtime.findObject: a fifth). Marking
  * them in the table would take about six entries per function (hundreds
  * of thousands for a large program, in a pool all processes share), so
- * BPF decodes them instead: for a leaf of a Go process outside the table,
- * 20 bytes of code around ip (one read of a line the CPU just executed)
- * say which instruction it is; each pattern fixes where the return address
+ * BPF decodes them instead: user space marks the chunks around pcsp's
+ * steps of every compiled function in the bitmap (no entries); for a leaf
+ * in such a chunk but in no range, 20 bytes of code around ip (one read of
+ * a line the CPU just executed) say which instruction it is; each pattern fixes where the return address
  * is ([sp], [sp+8], [sp+n]), and %rbp is still the caller's, so the walk
  * goes on from it (pp_go_edge). The same instructions mean the same in
  * C code linked into the binary (cgo), and a misread only costs a wrong
@@ -122,6 +123,9 @@
 #define CPU_CFA_SLOT_MAX 1023u
 #define CPU_CFA_ENTRY(off, len, ra, fp) \
 	(((__u64)(off) << 32) | ((__u64)(len) << 20) | ((__u64)(ra) << 10) | (__u64)(fp))
+/* fl_search's answer for a PC in no range of a marked chunk (len 0: never
+ * an entry): Go prologue or epilogue code may be there, decode it */
+#define CPU_CFA_EDGE_MAYBE CPU_CFA_ENTRY(0, 0, CPU_CFA_SLOT_MAX, CPU_CFA_SLOT_MAX)
 
 struct cpu_fl_proc {
 	__u64 start;		/* runtime address of chunk 0, 32-byte aligned */
