@@ -265,15 +265,23 @@ static void mid_span(struct fl_bin *b, uint64_t lo, uint64_t hi)
 		b->mid_hi = hi;
 }
 
-/* True when the function (entry pc) is Go assembly: its file ends in ".s". */
-static bool go_asm(const struct gopcln *t, uint64_t entry)
+/* True when the function (entry pc) is Go assembly: its file ends in ".s";
+ * with runtime, only the runtime package's. */
+static bool go_asm_in(const struct gopcln *t, uint64_t entry, bool runtime)
 {
 	struct gopcln_frame fr[4];
 	int n = gopcln_lookup(t, entry, fr, 4);
 	if (n < 1 || !fr[n - 1].file)
 		return false;
 	size_t l = strlen(fr[n - 1].file);
-	return l > 2 && !strcmp(fr[n - 1].file + l - 2, ".s");
+	if (l <= 2 || strcmp(fr[n - 1].file + l - 2, ".s"))
+		return false;
+	return !runtime || (fr[n - 1].func && !strncmp(fr[n - 1].func, "runtime.", 8));
+}
+
+static bool go_asm(const struct gopcln *t, uint64_t entry)
+{
+	return go_asm_in(t, entry, false);
 }
 
 /*
@@ -323,8 +331,13 @@ static int analyse_go(struct fl_bin *b, const struct elfsym *e, int fd, const ch
 			r = ehf_rows_add(rows, run[0].lo, run[0].hi, 0, 0);
 			nfl++;
 			/* only assembly calls from a frameless function (the
-			 * compiler gives a frame to any function that calls) */
-			if (go_asm(t, run[0].lo) && may_call(fd, e, run[0].lo, run[0].hi))
+			 * compiler gives a frame to any function that calls),
+			 * and only the runtime's does (write barriers, stack
+			 * switches); elsewhere a call byte is an immediate's
+			 * (internal/bytealg's cmpbody...), and one such function
+			 * far from asm_amd64.s widened the span to most of the
+			 * text: a pp_frame_fix call for nearly every frame */
+			if (go_asm_in(t, run[0].lo, true) && may_call(fd, e, run[0].lo, run[0].hi))
 				mid_span(b, run[0].lo, run[0].hi);
 		} else if (go_asm(t, run[0].lo)) {
 			for (int k = 0; k < nr && !r; k++) {
