@@ -99,7 +99,7 @@ struct {
 
 /* A per-CPU answer of the leaf tables (cpu.h, "Per-CPU cache"): in the
  * table at tab, every offset in [lo, hi) from the process's text start has
- * the entry e (0: none). */
+ * the entry e (0: none; CPU_CFA_EDGE_MAYBE: Go code to decode). */
 struct fl_slot {
 	__u32 tab;
 	__u32 gen;

@@ -32,6 +32,25 @@ def build_go(name, out_dir):
     return pptest.go_build(os.path.join(WORK, name + ".go"), os.path.join(out_dir, name))
 
 
+GO123 = "/usr/lib/go-1.23/bin/go"
+
+
+def build_go_versions(name, out_dir):
+    """workloads/NAME.go built with the default Go (1.19) and, when it is
+    installed, Go 1.23 (Go 1.21 changed frame set-up and stack switches):
+    [(tag, path)]."""
+    src = os.path.join(WORK, name + ".go")
+    builds = [("go1.19", pptest.go_build(src, os.path.join(out_dir, name + "119")))]
+    if os.access(GO123, os.X_OK):
+        out = os.path.join(out_dir, name + "123")
+        pptest.run([GO123, "build", "-o", out, src], timeout=300, env=pptest.go_env(),
+                   check_rc=0)
+        builds.append(("go1.23", out))
+    else:
+        print("note: Go 1.23 not installed (scripts/setup.sh --tests), its run is skipped")
+    return builds
+
+
 def write_config(d, body, interval="1s", freq=FREQ, store=True, http=""):
     path = os.path.join(d, "pushprof.yaml")
     store_dir = os.path.join(d, "store")

@@ -18,27 +18,17 @@ points; the whole chain; go_edge counted in the window lines only when on;
 every profile parses with `go tool pprof`.
 """
 import collections
-import os
 
 import cputest as ct
-import pptest
 from pptest import check, done, tmpdir
 
 KERNEL = "[kernel.kallsyms]"
-GO123 = "/usr/lib/go-1.23/bin/go"
 LEAF = "main.step"
 WANT = 400          # pushprof samples of the leaf
 TIME_LIMIT = 120    # seconds per run, generous for a loaded machine
 
 d = tmpdir()
-src = os.path.join(ct.WORK, "edges.go")
-builds = [("go1.19", pptest.go_build(src, os.path.join(d, "edges119")))]
-if os.access(GO123, os.X_OK):
-    out = os.path.join(d, "edges123")
-    pptest.run([GO123, "build", "-o", out, src], timeout=300, env=pptest.go_env(), check_rc=0)
-    builds.append(("go1.23", out))
-else:
-    print("note: Go 1.23 not installed (scripts/setup.sh --tests), its run is skipped")
+builds = ct.build_go_versions("edges", d)
 
 
 def callers(samples):
