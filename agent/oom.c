@@ -149,6 +149,7 @@ static const struct {
 	{ OOM_F_NO_BUCKETS, "no_buckets" },
 	{ OOM_F_FROM_EXIT, "captured_at_exit" },
 	{ OOM_F_VICTIMS_FULL, "victims_full" },
+	{ OOM_F_ABSENT_RECORD, "absent_records" },
 };
 
 const char *oom_flag_name(uint32_t flag)
@@ -836,9 +837,11 @@ static int add_rss_comments(struct pprof *p, const struct oom_result *r)
 	if (pprof_add_comment(p, buf))
 		return -ENOMEM;
 	snprintf(buf, sizeof(buf),
-		 "oom capture buckets=%" PRIu64 " new_buckets=%" PRIu64 " capture_ns=%" PRIu64
-		 " mark_to_capture_ns=%" PRIu64 " rate=%" PRId64 " complete=%s%s%s",
-		 r->buckets, r->new_buckets, r->capture_ns, r->mark_to_capture_ns, r->rate,
+		 "oom capture buckets=%" PRIu64 " new_buckets=%" PRIu64 " absent_records=%" PRIu64
+		 " capture_ns=%" PRIu64 " mark_to_capture_ns=%" PRIu64 " rate=%" PRId64
+		 " complete=%s%s%s",
+		 r->buckets, r->new_buckets, r->absent_records, r->capture_ns,
+		 r->mark_to_capture_ns, r->rate,
 		 r->complete ? "true" : "false", r->complete ? "" : " reason=", r->reason);
 	return pprof_add_comment(p, buf) ? -ENOMEM : 0;
 }
@@ -1003,6 +1006,7 @@ static struct oom_result *finalize(struct oom_watch *w, struct capture *c)
 	r->rate = v->rate;
 	r->buckets = v->buckets;
 	r->new_buckets = v->new_buckets;
+	r->absent_records = v->absent_records;
 	r->dropped = v->dropped;
 	r->capture_ns = v->end_ns > v->start_ns ? v->end_ns - v->start_ns : 0;
 	r->mark_to_capture_ns = v->start_ns > v->mark_ns && v->mark_ns ? v->start_ns - v->mark_ns : 0;
@@ -1013,10 +1017,17 @@ static struct oom_result *finalize(struct oom_watch *w, struct capture *c)
 			 "victims_full: more simultaneous OOM victims than the BPF victims map "
 			 "holds");
 	} else if (v->state != OOM_ST_DONE) {
-		snprintf(r->reason, sizeof(r->reason),
-			 v->state == OOM_ST_MARKED ? "no_capture: the victim exited before any of its "
-						     "threads reached the capture points"
-						   : "capture_lost: the walk never finished");
+		if (v->state != OOM_ST_MARKED)
+			snprintf(r->reason, sizeof(r->reason),
+				 "capture_lost: the walk never finished");
+		else if (v->retries)
+			snprintf(r->reason, sizeof(r->reason),
+				 "no_capture: each of %u tries found the profile's first words "
+				 "unreadable (error %d)", v->retries, v->read_error);
+		else
+			snprintf(r->reason, sizeof(r->reason),
+				 "no_capture: the victim exited before any of its threads reached "
+				 "the capture points");
 	} else if (v->flags & OOM_F_PID_REUSED) {
 		snprintf(r->reason, sizeof(r->reason),
 			 "pid_reused: the tracked process with this pid had exited");
@@ -1532,10 +1543,11 @@ static void log_result(const struct oom_result *r, const char *what)
 {
 	pp_log(r->outcome == OOM_OUT_PROFILE && r->complete ? PP_INFO : PP_WARN, what,
 	       "pid=%d comm=%s exe=%s cgroup=%s complete=%s reason=%s buckets=%" PRIu64
-	       " capture_ns=%" PRIu64 " anon_rss_kb=%" PRIu64 " rate=%" PRId64,
+	       " absent_records=%" PRIu64 " capture_ns=%" PRIu64 " anon_rss_kb=%" PRIu64
+	       " rate=%" PRId64,
 	       (int)r->pid, pp_q(r->comm), pp_q(r->exe), pp_q(r->cgroup),
-	       r->complete ? "true" : "false", pp_q(r->reason), r->buckets, r->capture_ns,
-	       r->anon_rss_kb, r->rate);
+	       r->complete ? "true" : "false", pp_q(r->reason), r->buckets, r->absent_records,
+	       r->capture_ns, r->anon_rss_kb, r->rate);
 }
 
 /* pushprof_oom_kills_total: every result, by what came of it (the reason

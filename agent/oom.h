@@ -90,6 +90,7 @@ struct oom_result {
 	/* the walk */
 	int64_t rate;			/* MemProfileRate read at capture, -1 unknown */
 	uint64_t buckets, new_buckets, dropped;
+	uint64_t absent_records;	/* records partly on absent pages: read as zeros */
 	uint64_t capture_ns;		/* bpf_ktime_get_ns end - start */
 	uint64_t mark_to_capture_ns;	/* mark_victim -> walk start */
 	/* OOM_OUT_PROFILE */

@@ -28,11 +28,12 @@ char LICENSE[] SEC("license") = "GPL";
 
 #define SIGKILL 9
 #define EFAULT 14
-/* A read that finds its page unmapped right now (bpf_probe_read_user cannot
- * fault it in) gives the claim back this often before the capture reports
- * read_error: the victim's other threads, and each thread's exit, try again.
- * Seen in CI: the mbuckets word unreadable 28 us after the mark, under the
- * memory cgroup's reclaim (a page being migrated or written back). */
+/* A read of runtime.mbuckets or of the first bucket that finds its page
+ * unmapped right now (bpf_probe_read_user cannot fault it in: a page being
+ * migrated or written back under the memory cgroup's reclaim) gives the
+ * claim back this often before the capture reports read_error: the
+ * victim's other threads, and each thread's exit, try again. A counter
+ * record on a never-touched page is not such a case: see read_record_words. */
 #define OOM_RETRIES 16
 
 struct {
@@ -62,6 +63,7 @@ struct walk {
 	__u64 mpos;		/* position inside the mirror */
 	__u64 capture_id;
 	__u64 new_buckets, dropped;
+	__u64 absent;		/* records read word by word (absent pages) */
 	__u32 where;		/* 0 before the mirror head, 1 inside, 2 past it */
 	__u32 max_depth;
 	__u32 tgid;
@@ -123,6 +125,37 @@ static __always_inline void flush_chunk(struct walk *w, struct scratch *s)
 	s->c.n = 0;
 }
 
+/*
+ * A bucket's header and stack are written when the runtime creates it
+ * (stkbucket, runtime/mprof.go); its 128-byte memRecord only where
+ * mProf_Malloc counts the allocation (one 32-byte cycle) and mProf_Flush
+ * folds cycles at GC. Buckets come from persistentalloc, a bump allocator
+ * over fresh mmap'd memory, so the newest bucket's record - whole, or the
+ * part past a page boundary - can lie on a page the process never touched:
+ * no page table entry, zeros to the runtime, -EFAULT to a BPF read that
+ * cannot fault it in. The OOM kill often comes exactly then: the victim's
+ * first write to the new record is the page fault the memory cgroup
+ * refuses. Read such a record word by word; absent words count as the
+ * zeros the runtime sees, and the capture says how many records had any
+ * (tests/oom/straddle.go builds the case). Only a swapped-out record
+ * would make those zeros wrong.
+ */
+static __always_inline void read_record_words(struct walk *w, __u64 *mr, __u64 rec)
+{
+	bool absent = false;
+
+	for (int k = 0; k < GO_MEMRECORD_SIZE / 8; k++) {
+		if (bpf_probe_read_user(&mr[k], 8, (void *)(rec + k * 8))) {
+			mr[k] = 0;
+			absent = true;
+		}
+	}
+	if (absent) {
+		w->absent++;
+		w->flags |= OOM_F_ABSENT_RECORD;
+	}
+}
+
 static long walk_one(__u64 i, void *ctx)
 {
 	__u32 zero = 0;
@@ -154,7 +187,9 @@ static long walk_one(__u64 i, void *ctx)
 		return 1;
 	}
 	rc = bpf_probe_read_user(mr, sizeof(mr), (void *)(cur + GO_BUCKET_STK + nstk * 8));
-	if (rc) {
+	if (rc == -EFAULT)
+		read_record_words(w, mr, cur + GO_BUCKET_STK + nstk * 8);
+	else if (rc) {
 		w->flags |= OOM_F_READ_ERROR;
 		w->read_error = rc;
 		return 1;
@@ -325,6 +360,7 @@ static __always_inline int capture(__u32 tgid, __u32 extra_flags)
 	v->flags |= w->flags;
 	v->buckets = w->index;
 	v->new_buckets = w->new_buckets;
+	v->absent_records = w->absent;
 	v->dropped += w->dropped;
 	if (w->read_error)
 		v->read_error = w->read_error;

@@ -73,6 +73,8 @@ enum oom_flag {
 	OOM_F_NO_BUCKETS	= 1u << 7,	/* mbuckets empty (rate 0 or nothing sampled) */
 	OOM_F_FROM_EXIT		= 1u << 8,	/* captured at exit, not at signal delivery */
 	OOM_F_VICTIMS_FULL	= 1u << 9,	/* victims map full: no state kept */
+	OOM_F_ABSENT_RECORD	= 1u << 10,	/* a counter record (partly) not resident:
+						 * those words read as zeros (see oom.bpf.c) */
 };
 
 /* Value of the `victims` hash map, keyed by tgid; the source of truth
@@ -98,6 +100,7 @@ struct oom_victim {
 	__s32 read_error;	/* first bpf_probe_read_user error */
 	__u32 retries;		/* claims given back after an unmapped first read */
 	__u64 start_boottime;	/* the victim's group leader, ns: tells pid reuse */
+	__u64 absent_records;	/* counter records with words on absent pages */
 };
 
 enum oom_rec_type {

@@ -162,10 +162,10 @@ static void result_json(FILE *f, const struct oom_result *r, const char *file)
 	json_str(f, r->reason);
 	fprintf(f,
 		",\"flags\":%u,\"rate\":%" PRId64 ",\"buckets\":%" PRIu64 ",\"new_buckets\":%" PRIu64
-		",\"dropped\":%" PRIu64 ",\"capture_ns\":%" PRIu64 ",\"mark_to_capture_ns\":%" PRIu64
+		",\"absent_records\":%" PRIu64 ",\"dropped\":%" PRIu64 ",\"capture_ns\":%" PRIu64 ",\"mark_to_capture_ns\":%" PRIu64
 		",\"total_vm_kb\":%" PRIu64 ",\"anon_rss_kb\":%" PRIu64 ",\"file_rss_kb\":%" PRIu64
 		",\"shmem_rss_kb\":%" PRIu64 ",\"pgtables_kb\":%" PRIu64 ",\"uid\":%u,\"oom_score_adj\":%d",
-		r->flags, r->rate, r->buckets, r->new_buckets, r->dropped, r->capture_ns,
+		r->flags, r->rate, r->buckets, r->new_buckets, r->absent_records, r->dropped, r->capture_ns,
 		r->mark_to_capture_ns, r->total_vm_kb, r->anon_rss_kb, r->file_rss_kb, r->shmem_rss_kb,
 		r->pgtables_kb, r->uid, r->oom_score_adj);
 	if (file) {
