@@ -9,7 +9,7 @@
  * ring buffer, 32 MiB (1M x 32 B of counters + 3,907 chunk headers fit
  * even if the consumer made no progress) + per-CPU scratch (16.8 KB per
  * possible CPU) + targets (4,096 x 56 B values, preallocated) + victims
- * (256 x 192 B) - 32.5 MiB in all, <= 64 MiB. The ring is sized
+ * (256 x 200 B) - 32.5 MiB in all, <= 64 MiB. The ring is sized
  * max_buckets x 32 B + 1 MiB rounded up to a power of two, capped at
  * 32 MiB (8 MiB for the default 100,000). Measured here: 1,000,095
  * buckets captured complete in 130-175 ms, 100,072 in 13-20 ms, 10,053 in
