@@ -59,18 +59,30 @@ static int evaluate(struct targets *t, struct target_proc *p, bool match);
 /* Re-read a known process and report: the change callback when its matched
  * state changed (an exit counts as unmatched), then the observer. -ENOMEM
  * is the only error; an exit marks it gone. p must not move meanwhile (the
- * callbacks do not touch the table). */
+ * callbacks do not touch the table).
+ *
+ * A new start time means the pid names another process now: the old one
+ * exited and its pid was reused before anything here saw it gone (events
+ * are read after the fact: the fork of the new process can be read when it
+ * has already exec'd a matching program). The old process is reported
+ * unmatched first, so that whatever the callback keeps for the pid (Go heap
+ * tracking, symbols) is dropped before the new process is reported. */
 static int reevaluate(struct targets *t, struct target_proc *p, targets_change_fn cb,
 		      void *arg)
 {
 	bool match = !targets_whole_host(t);
 	bool was = p->matched && !p->gone;
+	uint64_t old_start = p->start_time;
 	int e = evaluate(t, p, match);
 	if (e == -ENOMEM)
 		return e;
 	if (e < 0)
 		p->gone = true;
 	bool is = p->matched && !p->gone;
+	if (match && cb && was && is && old_start && p->start_time != old_start) {
+		cb(p->pid, false, arg);
+		was = false;
+	}
 	if (match && cb && is != was)
 		cb(p->pid, is, arg);
 	observe(t, p);
@@ -397,8 +409,13 @@ int targets_scan(struct targets *t, uint64_t now_ns, targets_change_fn cb, void 
 			} else {
 				if (known)
 					p.checked_ns = now_ns;
-				if (known && st_before && p.start_time != st_before)
+				if (known && st_before && p.start_time != st_before) {
 					p.first_seen_ns = now_ns;	/* pid reused */
+					if (match && cb && was && p.matched) {
+						cb(p.pid, false, arg);	/* as reevaluate() */
+						was = false;
+					}
+				}
 			}
 		}
 		bool is = p.matched && !p.gone;
