@@ -137,8 +137,8 @@ static __always_inline void flush_chunk(struct walk *w, struct scratch *s)
  * first write to the new record is the page fault the memory cgroup
  * refuses. Read such a record word by word; absent words count as the
  * zeros the runtime sees, and the capture says how many records had any
- * (tests/oom/straddle.go builds the case). Only a swapped-out record
- * would make those zeros wrong.
+ * (`leak -straddle` in tests/oom/leak.go builds the case). Only a
+ * swapped-out record would make those zeros wrong.
  */
 static __always_inline void read_record_words(struct walk *w, __u64 *mr, __u64 rec)
 {

@@ -3,7 +3,7 @@
 // distinct memory-profile buckets or deep stacks, then leaks 1 MiB blocks
 // from leakyAllocator until the kernel OOM-kills it.
 //
-//	leak [-buckets N] [-depth D] [-rate R] [-norate]
+//	leak [-buckets N] [-depth D] [-rate R] [-norate] [-churn N] [-slow D] [-straddle]
 package main
 
 import (
@@ -12,8 +12,11 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"runtime/pprof"
+	"syscall"
 	"time"
+	"unsafe"
 )
 
 var keep [][]byte
@@ -146,6 +149,103 @@ func leakyAllocator() {
 	}
 }
 
+// runtime.mbuckets: `var mbuckets *bucket` in runtime/mprof.go (Go 1.19:
+// the head of the memory-profile bucket list, newest first). Layout as in
+// bpf/oom.h: nstk at offset 40, the stack from 48, the memRecord after it.
+//
+//go:linkname mbuckets runtime.mbuckets
+var mbuckets uintptr
+
+const recordSize = 128 // memRecord: active + future[3], 4 x uintptr each
+
+var blocks [400][]byte
+var pagemap int
+var pmbuf [8]byte
+
+// present reports whether addr's page has a page table entry
+// (/proc/self/pagemap bit 63). No allocation: a new bucket would move the head.
+func present(addr uintptr) bool {
+	n, err := syscall.Pread(pagemap, pmbuf[:], int64(addr/4096)*8)
+	if err != nil || n != 8 {
+		os.Exit(3)
+	}
+	return pmbuf[7]&0x80 != 0
+}
+
+// straddling: the newest bucket's record crosses into an absent page.
+func straddling() bool {
+	b := mbuckets
+	if b == 0 {
+		return false
+	}
+	nstk := *(*uintptr)(unsafe.Pointer(b + 40))
+	rec := b + 48 + nstk*8
+	last := rec + recordSize - 1
+	return rec/4096 != last/4096 && !present(last)
+}
+
+//go:noinline
+func straddleBlock(i int) {
+	blocks[i] = make([]byte, 1<<20)
+}
+
+// written before the search: a conversion later would allocate (a new bucket)
+var msgReady, msgNoPagemap, msgNoStraddle, msgSurvived = []byte("ready\n"),
+	[]byte("no pagemap\n"), []byte("no straddle\n"), []byte("survived\n")
+
+// straddle (-straddle): the victim is killed while its newest memory-profile
+// bucket's counter record runs into a page the process has never touched.
+//
+// Why this matters: the runtime allocates buckets with persistentalloc, a
+// bump allocator over fresh mmap'd memory, and writes a new bucket's header
+// and stack at once but its 128-byte memRecord only where mProf_Malloc (one
+// of the four 32-byte cycles) and mProf_Flush (at GC) store into it. When
+// the record crosses a page boundary, the part past it can stay untouched:
+// never faulted in, no page table entry. The runtime reads it as zeros; a
+// BPF read cannot fault it in and fails with -EFAULT. The kernel's OOM kill
+// can come at exactly such a moment (CI saw it: "no_capture").
+//
+// It makes new buckets (distinct stacks through step) until the newest one's record straddles a page whose pagemap entry says
+// "not present", with the garbage collector off (no mProf_Flush writes).
+// It allocates the blocks it will leak beforehand, untouched, so the leak
+// itself creates no bucket and no allocator metadata. It prints "ready",
+// waits for a line on stdin, makes the straddling bucket, and writes the
+// blocks until the memory cgroup OOM-kills it (milliseconds later: before
+// a mirror pass of the watcher could read the new buckets).
+func straddle() {
+	runtime.MemProfileRate = 1
+	debug.SetGCPercent(-1)
+	fd, err := syscall.Open("/proc/self/pagemap", syscall.O_RDONLY, 0)
+	if err != nil {
+		os.Stdout.Write(msgNoPagemap)
+		os.Exit(2)
+	}
+	pagemap = fd
+	for i := range blocks { // fresh memory from the OS: not written, not resident
+		straddleBlock(i)
+	}
+	line := make([]byte, 16)
+	os.Stdout.Write(msgReady)
+	os.Stdin.Read(line)
+	// after the watcher's first mirror: its reads (process_vm_readv, which
+	// faults pages in) must not touch the new buckets before the kill
+	found := false
+	for p := 0; p < 1<<20 && !found; p++ {
+		step(p, 5)
+		found = straddling()
+	}
+	if !found {
+		os.Stdout.Write(msgNoStraddle)
+		os.Exit(4)
+	}
+	for _, b := range blocks {
+		for i := 0; i < len(b); i += 4096 {
+			b[i] = 1
+		}
+	}
+	os.Stdout.Write(msgSurvived)
+}
+
 func main() {
 	nb := flag.Int("buckets", 0, "distinct buckets to create before leaking")
 	depth := flag.Int("depth", 0, "extra stack depth of the leak")
@@ -153,12 +253,17 @@ func main() {
 	wait := flag.Bool("wait", true, "wait for a line on stdin before leaking")
 	flag.IntVar(&churnEvery, "churn", 0, "a new bucket every N leaked blocks")
 	flag.DurationVar(&slow, "slow", 0, "sleep this long per leaked block")
+	straddleMode := flag.Bool("straddle", false, "see straddle()")
 	flag.Parse()
 	if *rate >= 0 {
 		runtime.MemProfileRate = *rate
 	}
 	if len(os.Args) > 1000 { // keeps memory profiling reachable (MemProfileRate != 0)
 		pprof.WriteHeapProfile(os.Stdout)
+	}
+	if *straddleMode {
+		straddle()
+		return
 	}
 	if *nb > 0 {
 		// every allocation must be sampled for one bucket per stack:
