@@ -27,8 +27,10 @@ def build_go(name, out_dir):
 
 
 def free_port():
+    """A port free on every interface (agents listen on 0.0.0.0 too). Still
+    only free now: start agents with start_agent(), which retries."""
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind(("", 0))
         return s.getsockname()[1]
 
 

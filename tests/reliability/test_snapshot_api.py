@@ -86,14 +86,21 @@ try:
           "pushprof run refuses it too (exit 2)", f"rc={r.returncode} {r.stderr.strip()}")
 
     # -- on, on every interface, with a token ---------------------------------
-    port = rl.free_port()
-    cfg = rl.write_config(
-        os.path.join(d, "on.yaml"), cpu=False, go_heap=heap, targets=targets,
-        http=f"0.0.0.0:{port}",
-        extra=(f"snapshot_api: {{enabled: true, bearer_token_file: {tok}, "
-               f"per_pid_interval: 30s, per_client_per_minute: 4}}\n"))
-    agent = rl.Agent(cfg, os.path.join(d, "on.log"))
-    check(agent.started is not None, "agent started with the API on 0.0.0.0")
+    # a free port can be taken before the agent binds it (CI: "cannot
+    # listen on 0.0.0.0:55373"): another port then
+    for _ in range(5):
+        port = rl.free_port()
+        cfg = rl.write_config(
+            os.path.join(d, "on.yaml"), cpu=False, go_heap=heap, targets=targets,
+            http=f"0.0.0.0:{port}",
+            extra=(f"snapshot_api: {{enabled: true, bearer_token_file: {tok}, "
+                   f"per_pid_interval: 30s, per_client_per_minute: 4}}\n"))
+        agent = rl.Agent(cfg, os.path.join(d, "on.log"))
+        if agent.port == port:
+            break
+        agent.stop()
+    check(agent.started is not None and agent.port == port,
+          "agent started with the API on 0.0.0.0", f"http_port={agent.port}")
     for label, t in (("no token", None), ("a wrong token", "nope"),
                      ("a prefix of the token", TOKEN[:-1])):
         st, body, hdr = post(port, work.pid, t)
