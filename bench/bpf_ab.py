@@ -138,11 +138,12 @@ def together(o, d, pid, b_first):
     """Both agents at once, each with its own perf events and program: the
     same load for both. Which one starts first alternates: if their events
     fire back to back, the second program finds the caches warm."""
+    bf = o.freq - 1 if o.drift else o.freq
     if b_first:
-        b, ib = start(o.b, os.path.join(d, "b"), pid, o.secs, o.freq, o.targeted, o.benv)
+        b, ib = start(o.b, os.path.join(d, "b"), pid, o.secs, bf, o.targeted, o.benv)
     a, ia = start(o.a, os.path.join(d, "a"), pid, o.secs, o.freq, o.targeted, o.aenv)
     if not b_first:
-        b, ib = start(o.b, os.path.join(d, "b"), pid, o.secs, o.freq, o.targeted, o.benv)
+        b, ib = start(o.b, os.path.join(d, "b"), pid, o.secs, bf, o.targeted, o.benv)
     time.sleep(2)   # past both agents' start-up work
     a0, b0 = prog(ia), prog(ib)
     time.sleep(o.secs)
@@ -164,6 +165,10 @@ def main():
     ap.add_argument("--targeted", action="store_true")
     ap.add_argument("--together", action="store_true",
                     help="run A and B at the same time, --rounds times")
+    ap.add_argument("--drift", action="store_true",
+                    help="with --together, B samples at --freq - 1 Hz: the two "
+                    "programs' events drift through every phase once a second, "
+                    "so neither keeps finding the caches the other warmed")
     ap.add_argument("--workload", choices=["leaves", "gcstack", "cframes", "split", "cpuwork"], default="leaves")
     ap.add_argument("--a-env", action="append", default=[], help="K=V for agent A")
     ap.add_argument("--b-env", action="append", default=[], help="K=V for agent B")

@@ -592,14 +592,20 @@ static __always_inline __u64 grab_user_stack(struct bpf_perf_event_data *ctx,
 	return ~0ULL;
 }
 
-static __always_inline __u64 store_stack(void *stacks, const struct cpu_stack *st)
+/* The stack id of probe slot `probe` for a stack of content hash h. */
+static __always_inline __u64 stack_slot(__u64 h, __u32 probe)
 {
-	__u64 h = stack_hash(st);
+	__u64 k = h + probe * 0x9e3779b97f4a7c15ULL;
 
+	return k < CPU_STACK_RESERVED ? k + CPU_STACK_RESERVED : k;
+}
+
+/* Store st (content hash h) in the stacks map: its id, or a reserved id
+ * naming why it could not be stored. */
+static __always_inline __u64 store_stack(void *stacks, const struct cpu_stack *st, __u64 h)
+{
 	for (__u32 probe = 0; probe < CPU_MAX_PROBES; probe++) {
-		__u64 k = h + probe * 0x9e3779b97f4a7c15ULL;
-		if (k < CPU_STACK_RESERVED)
-			k += CPU_STACK_RESERVED;
+		__u64 k = stack_slot(h, probe);
 		struct cpu_stack *ex = bpf_map_lookup_elem(stacks, &k);
 		if (!ex) {
 			long r = bpf_map_update_elem(stacks, &k, st, BPF_NOEXIST);
@@ -660,21 +666,43 @@ int pp_cpu_sample(struct bpf_perf_event_data *ctx)
 	bool in_user = (((const __u64 *)&ctx->regs)[17] & 3) == 3;
 	struct task_struct *task = bpf_get_current_task_btf();
 
-	__u64 u = grab_user_stack(ctx, task, tgid, fl, in_user, s);
-	if (u == ~0ULL)
-		u = store_stack(stacks, &s->user);
-	s->key.user_stack = u;
-
+	__u64 u = grab_user_stack(ctx, task, tgid, fl, in_user, s), uh = 0;
 	/* a sample taken in user mode has no kernel frames: skip the unwinder */
-	__u64 k = CPU_STACK_NONE;
-	if (kernel_stacks && !in_user) {
+	__u64 k = CPU_STACK_NONE, kh = 0;
+	if (kernel_stacks && !in_user)
 		k = grab_kernel_stack(ctx, &s->kern);
-		if (k == ~0ULL)
-			k = store_stack(stacks, &s->kern);
-	}
-	s->key.kernel_stack = k;
 
+	/*
+	 * The common case, a sample like one counted before in this window:
+	 * one map operation (cpu.h, "Fast path"). The key holds each stack's
+	 * first probe slot; a hit means an earlier sample of this thread
+	 * stored that slot with a stack of the same 64-bit hash.
+	 */
+	if (u == ~0ULL)
+		uh = stack_hash(&s->user);
+	if (k == ~0ULL)
+		kh = stack_hash(&s->kern);
+	s->key.user_stack = u == ~0ULL ? stack_slot(uh, 0) : u;
+	s->key.kernel_stack = k == ~0ULL ? stack_slot(kh, 0) : k;
 	__u64 *c = bpf_map_lookup_elem(counts, &s->key);
+	if (c) {
+		__sync_fetch_and_add(c, 1);
+		count(CPU_STAT_RECORDED);
+		return 0;
+	}
+
+	/* new in this window: store the stacks (their ids may be other
+	 * probe slots, or reserved ids), then count under those ids; with
+	 * the same ids the key just missed (nearly always) no second lookup:
+	 * the insert below meets another CPU's entry as -EEXIST */
+	__u64 uid = s->key.user_stack, kid = s->key.kernel_stack;
+	if (u == ~0ULL)
+		s->key.user_stack = store_stack(stacks, &s->user, uh);
+	if (k == ~0ULL)
+		s->key.kernel_stack = store_stack(stacks, &s->kern, kh);
+	c = NULL;
+	if (s->key.user_stack != uid || s->key.kernel_stack != kid)
+		c = bpf_map_lookup_elem(counts, &s->key);
 	if (c) {
 		__sync_fetch_and_add(c, 1);
 	} else {

@@ -10,7 +10,15 @@
  *    and drains the now idle set at leisure.
  *  - Stacks are stored by a 64-bit content hash computed in BPF. An existing
  *    entry is compared word by word; on a collision the next probe slot is
- *    tried, so two different stacks never share an id.
+ *    tried, so two different stacks stored never share an id.
+ *  - Fast path: most samples repeat a (thread, stacks) key already counted in
+ *    the window, so BPF first looks the key up with each stack's first
+ *    probe slot and only adds 1 on a hit: one map operation, no stack-map
+ *    lookup or word-by-word compare (gcstack.go: -4 % BPF time per sample).
+ *    A hit can be wrong only if the same thread (the key holds tgid and
+ *    tid) has two different stacks of the same 64-bit hash in one window;
+ *    a process can thus at worst mislabel its own samples. On a miss the
+ *    stacks are stored as above and the key counted under their ids.
  *  - A sample whose stack cannot be stored (map full, stack error, probes
  *    exhausted) is still counted, with a reserved stack id naming the cause;
  *    per-CPU counters say how many samples met each fate.
