@@ -2,14 +2,17 @@
 """BPF cost per sample of two pushprof builds, side by side (run as root).
 
   /usr/bin/python3 bench/bpf_ab.py --a OLD/pushprof --b NEW/pushprof
-      [--rounds 4] [--secs 20] [--freq 99] [--targeted]
+      [--rounds 4] [--secs 20] [--freq 99] [--targeted] [--together [--drift]]
       [--workload leaves|gcstack|cframes|split|cpuwork] [--a-env K=V ...] [--b-env K=V ...]
 
 Both agents sample the same running workload (tests/cpu/workloads/leaves.go:
 Go code spending its time in frameless leaves, 2 goroutines; or gcstack.go:
 garbage collection through runtime.systemstack and write barriers) in turns,
 A B B A A B ..., one agent at a time, each for --secs (--together: both at
-once, each with its own events and program, --rounds times); with
+once, each with its own events and program, --rounds times; add --drift
+so that B samples 1 Hz slower: at equal rates the two timers keep one
+phase for a whole round and the program that fires second finds the
+caches warm, which scattered A/A rounds by +-20 %, against +-4 % drifting); with
 kernel.bpf_stats_enabled=1 (restored afterwards) the program's
 run_time_ns / run_cnt is read from `bpftool prog show` at the end of each
 turn. Whole host by default (every non-idle sample takes the full path);
