@@ -34,6 +34,7 @@
 #include "relabel.h"
 #include "symbolize.h"
 #include "targets.h"
+#include "version.h"
 
 /* Full /proc scans: every second without process events; with them (forks
  * and execs arrive as they happen) a scan only catches exits, cgroup moves
@@ -574,6 +575,7 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 			       "error=%s", pp_q(serr.msg));
 		}
 	}
+	version_metric();
 	if (cfg->http_address && cfg->http_address[0]) {
 		struct pp_err herr = { 0 };
 		const struct snapshot_api_config *sc = &cfg->snapshot_api;
@@ -667,13 +669,14 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 	size_t matched = 0, procs = targets_count(a.targets, &matched);
 	pp_log(PP_INFO, "agent started",
 	       "node=%s cpu=%s frequency_hz=%u interval_ms=%llu cpus=%u targets=%s matched=%zu "
-	       "processes=%zu proc_events=%s bpf_prog_id=%d http_port=%d",
+	       "processes=%zu proc_events=%s bpf_prog_id=%d http_port=%d version=%s commit=%s",
 	       pp_q(cfg->node ? cfg->node : ""),
 	       cfg->cpu.enabled ? "on" : "off",
 	       cfg->cpu.frequency_hz, (unsigned long long)(cfg->cpu.interval_ns / 1000000),
 	       a.cpu ? cpu_sampler_ncpus(a.cpu) : 0,
 	       targets_whole_host(a.targets) ? "whole-host" : "filtered", matched, procs, evsrc,
-	       a.cpu ? cpu_sampler_prog_id(a.cpu) : 0, a.http ? http_port(a.http) : 0);
+	       a.cpu ? cpu_sampler_prog_id(a.cpu) : 0, a.http ? http_port(a.http) : 0,
+	       version_string(), version_commit());
 
 	uint64_t start = a.window_start_mono, next_scan = start + scan_every;
 	uint64_t next_young = scan_every > SCAN_NS ? start + SCAN_NS : UINT64_MAX;

@@ -18,7 +18,7 @@ static void usage(FILE *f)
 		"  check-config   validate a config file and print the effective config\n"
 		"  push           send existing pprof files to a Parca-compatible server\n"
 		"  snapshot       take a Go heap profile of a running process\n"
-		"  version        print the version\n"
+		"  version        print the version, commit, build date and library versions\n"
 		"\n"
 		"`pushprof <command> --help` describes a command's options.\n");
 }
@@ -39,8 +39,8 @@ int main(int argc, char **argv)
 	if (!strcmp(cmd, "snapshot"))
 		return cmd_snapshot(argc - 1, argv + 1);
 	if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
-		printf("pushprof %s\n", PUSHPROF_VERSION);
-		return EXIT_OK;
+		version_print(stdout);
+		return fflush(stdout) == 0 ? EXIT_OK : EXIT_FAIL;
 	}
 	if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
 		usage(stdout);

@@ -47,7 +47,7 @@
 #include "fileutil.h"
 #include "log.h"
 #include "proto/profilestore.pb-c.h"
-#include "version.h"
+#include "buildinfo.h"
 
 #define WRITE_RAW_METHOD "/parca.profilestore.v1alpha1.ProfileStoreService/WriteRaw"
 #define UPLOAD_MAX_ATTEMPTS 5

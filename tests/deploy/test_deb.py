@@ -71,7 +71,7 @@ def main():
                   if os.path.isfile(ln)]
         v = sh(["/usr/bin/pushprof", "version"])
         version = os.path.basename(deb).split("_")[1]
-        check(v.returncode == 0 and v.stdout.strip() == f"pushprof {version}",
+        check(v.returncode == 0 and v.stdout.splitlines()[:1] == [f"pushprof {version}"],
               "installed `pushprof version` runs", v.stdout + v.stderr)
         c = sh(["/usr/bin/pushprof", "check-config", "/etc/pushprof/pushprof.yaml"])
         check(c.returncode == 0, "installed default config passes check-config", c.stderr[-500:])
