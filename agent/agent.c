@@ -676,7 +676,7 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 	       a.cpu ? cpu_sampler_ncpus(a.cpu) : 0,
 	       targets_whole_host(a.targets) ? "whole-host" : "filtered", matched, procs, evsrc,
 	       a.cpu ? cpu_sampler_prog_id(a.cpu) : 0, a.http ? http_port(a.http) : 0,
-	       version_string(), version_commit());
+	       pp_q(version_string()), pp_q(version_commit()));
 
 	uint64_t start = a.window_start_mono, next_scan = start + scan_every;
 	uint64_t next_young = scan_every > SCAN_NS ? start + SCAN_NS : UINT64_MAX;

@@ -2,6 +2,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <time.h>
@@ -35,16 +36,17 @@ const char *pp_log_level_name(enum pp_log_level l)
 
 const char *pp_q(const char *s)
 {
-	static __thread char bufs[4][512];
+	static __thread char bufs[4][1024];
 	static __thread unsigned next;
-	char *b = bufs[next++ % 4], *p = b, *end = b + sizeof(bufs[0]) - 3;
-	int needs = (*s == '\0');
+	/* room for the closing quote, a cut marker and the NUL */
+	char *b = bufs[next++ % 4], *p = b, *end = b + sizeof(bufs[0]) - 24;
+	int needs = (*s == '\0') || format == PP_LOG_JSON;
 
 	for (const char *c = s; *c; c++)
 		if (*c == ' ' || *c == '"' || *c == '=' || *c == '\\' || (unsigned char)*c < 0x20)
 			needs = 1;
 	if (!needs)
-		return s;
+		return s;	/* as it is: nothing to cut */
 	*p++ = '"';
 	for (; *s && p < end - 1; s++) {
 		unsigned char c = (unsigned char)*s;
@@ -60,31 +62,69 @@ const char *pp_q(const char *s)
 			*p++ = (char)c;
 		}
 	}
+	if (*s)		/* cut: say so, and by how much */
+		p += snprintf(p, 22, "...[+%zu bytes]", strlen(s));
 	*p++ = '"';
 	*p = '\0';
 	return b;
 }
 
+static void json_char(FILE *f, unsigned char c)
+{
+	if (c == '"' || c == '\\')
+		fprintf(f, "\\%c", c);
+	else if (c < 0x20)
+		fprintf(f, "\\u%04x", c);
+	else
+		fputc(c, f);
+}
+
 static void json_str(FILE *f, const char *s, size_t n)
 {
 	fputc('"', f);
-	for (size_t i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)s[i];
-		if (c == '"' || c == '\\')
-			fprintf(f, "\\%c", c);
-		else if (c < 0x20)
-			fprintf(f, "\\u%04x", c);
-		else
-			fputc(c, f);
-	}
+	for (size_t i = 0; i < n; i++)
+		json_char(f, (unsigned char)s[i]);
 	fputc('"', f);
 }
 
-/* Re-emit logfmt fields as JSON members: key=value or key="quoted \" value". */
+/* s[0..n) is a JSON number: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)? */
+static int json_number(const char *s, size_t n)
+{
+	size_t i = 0;
+
+	if (i < n && s[i] == '-')
+		i++;
+	if (i >= n || s[i] < '0' || s[i] > '9')
+		return 0;
+	if (s[i] == '0')
+		i++;
+	else
+		while (i < n && s[i] >= '0' && s[i] <= '9')
+			i++;
+	if (i < n && s[i] == '.') {
+		size_t d = ++i;
+		while (i < n && s[i] >= '0' && s[i] <= '9')
+			i++;
+		if (i == d)
+			return 0;
+	}
+	if (i < n && (s[i] == 'e' || s[i] == 'E')) {
+		i++;
+		if (i < n && (s[i] == '+' || s[i] == '-'))
+			i++;
+		size_t d = i;
+		while (i < n && s[i] >= '0' && s[i] <= '9')
+			i++;
+		if (i == d)
+			return 0;
+	}
+	return i == n;
+}
+
+/* Re-emit logfmt fields as JSON members: key=value or key="quoted \" value",
+ * streamed (no value is too long). */
 static void json_fields(FILE *f, const char *p)
 {
-	char val[1024];
-
 	while (*p) {
 		while (*p == ' ')
 			p++;
@@ -94,37 +134,42 @@ static void json_fields(FILE *f, const char *p)
 		size_t klen = (size_t)(p - k);
 		if (!klen)
 			break;
-		size_t vlen = 0;
-		if (*p == '=') {
-			p++;
-			if (*p == '"') {
-				p++;
-				while (*p && *p != '"' && vlen < sizeof(val) - 1) {
-					if (*p == '\\' && p[1]) {
-						p++;
-						val[vlen++] = *p == 'n' ? '\n' : *p;
-					} else {
-						val[vlen++] = *p;
-					}
-					p++;
-				}
-				if (*p == '"')
-					p++;
-			} else {
-				while (*p && *p != ' ' && vlen < sizeof(val) - 1)
-					val[vlen++] = *p++;
-			}
-		}
 		fputc(',', f);
 		json_str(f, k, klen);
 		fputc(':', f);
-		json_str(f, val, vlen);
+		if (*p != '=') {		/* a bare key */
+			fputs("\"\"", f);
+			continue;
+		}
+		p++;
+		if (*p == '"') {
+			fputc('"', f);
+			for (p++; *p && *p != '"'; p++) {
+				if (*p == '\\' && p[1]) {
+					p++;
+					json_char(f, *p == 'n' ? '\n' : (unsigned char)*p);
+				} else {
+					json_char(f, (unsigned char)*p);
+				}
+			}
+			if (*p == '"')
+				p++;
+			fputc('"', f);
+		} else {
+			const char *v = p;
+			while (*p && *p != ' ')
+				p++;
+			if (json_number(v, (size_t)(p - v)))
+				fwrite(v, 1, (size_t)(p - v), f);
+			else
+				json_str(f, v, (size_t)(p - v));
+		}
 	}
 }
 
 void pp_log(enum pp_log_level level, const char *msg, const char *fields, ...)
 {
-	char buf[4096] = "";
+	char stackbuf[4096] = "", *buf = stackbuf, *heap = NULL;
 	char ts[64];
 	struct timespec now;
 	struct tm tm;
@@ -134,8 +179,21 @@ void pp_log(enum pp_log_level level, const char *msg, const char *fields, ...)
 		return;
 	if (fields) {
 		va_start(ap, fields);
-		vsnprintf(buf, sizeof(buf), fields, ap);
+		int n = vsnprintf(stackbuf, sizeof(stackbuf), fields, ap);
 		va_end(ap);
+		/* longer than the stack buffer: the whole line from the heap
+		 * (on allocation failure the cut line, marked) */
+		if (n >= (int)sizeof(stackbuf)) {
+			heap = malloc((size_t)n + 1);
+			if (heap) {
+				va_start(ap, fields);
+				vsnprintf(heap, (size_t)n + 1, fields, ap);
+				va_end(ap);
+				buf = heap;
+			} else {
+				memcpy(stackbuf + sizeof(stackbuf) - 16, " log_cut=true", 14);
+			}
+		}
 	}
 	clock_gettime(CLOCK_REALTIME, &now);
 	gmtime_r(&now.tv_sec, &tm);
@@ -154,4 +212,5 @@ void pp_log(enum pp_log_level level, const char *msg, const char *fields, ...)
 			buf[0] ? " " : "", buf);
 	}
 	funlockfile(stderr);
+	free(heap);
 }

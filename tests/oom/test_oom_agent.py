@@ -90,7 +90,7 @@ go_heap:
                 e = json.loads(line)
             except ValueError:
                 return False
-            return e.get("msg") == msg and all(e.get(k) == str(v) for k, v in fields.items())
+            return e.get("msg") == msg and all(str(e.get(k)) == str(v) for k, v in fields.items())
         line = self.log.wait(f, timeout)
         return json.loads(line) if line else None
 
@@ -410,7 +410,7 @@ def scenario_events(a, rcv, leak, norate, cleak):
             v.go()
             check(v.wait() == -9, "4: rate-0 Go victim SIGKILLed")
             ev = no_profile_event(a, v.pid)
-            check(ev and ev["reason"].startswith("profiling_disabled") and ev["rate"] == "0",
+            check(ev and ev["reason"].startswith("profiling_disabled") and ev["rate"] == 0,
                   "4: rate-0 Go victim: explicit event, profiling_disabled", str(ev))
     time.sleep(0.5)
     check(a.alive(), "4: agent alive after the three")
