@@ -7,6 +7,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "procinfo.h"
 
 struct metric {
 	char *name, *help, *labels;
@@ -101,10 +106,95 @@ void metric_inc(const char *name, const char *help, const char *labels, double v
 	metric_add(metric_get(name, help, METRIC_COUNTER, labels), v);
 }
 
+/* v in as few digits as read back to the same double (a start time in
+ * seconds since the epoch needs 13 or more: %.9g rounded it by seconds). */
+static const char *fmt_value(double v, char *buf, size_t n)
+{
+	if (isnan(v) || isinf(v))
+		return isnan(v) ? "NaN" : v > 0 ? "+Inf" : "-Inf";	/* the format's spelling */
+	if (v == floor(v) && fabs(v) < 1e15) {
+		snprintf(buf, n, "%.0f", v);
+		return buf;
+	}
+	for (int prec = 15; prec <= 17; prec++) {
+		snprintf(buf, n, "%.*g", prec, v);
+		if (strtod(buf, NULL) == v)
+			break;
+	}
+	return buf;
+}
+
+/* Boot time in seconds since the epoch (btime of /proc/stat), 0 unknown. */
+static double boot_time(void)
+{
+	static double bt;
+	char line[256];
+
+	if (bt)
+		return bt;
+	FILE *f = fopen("/proc/stat", "re");
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, "btime ", 6)) {
+			bt = strtod(line + 6, NULL);
+			break;
+		}
+	fclose(f);
+	return bt;
+}
+
+/*
+ * The standard process_* metrics of Prometheus client libraries (the names
+ * and meanings of client_golang's process collector), read at each scrape
+ * from /proc/self: dashboards and alerts written for any exporter work.
+ */
+static void process_collect(void)
+{
+	struct proc_stat st;
+	double tck = (double)sysconf(_SC_CLK_TCK), page = (double)sysconf(_SC_PAGESIZE);
+	struct rlimit rl;
+
+	if (proc_stat(getpid(), &st) == 0 && tck > 0) {
+		metric_set(metric_get("process_cpu_seconds_total",
+				      "Total user and system CPU time spent in seconds.",
+				      METRIC_COUNTER, NULL),
+			   (double)(st.utime + st.stime) / tck);
+		metric_set(metric_get("process_resident_memory_bytes",
+				      "Resident memory size in bytes.", METRIC_GAUGE, NULL),
+			   (double)st.rss_pages * page);
+		metric_set(metric_get("process_virtual_memory_bytes",
+				      "Virtual memory size in bytes.", METRIC_GAUGE, NULL),
+			   (double)st.vsize);
+		if (boot_time() > 0)
+			metric_set(metric_get("process_start_time_seconds",
+					      "Start time of the process since unix epoch in seconds.",
+					      METRIC_GAUGE, NULL),
+				   boot_time() + (double)st.start_time / tck);
+	}
+	DIR *d = opendir("/proc/self/fd");
+	if (d) {
+		double n = 0;
+		struct dirent *e;
+		while ((e = readdir(d)))
+			if (e->d_name[0] != '.')
+				n++;
+		closedir(d);
+		metric_set(metric_get("process_open_fds", "Number of open file descriptors.",
+				      METRIC_GAUGE, NULL), n - 1);	/* not opendir's own */
+	}
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+		metric_set(metric_get("process_max_fds", "Maximum number of open file descriptors.",
+				      METRIC_GAUGE, NULL), (double)rl.rlim_cur);
+}
+
 int metrics_render(char **out, size_t *len)
 {
+	process_collect();
+
 	FILE *f = open_memstream(out, len);
 	const char *family = NULL;
+	char num[40];
 
 	if (!f)
 		return -ENOMEM;
@@ -120,10 +210,7 @@ int metrics_render(char **out, size_t *len)
 			fprintf(f, "%s{%s} ", m->name, m->labels);
 		else
 			fprintf(f, "%s ", m->name);
-		if (v == floor(v) && fabs(v) < 1e15)
-			fprintf(f, "%.0f\n", v);
-		else
-			fprintf(f, "%.9g\n", v);
+		fprintf(f, "%s\n", fmt_value(v, num, sizeof(num)));
 	}
 	pthread_mutex_unlock(&reg_lock);
 	return fclose(f) ? -errno : 0;

@@ -326,13 +326,13 @@ int proc_stat(pid_t pid, struct proc_stat *st)
 	/* comm may hold spaces and parentheses: fields restart after the last
 	 * ')', with field 3 (state) first */
 	char *p = strrchr(s, ')');
-	unsigned long long f[20];	/* fields 4..23 */
+	unsigned long long f[21];	/* fields 4..24 */
 	rc = -EINVAL;
 	if (p && p[1] == ' ' && p[2]) {
 		st->state = p[2];
 		char *q = p + 3;
 		int i;
-		for (i = 0; i < 20; i++) {
+		for (i = 0; i < 21; i++) {
 			char *end;
 			while (*q == ' ')
 				q++;
@@ -343,9 +343,13 @@ int proc_stat(pid_t pid, struct proc_stat *st)
 			f[i] = (unsigned long long)sv;
 			q = end;
 		}
-		if (i == 20) {
+		if (i == 21) {
 			st->flags = f[9 - 4];
+			st->utime = f[14 - 4];
+			st->stime = f[15 - 4];
 			st->start_time = f[22 - 4];
+			st->vsize = f[23 - 4];
+			st->rss_pages = f[24 - 4];
 			rc = 0;
 		}
 	}

@@ -67,6 +67,9 @@ struct proc_stat {
 	char state;		/* R S D Z X ... */
 	unsigned long flags;	/* PF_* (PF_KTHREAD = 0x00200000) */
 	uint64_t start_time;	/* clock ticks since boot */
+	uint64_t utime, stime;	/* CPU time in user and kernel mode, clock ticks */
+	uint64_t vsize;		/* virtual memory, bytes */
+	uint64_t rss_pages;	/* resident set, pages */
 };
 int proc_stat(pid_t pid, struct proc_stat *st);
 /* Start time in clock ticks since boot (field 22 of /proc/PID/stat):

@@ -1,6 +1,7 @@
 """`pushprof version` names the build and the libraries it runs with, and
-the agent's /metrics says the same in pushprof_build_info; the whole of
-/metrics passes `promtool check metrics` (Prometheus' own linter).
+the agent's /metrics says the same in pushprof_build_info; /metrics has the
+standard process_* metrics, equal to the agent's own /proc entries; the
+whole of /metrics passes `promtool check metrics` (Prometheus' own linter).
 
 Checked against sources that are not the binary: the version in
 meson.build, `git describe` of the source tree, uname, and the libraries'
@@ -92,6 +93,34 @@ try:
     check(started and f"commit={info.get('commit')}" in started[0]
           and f"version={meson_version}" in started[0],
           "the start line names version and commit", started[:1])
+    # process_*: the agent's own /proc, read here at the same moment
+    vals = {}
+    for ln in text.splitlines():
+        mm = re.match(r"^(process_\w+) (\S+)$", ln)
+        if mm:
+            vals[mm.group(1)] = float(mm.group(2))
+    stat = open(f"/proc/{agent.pid}/stat").read().rsplit(")", 1)[1].split()
+    tck, page = os.sysconf("SC_CLK_TCK"), os.sysconf("SC_PAGESIZE")
+    btime = next(int(ln.split()[1]) for ln in open("/proc/stat") if ln.startswith("btime "))
+    cpu = (int(stat[11]) + int(stat[12])) / tck
+    start = btime + int(stat[19]) / tck
+    rss = int(stat[21]) * page
+    nfd = len(os.listdir(f"/proc/{agent.pid}/fd"))
+    soft = int(open(f"/proc/{agent.pid}/limits").read().split("Max open files")[1].split()[0])
+    check(set(vals) >= {"process_cpu_seconds_total", "process_resident_memory_bytes",
+                        "process_virtual_memory_bytes", "process_start_time_seconds",
+                        "process_open_fds", "process_max_fds"},
+          "the standard process_* metrics", sorted(vals))
+    check(0 < vals.get("process_cpu_seconds_total", -1) <= cpu + 0.01,
+          "process_cpu_seconds_total: the agent's utime + stime", f"{vals} vs {cpu}")
+    check(abs(vals.get("process_start_time_seconds", 0) - start) < 0.02,
+          "process_start_time_seconds: its start time", f"{vals} vs {start}")
+    check(0.5 * rss < vals.get("process_resident_memory_bytes", 0) < 2 * rss,
+          "process_resident_memory_bytes: its RSS", f"{vals} vs {rss}")
+    check(abs(vals.get("process_open_fds", -100) - nfd) <= 3,
+          "process_open_fds: its /proc/PID/fd", f"{vals} vs {nfd}")
+    check(vals.get("process_max_fds") == soft, "process_max_fds: its soft RLIMIT_NOFILE",
+          f"{vals} vs {soft}")
     promtool = shutil.which("promtool")
     check(promtool is not None, "promtool installed (scripts/setup.sh installs prometheus)")
     if promtool:
