@@ -13,10 +13,16 @@
 
 #include "procinfo.h"
 
+/* client_golang's DefBuckets */
+static const double buckets[] = { 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10 };
+#define NBUCKETS (sizeof(buckets) / sizeof(buckets[0]))
+
 struct metric {
 	char *name, *help, *labels;
 	enum metric_kind kind;
-	_Atomic uint64_t bits;	/* a double's bits */
+	_Atomic uint64_t bits;	/* a double's bits: the value, a histogram's sum */
+	/* histograms: observations <= buckets[i] (not cumulative), and all */
+	_Atomic uint64_t le[NBUCKETS], count;
 	struct metric *next;
 };
 
@@ -88,6 +94,19 @@ void metric_add(struct metric *m, double v)
 	uint64_t old = atomic_load(&m->bits);
 	while (!atomic_compare_exchange_weak(&m->bits, &old, to_bits(from_bits(old) + v)))
 		;
+}
+
+void metric_observe(struct metric *m, double v)
+{
+	if (!m || m->kind != METRIC_HISTOGRAM)
+		return;
+	for (size_t i = 0; i < NBUCKETS; i++)
+		if (v <= buckets[i]) {
+			atomic_fetch_add(&m->le[i], 1);
+			break;
+		}
+	atomic_fetch_add(&m->count, 1);
+	metric_add(m, v);
 }
 
 void metric_set(struct metric *m, double v)
@@ -202,10 +221,33 @@ int metrics_render(char **out, size_t *len)
 	for (struct metric *m = head; m; m = m->next) {
 		if (!family || strcmp(family, m->name)) {
 			fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", m->name, m->help, m->name,
-				m->kind == METRIC_COUNTER ? "counter" : "gauge");
+				m->kind == METRIC_COUNTER ? "counter" :
+				m->kind == METRIC_HISTOGRAM ? "histogram" : "gauge");
 			family = m->name;
 		}
 		double v = metric_value(m);
+		if (m->kind == METRIC_HISTOGRAM) {
+			/* the count first: a concurrent observation then shows in
+			 * _sum and the buckets at most, never count < +Inf bucket */
+			uint64_t n = atomic_load(&m->count), cum = 0;
+			const char *sep = m->labels[0] ? "," : "";
+			for (size_t i = 0; i < NBUCKETS; i++) {
+				cum += atomic_load(&m->le[i]);
+				fprintf(f, "%s_bucket{%s%sle=\"%s\"} %llu\n", m->name, m->labels, sep,
+					fmt_value(buckets[i], num, sizeof(num)),
+					(unsigned long long)(cum < n ? cum : n));
+			}
+			fprintf(f, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", m->name, m->labels, sep,
+				(unsigned long long)n);
+			if (m->labels[0])
+				fprintf(f, "%s_sum{%s} %s\n%s_count{%s} %llu\n", m->name, m->labels,
+					fmt_value(v, num, sizeof(num)), m->name, m->labels,
+					(unsigned long long)n);
+			else
+				fprintf(f, "%s_sum %s\n%s_count %llu\n", m->name,
+					fmt_value(v, num, sizeof(num)), m->name, (unsigned long long)n);
+			continue;
+		}
 		if (m->labels[0])
 			fprintf(f, "%s{%s} ", m->name, m->labels);
 		else

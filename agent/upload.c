@@ -722,9 +722,9 @@ static void count_call(grpc_status_code status, size_t len, uint64_t ns)
 	if (status == GRPC_STATUS_OK)
 		metric_inc("pushprof_bytes_sent_total", "Request bytes accepted by the remote store.",
 			   NULL, (double)len);
-	metric_inc("pushprof_write_latency_seconds_sum", "Total time spent in WriteRaw attempts.",
-		   NULL, (double)ns / 1e9);
-	metric_inc("pushprof_write_latency_seconds_count", "WriteRaw attempts timed.", NULL, 1);
+	metric_observe(metric_get("pushprof_write_latency_seconds",
+				  "Time of each WriteRaw attempt, seconds.", METRIC_HISTOGRAM, NULL),
+		       (double)ns / 1e9);
 }
 
 /* Send one encoded request with retries. */

@@ -1,7 +1,7 @@
 """`pushprof version` names the build and the libraries it runs with, and
 the agent's /metrics says the same in pushprof_build_info; /metrics has the
-standard process_* metrics, equal to the agent's own /proc entries; the
-whole of /metrics passes `promtool check metrics` (Prometheus' own linter).
+standard process_* metrics, equal to the agent's own /proc entries, and
+WriteRaw latency as a histogram; the whole of /metrics passes `promtool check metrics` (Prometheus' own linter).
 
 Checked against sources that are not the binary: the version in
 meson.build, `git describe` of the source tree, uname, and the libraries'
@@ -12,6 +12,7 @@ import platform
 import re
 import shutil
 import subprocess
+import time
 
 import rellib as rl
 from pptest import PUSHPROF, SOURCE_DIR, check, done, tmpdir
@@ -73,11 +74,22 @@ for key, pkg in (("libbpf", "libbpf1"), ("libyaml", "libyaml-0-2"), ("zstd", "li
 
 # /metrics: the same build, and Prometheus' linter is content
 d = tmpdir("pushprof-cli-version-")
+rport = rl.free_port()
+rcv = rl.Rcv(os.path.join(d, "rcv"), rport)
+# pushing a busy process's profiles to a real receiver: the WriteRaw
+# latency histogram has observations
+busy = subprocess.Popen(["/bin/sh", "-c", "while :; do :; done"])
 cfg = rl.write_config(os.path.join(d, "a.yaml"), cpu=True, interval="1s",
-                      targets="targets:\n  - pids: [1]\n", store=os.path.join(d, "store"))
+                      targets=f"targets:\n  - pids: [{busy.pid}]\n",
+                      store=os.path.join(d, "store"),
+                      remote=f"127.0.0.1:{rport}")
 agent = rl.Agent(cfg, os.path.join(d, "agent.log"))
 try:
     check(agent.wait_log("cpu window", 30), "agent built a window", agent.log()[-2000:])
+    t_end = time.time() + 30
+    while time.time() < t_end and "pushprof_write_latency_seconds_count" not in agent.get(
+            "/metrics")[1]:
+        time.sleep(0.5)
     code, body = agent.get("/metrics")
     text = body.decode() if isinstance(body, bytes) else body
     m = re.search(r'^pushprof_build_info\{([^}]*)\} 1$', text, re.M)
@@ -121,6 +133,24 @@ try:
           "process_open_fds: its /proc/PID/fd", f"{vals} vs {nfd}")
     check(vals.get("process_max_fds") == soft, "process_max_fds: its soft RLIMIT_NOFILE",
           f"{vals} vs {soft}")
+    # WriteRaw latency: a histogram (buckets, _sum, _count), one observation
+    # per attempt (a push between the two families being read may make them
+    # differ by one)
+    mv = {}
+    for ln in text.splitlines():
+        if ln and not ln.startswith("#"):
+            k, _, x = ln.rpartition(" ")
+            mv[k] = float(x)
+    attempts = sum(x for k, x in mv.items() if k.startswith("pushprof_write_requests_total{"))
+    n = mv.get("pushprof_write_latency_seconds_count", 0)
+    les = [(float(k.split('le="')[1].split('"')[0]), x) for k, x in mv.items()
+           if k.startswith("pushprof_write_latency_seconds_bucket{")]
+    check("# TYPE pushprof_write_latency_seconds histogram" in text and n >= 1
+          and abs(n - attempts) <= 1 and les and max(les)[0] == float("inf") and max(les)[1] == n
+          and all(a[1] <= b[1] for a, b in zip(sorted(les), sorted(les)[1:]))
+          and 0 < mv.get("pushprof_write_latency_seconds_sum", 0),
+          "write latency is a histogram with one observation per attempt",
+          [ln for ln in text.splitlines() if "write_" in ln])
     promtool = shutil.which("promtool")
     check(promtool is not None, "promtool installed (scripts/setup.sh installs prometheus)")
     if promtool:
@@ -130,4 +160,7 @@ try:
               "promtool check metrics: no problems", p.stdout[-2000:] + p.stderr[-2000:])
 finally:
     agent.stop()
+    rcv.stop()
+    busy.kill()
+    busy.wait()
 done()
