@@ -455,12 +455,13 @@ static bool reload_config(const struct config *cfg, struct agent_opts *o)
 	struct pp_err err = { 0 };
 	struct config *next;
 
-	if (!o || !cfg->path) {
-		pp_log(PP_WARN, "SIGHUP ignored: no config file to reload", NULL);
+	if (!o || !cfg->path || o->builtin) {
+		pp_log(PP_WARN, "SIGHUP ignored: no config file to reload (running on the built-in "
+		       "defaults and flags)", NULL);
 		return false;
 	}
 	next = calloc(1, sizeof(*next));
-	if (!next || config_load(cfg->path, next, &err) < 0) {
+	if (!next || config_load_ov(cfg->path, o->ov, o->nov, next, &err) < 0) {
 		pp_log(PP_ERROR, "config reload rejected, keeping the running config", "path=%s error=%s",
 		       pp_q(cfg->path), pp_q(next ? err.msg : "out of memory"));
 		free(next);
@@ -669,13 +670,18 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 	size_t matched = 0, procs = targets_count(a.targets, &matched);
 	pp_log(PP_INFO, "agent started",
 	       "node=%s cpu=%s frequency_hz=%u interval_ms=%llu cpus=%u targets=%s matched=%zu "
-	       "processes=%zu proc_events=%s bpf_prog_id=%d http_port=%d version=%s commit=%s",
+	       "processes=%zu proc_events=%s bpf_prog_id=%d http_port=%d remote_store=%s "
+	       "local_store=%s spool=%s config=%s version=%s commit=%s",
 	       pp_q(cfg->node ? cfg->node : ""),
 	       cfg->cpu.enabled ? "on" : "off",
 	       cfg->cpu.frequency_hz, (unsigned long long)(cfg->cpu.interval_ns / 1000000),
 	       a.cpu ? cpu_sampler_ncpus(a.cpu) : 0,
 	       targets_whole_host(a.targets) ? "whole-host" : "filtered", matched, procs, evsrc,
 	       a.cpu ? cpu_sampler_prog_id(a.cpu) : 0, a.http ? http_port(a.http) : 0,
+	       pp_q(*cfg->remote_store.address ? cfg->remote_store.address : "none"),
+	       pp_q(*cfg->local_store.directory ? cfg->local_store.directory : "none"),
+	       pp_q(*cfg->spool.directory ? cfg->spool.directory : "none"),
+	       pp_q(cfg->path ? cfg->path : ""),
 	       pp_q(version_string()), pp_q(version_commit()));
 
 	uint64_t start = a.window_start_mono, next_scan = start + scan_every;

@@ -19,6 +19,10 @@
 struct agent_opts {
 	uint64_t duration_ns;		/* 0 = until a signal */
 	struct config *reload;		/* out: the new config after SIGHUP (caller frees) */
+	/* command-line flags over the file, applied again at each reload */
+	const struct config_override *ov;
+	size_t nov;
+	bool builtin;			/* no file: the built-in defaults (no reload) */
 };
 
 /*

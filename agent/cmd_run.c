@@ -1,78 +1,140 @@
 /*
- * cmd_run.c - `pushprof run [--config FILE] [--duration D]`: load the config
- * and run the agent loop until a signal (or D has passed).
+ * cmd_run.c - `pushprof run [--config FILE] [--duration D] [flags]`: load the
+ * config (or the built-in defaults), apply the flags over it, and run the
+ * agent loop until a signal (or D has passed).
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "agent.h"
 #include "commands.h"
 #include "config.h"
 #include "log.h"
 
+/* Flags that override one config key, named as Parca Agent names them so
+ * that its command lines mostly carry over. */
+static const struct {
+	const char *flag, *key;
+	bool plain;		/* YAML plain scalar (a bool) rather than a string */
+	bool optional_value;	/* may be given bare: --remote-store-insecure */
+	const char *help;
+} flags[] = {
+	{ "--node", "node", false, false, "node name label (default $NODE_NAME, else the hostname)" },
+	{ "--remote-store-address", "remote_store.address", false, false,
+	  "Parca-compatible gRPC server, host:port" },
+	{ "--remote-store-insecure", "remote_store.insecure", true, true,
+	  "plaintext HTTP/2, no TLS (--remote-store-insecure=false undoes it)" },
+	{ "--remote-store-bearer-token-file", "remote_store.bearer_token_file", false, false,
+	  "file holding the bearer token (re-read when it changes)" },
+	{ "--local-store", "local_store.directory", false, false,
+	  "also write every profile into this directory (\"\" turns it off)" },
+	{ "--http-address", "http_address", false, false,
+	  "host:port of /metrics, /healthz, /readyz (\"\" turns it off)" },
+	{ "--log-level", "log.level", false, false, "debug, info, warn or error" },
+};
+#define NFLAGS (sizeof(flags) / sizeof(flags[0]))
+
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: pushprof run [--config FILE] [--duration D]\n"
+		"usage: pushprof run [--config FILE] [--duration D] [FLAG VALUE ...]\n"
 		"\n"
 		"Run the profiling agent: sample on-CPU stacks with eBPF and push one\n"
 		"profile per process per cpu.interval.\n"
 		"\n"
-		"  --config FILE   config file (default " PUSHPROF_DEFAULT_CONFIG ")\n"
+		"  --config FILE   config file (default " PUSHPROF_DEFAULT_CONFIG ";\n"
+		"                  if that does not exist and --config is not given, the\n"
+		"                  built-in defaults: config/pushprof.yaml as shipped)\n"
 		"  --duration D    stop after D (e.g. 30s); SIGINT/SIGTERM stop too,\n"
 		"                  after building and flushing the current window\n"
+		"\n"
+		"Flags over the config file (same checks as the key in the file;\n"
+		"also --flag=value):\n");
+	for (size_t i = 0; i < NFLAGS; i++)
+		fprintf(f, "  %s%s\n      %s (%s)\n", flags[i].flag,
+			flags[i].optional_value ? "[=BOOL]" : " VALUE", flags[i].help, flags[i].key);
+	fprintf(f,
 		"\n"
 		"exit status: 0 stopped cleanly, 1 runtime failure, 2 bad flags or config\n");
 }
 
 int cmd_run(int argc, char **argv)
 {
-	const char *path = PUSHPROF_DEFAULT_CONFIG;
+	const char *path = NULL;
 	struct agent_opts o = { 0 };
 	struct pp_err err = { 0 };
 	struct config c;
+	struct config_override ov[NFLAGS];
+	size_t nov = 0;
 
 	agent_block_signals(NULL);	/* for the process's whole life: see agent.h */
 	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		const char *v = NULL;
+		const char *a = argv[i], *eq = strchr(a, '=');
+		size_t alen = eq ? (size_t)(eq - a) : strlen(a);
+		const char *v = eq ? eq + 1 : NULL;
+		size_t f;
+
 		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
 			usage(stdout);
 			return EXIT_OK;
 		}
-		if (!strcmp(a, "--config") || !strcmp(a, "--duration")) {
-			if (i + 1 >= argc) {
-				fprintf(stderr, "pushprof: run: %s needs a value\n\n", a);
-				usage(stderr);
-				return EXIT_USAGE;
-			}
-			v = argv[++i];
-		} else if (!strncmp(a, "--config=", 9)) {
-			v = a + 9;
-			a = "--config";
-		} else if (!strncmp(a, "--duration=", 11)) {
-			v = a + 11;
-			a = "--duration";
-		} else {
+		for (f = 0; f < NFLAGS; f++)
+			if (strlen(flags[f].flag) == alen && !strncmp(a, flags[f].flag, alen))
+				break;
+		bool known = f < NFLAGS || (alen == 8 && !strncmp(a, "--config", 8)) ||
+			     (alen == 10 && !strncmp(a, "--duration", 10));
+		if (!known) {
 			fprintf(stderr, "pushprof: run: unknown argument '%s'\n\n", a);
 			usage(stderr);
 			return EXIT_USAGE;
 		}
-		if (!strcmp(a, "--config")) {
+		if (!v && f < NFLAGS && flags[f].optional_value &&
+		    (i + 1 >= argc || !strncmp(argv[i + 1], "--", 2)))
+			v = "true";
+		if (!v) {
+			if (i + 1 >= argc) {
+				fprintf(stderr, "pushprof: run: %.*s needs a value\n\n", (int)alen, a);
+				usage(stderr);
+				return EXIT_USAGE;
+			}
+			v = argv[++i];
+		}
+		if (f < NFLAGS) {
+			size_t k;
+			for (k = 0; k < nov; k++)	/* the last one given wins */
+				if (ov[k].key == flags[f].key)
+					break;
+			ov[k] = (struct config_override){ .key = flags[f].key, .value = v,
+							  .plain = flags[f].plain,
+							  .flag = flags[f].flag };
+			if (k == nov)
+				nov++;
+		} else if (!strncmp(a, "--config", 8)) {
 			path = v;
 		} else if (parse_duration(v, &o.duration_ns) < 0 || o.duration_ns == 0) {
 			fprintf(stderr, "pushprof: run: invalid --duration '%s' (e.g. 30s, 2m)\n", v);
 			return EXIT_USAGE;
 		}
 	}
+	o.ov = ov;
+	o.nov = nov;
+	/* no --config and nothing at the default path: the built-in defaults */
+	if (!path && access(PUSHPROF_DEFAULT_CONFIG, F_OK) != 0 && errno == ENOENT)
+		o.builtin = true;
+	else if (!path)
+		path = PUSHPROF_DEFAULT_CONFIG;
 
-	if (config_load(path, &c, &err) < 0) {
+	if (config_load_ov(o.builtin ? NULL : path, ov, nov, &c, &err) < 0) {
 		fprintf(stderr, "pushprof: %s\n", err.msg[0] ? err.msg : "invalid config");
 		return EXIT_USAGE;
 	}
 	pp_log_setup(c.log_level, c.log_format);
+	if (o.builtin)
+		pp_log(PP_INFO, "no config file: running on the built-in defaults",
+		       "default_path=%s flags=%zu", PUSHPROF_DEFAULT_CONFIG, nov);
 	int r;
 	while ((r = agent_run(&c, &o, &err)) == 1) {	/* SIGHUP with a valid config */
 		config_free(&c);

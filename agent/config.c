@@ -42,6 +42,8 @@ struct ynode {
 	enum ykind kind;
 	bool plain;		/* unquoted scalar: may be null, int or bool */
 	unsigned line, col;	/* 1-based */
+	const char *flag;	/* set by a command-line flag (config_override): no
+				 * ${VAR} expansion, errors name the flag */
 	char *s;		/* scalar text, NUL-terminated */
 	size_t len;
 	struct ynode **kids;	/* seq items, or map key,value,key,value... */
@@ -326,6 +328,8 @@ static int errat(struct ctx *x, const struct ynode *n, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	if (n && n->flag)
+		return pp_errf(x->err, -EINVAL, "%s: %s", n->flag, msg);
 	return pp_errf(x->err, -EINVAL, "%s:%u:%u: %s", x->name, n ? n->line : 1u,
 		       n ? n->col : 1u, msg);
 }
@@ -405,8 +409,13 @@ static int expand_env(struct ctx *x, const struct ynode *n, const char *path, ch
 {
 	const char *s = n->s;
 	size_t cap = n->len + 1, o = 0;
-	char *r = malloc(cap);
+	char *r;
 
+	if (n->flag) {		/* a flag's value is taken as written */
+		*out = strdup(s);
+		return *out ? 0 : -ENOMEM;
+	}
+	r = malloc(cap);
 	if (!r)
 		return -ENOMEM;
 #define PUT(src, l)							\
@@ -1884,8 +1893,99 @@ static int resolve_node(struct config *c, struct pp_err *err)
 	return 0;
 }
 
+static struct ynode *ynode_new(enum ykind kind, const char *text, bool plain, const char *flag)
+{
+	struct ynode *n = calloc(1, sizeof(*n));
+
+	if (!n)
+		return NULL;
+	n->kind = kind;
+	n->plain = plain;
+	n->flag = flag;
+	if (text) {
+		n->s = strdup(text);
+		n->len = strlen(text);
+		if (!n->s) {
+			free(n);
+			return NULL;
+		}
+	}
+	return n;
+}
+
+/*
+ * Set o->key (a dotted path of mapping keys) in the tree to o->value,
+ * creating the mappings on the way: the flag's value then meets the same
+ * checks as the key would in the file. A non-mapping on the way is left for
+ * the schema walk to report.
+ */
+static int apply_override(struct ynode **root, const struct config_override *o)
+{
+	if (!*root || is_null(*root)) {
+		struct ynode *m = ynode_new(Y_MAP, NULL, false, NULL);
+		if (!m)
+			return -ENOMEM;
+		ynode_free(*root);
+		*root = m;
+	}
+	struct ynode *m = *root;
+	const char *p = o->key;
+
+	for (;;) {
+		const char *dot = strchr(p, '.');
+		size_t klen = dot ? (size_t)(dot - p) : strlen(p), at = 0;
+		struct ynode *val = NULL;
+
+		if (m->kind != Y_MAP)
+			return 0;
+		for (size_t i = 0; i + 1 < m->n; i += 2)
+			if (m->kids[i]->len == klen && !memcmp(m->kids[i]->s, p, klen)) {
+				val = m->kids[i + 1];
+				at = i + 1;
+			}
+		struct ynode *nv = NULL;
+		if (dot && val && !is_null(val)) {
+			m = val;
+			p = dot + 1;
+			continue;
+		}
+		nv = dot ? ynode_new(Y_MAP, NULL, false, o->flag)
+			 : ynode_new(Y_SCALAR, o->value, o->plain, o->flag);
+		if (!nv)
+			return -ENOMEM;
+		if (val) {
+			ynode_free(val);
+			m->kids[at] = nv;
+		} else {
+			char key[64];
+			snprintf(key, sizeof(key), "%.*s", (int)klen, p);
+			struct ynode *k = ynode_new(Y_SCALAR, key, true, o->flag);
+			if (!k || ynode_add(m, k)) {
+				ynode_free(k);
+				ynode_free(nv);
+				return -ENOMEM;
+			}
+			if (ynode_add(m, nv)) {	/* the tree (holding k) is freed by the caller */
+				ynode_free(nv);
+				return -ENOMEM;
+			}
+		}
+		if (!dot)
+			return 0;
+		m = nv;
+		p = dot + 1;
+	}
+}
+
 int config_parse(const char *buf, size_t len, const char *name, struct config *c,
 		 struct pp_err *err)
+{
+	return config_parse_ov(buf, len, name, NULL, 0, c, err);
+}
+
+int config_parse_ov(const char *buf, size_t len, const char *name,
+		    const struct config_override *ov, size_t nov, struct config *c,
+		    struct pp_err *err)
 {
 	struct config tmp;
 	struct ynode *root = NULL;
@@ -1913,6 +2013,11 @@ int config_parse(const char *buf, size_t len, const char *name, struct config *c
 	rc = load_tree(buf, len, x.name, err, &root);
 	if (rc)
 		goto fail;
+	for (size_t i = 0; i < nov; i++) {
+		rc = apply_override(&root, &ov[i]);
+		if (rc)
+			goto fail;
+	}
 	if (root && !is_null(root)) {
 		if (root->kind != Y_MAP) {
 			char b[64];
@@ -1965,11 +2070,20 @@ fail:
 
 int config_load(const char *path, struct config *c, struct pp_err *err)
 {
+	return config_load_ov(path, NULL, 0, c, err);
+}
+
+int config_load_ov(const char *path, const struct config_override *ov, size_t nov,
+		   struct config *c, struct pp_err *err)
+{
 	size_t cap = MAX_FILE_BYTES + 1, len = 0;
 	char *buf;
 	int fd, rc;
 
 	memset(c, 0, sizeof(*c));
+	if (!path)
+		return config_parse_ov(pushprof_default_config, strlen(pushprof_default_config),
+				       CONFIG_BUILTIN_NAME, ov, nov, c, err);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return pp_errf(err, -errno, "cannot open config %s: %s", path, strerror(errno));
@@ -1994,7 +2108,7 @@ int config_load(const char *path, struct config *c, struct pp_err *err)
 		rc = pp_errf(err, -EFBIG, "%s: config is larger than %u bytes", path,
 			     MAX_FILE_BYTES);
 	else
-		rc = config_parse(buf, len, path, c, err);
+		rc = config_parse_ov(buf, len, path, ov, nov, c, err);
 out:
 	free(buf);
 	close(fd);

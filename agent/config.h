@@ -120,6 +120,25 @@ struct config {
 	struct relabel *relabel;
 };
 
+/*
+ * A command-line flag that overrides one config key. It is set in the YAML
+ * tree before the schema walk, so it meets the same checks as the key in
+ * the file (a bad value is an error naming the flag); it is not ${VAR}
+ * expanded.
+ */
+struct config_override {
+	const char *key;	/* dotted path, e.g. "remote_store.address" */
+	const char *value;	/* scalar text */
+	bool plain;		/* a YAML plain scalar (bools, numbers); else a string */
+	const char *flag;	/* e.g. "--remote-store-address", for messages */
+};
+
+/* The config file as shipped (config/pushprof.yaml), compiled in: what
+ * `pushprof run` uses when no --config is given and the default path does
+ * not exist. */
+extern const char pushprof_default_config[];
+#define CONFIG_BUILTIN_NAME "built-in defaults (config/pushprof.yaml)"
+
 /* Fill every field with its default (no file). */
 int config_defaults(struct config *c, struct pp_err *err);
 /* On failure *c is left zeroed (config_free on it is a no-op). */
@@ -127,6 +146,13 @@ int config_load(const char *path, struct config *c, struct pp_err *err);
 /* Parse from memory; name is used in error positions. For tests and fuzzing. */
 int config_parse(const char *buf, size_t len, const char *name, struct config *c,
 		 struct pp_err *err);
+/* The same with flags applied over the file; path NULL: the built-in
+ * defaults (pushprof_default_config). */
+int config_load_ov(const char *path, const struct config_override *ov, size_t nov,
+		   struct config *c, struct pp_err *err);
+int config_parse_ov(const char *buf, size_t len, const char *name,
+		    const struct config_override *ov, size_t nov, struct config *c,
+		    struct pp_err *err);
 void config_free(struct config *c);	/* frees everything and zeroes *c */
 int config_dump(const struct config *c, FILE *out);
 

@@ -1,0 +1,118 @@
+"""`pushprof run` as a Parca Agent user would start it (issue 14): without a
+config file it runs on the built-in defaults (config/pushprof.yaml as
+shipped); Parca Agent's flag names override the file, meet the same checks
+as the keys (a bad value exits 2 naming the flag) and survive a SIGHUP
+reload; the start line names where profiles go.
+
+Real agent, real BPF, the real test receiver on loopback: the node label a
+flag sets is the one on the profiles that arrive."""
+import glob
+import gzip
+import os
+import re
+import signal
+import subprocess
+import time
+
+import rellib as rl
+from pptest import PUSHPROF, SOURCE_DIR, check, done, tmpdir
+
+d = tmpdir("pushprof-cli-flags-")
+busy = subprocess.Popen(["/bin/sh", "-c", "while :; do :; done"])
+
+
+def run(*args, timeout=60):
+    return subprocess.run([PUSHPROF, "run", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+try:
+    # 1. bad flags: exit 2, the message names the flag
+    for args, want in ((["--remote-store-insecure=maybe"], "--remote-store-insecure:"),
+                       (["--http-address", "nowhere"], "--http-address:"),
+                       (["--log-level", "loud"], "--log-level:"),
+                       (["--node"], "--node needs a value"),
+                       (["--remote-store-adress", "x:1"], "unknown argument"),
+                       (["--config", os.path.join(d, "absent.yaml")], "cannot open config")):
+        r = run("--duration", "1s", *args)
+        check(r.returncode == 2 and want in r.stderr, f"run {' '.join(args)}: exit 2, '{want}'",
+              f"rc={r.returncode} {r.stderr[-300:]}")
+
+    # 2. no config file: the built-in defaults (in a mount namespace where
+    # /etc/pushprof is empty, whatever this machine has installed there)
+    store = os.path.join(d, "store")
+    port = rl.free_port()
+    cmd = [PUSHPROF, "run", "--duration", "4s", "--local-store", store, "--node", "flagnode",
+           "--http-address", f"127.0.0.1:{port}", "--remote-store-address", ""]
+    if os.path.isdir("/etc/pushprof"):
+        cmd = ["unshare", "-m", "sh", "-c",
+               'mount -t tmpfs none /etc/pushprof && exec "$@"', "sh"] + cmd
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=90)
+    started = [ln for ln in r.stderr.splitlines() if "agent started" in ln]
+    check(r.returncode == 0 and "no config file: running on the built-in defaults" in r.stderr,
+          "no config file: runs on the built-in defaults", r.stderr[-1500:])
+    check(started and "node=flagnode" in started[0] and f"local_store={store}" in started[0]
+          and "remote_store=none" in started[0] and f"http_port={port}" in started[0]
+          and 'config="built-in defaults (config/pushprof.yaml)"' in started[0],
+          "start line: the flags' node, destinations and the built-in config", started[:1])
+    # the shipped file's values: its frequency and interval
+    shipped = open(os.path.join(SOURCE_DIR, "config", "pushprof.yaml")).read()
+    hz = re.search(r"^\s*frequency_hz:\s*(\d+)", shipped, re.M).group(1)
+    iv = re.search(r"^cpu:\n(?:\s+.*\n)*?\s+interval:\s*(\d+)s", shipped, re.M).group(1)
+    check(started and f"frequency_hz={hz} " in started[0]
+          and f"interval_ms={int(iv) * 1000} " in started[0],
+          f"built-in values are the shipped file's ({hz} Hz, {iv} s)", started[:1])
+    files = glob.glob(os.path.join(store, "**", "*.pb.gz"), recursive=True)
+    ok = bool(files)
+    for f in files[:3]:
+        with gzip.open(f) as g:
+            ok = ok and len(g.read()) > 0
+    check(ok, "profiles written to the --local-store directory", files[:3])
+
+    # 3. flags over a file, with a real receiver; kept across SIGHUP
+    rport = rl.free_port()
+    rcv = rl.Rcv(os.path.join(d, "rcv"), rport)
+    cfg = rl.write_config(os.path.join(d, "a.yaml"), cpu=True, interval="1s",
+                          targets=f"targets:\n  - pids: [{busy.pid}]\n",
+                          remote="127.0.0.1:1")  # nothing listens: the flag must win
+    check("node: rel-node" in open(cfg).read(), "the file names another node")
+    agent = rl.Agent(cfg, os.path.join(d, "agent.log"),
+                     args=("--node", "flagnode", "--remote-store-address", f"127.0.0.1:{rport}",
+                           "--remote-store-insecure"))
+    try:
+        check(agent.started and "node=flagnode" in agent.started
+              and f"remote_store=127.0.0.1:{rport}" in agent.started,
+              "flags override the file's node and remote store", agent.started)
+
+        def nodes():
+            return {s["labels"].get("node") for s in rcv.series()}
+        t_end = time.time() + 30
+        while time.time() < t_end and not nodes():
+            time.sleep(0.5)
+        check(nodes() == {"flagnode"}, "profiles arrive at the flag's store with the flag's node",
+              nodes())
+        # reload with a changed file: the flags still apply
+        with open(cfg, "a") as f:
+            f.write("external_labels: {reloaded: \"yes\"}\n")
+        agent.p.send_signal(signal.SIGHUP)
+        again = agent.wait_log("agent started", 30, after=1)
+        check(again is not None and "node=flagnode" in again
+              and f"remote_store=127.0.0.1:{rport}" in again,
+              "after SIGHUP the flags still override the file", again)
+        n0 = len(rcv.series())
+        t_end = time.time() + 30
+        while time.time() < t_end and not any(
+                s["labels"].get("reloaded") for s in rcv.series()[n0:]):
+            time.sleep(0.5)
+        new = rcv.series()[n0:]
+        check(any(s["labels"].get("reloaded") == "yes" for s in new)
+              and all(s["labels"].get("node") == "flagnode" for s in new),
+              "profiles after the reload: the file's new label, the flag's node",
+              [s["labels"] for s in new[:3]])
+    finally:
+        agent.stop()
+        rcv.stop()
+finally:
+    busy.kill()
+    busy.wait()
+done()
