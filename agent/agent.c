@@ -588,9 +588,17 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 			.per_minute = sc->per_minute,
 		};
 		a.http = http_start(cfg->http_address, &api, &herr);
+		/* without /healthz and /readyz nobody can tell it is alive: a
+		 * kubelet would kill it anyway, a systemd unit should see why */
+		if (!a.http && !cfg->http_optional) {
+			r = pp_errf(err, -EADDRINUSE, "%s (http_address %s; set http_optional: true "
+				    "to run without the HTTP endpoint, or http_address: \"\" to turn it "
+				    "off)", herr.msg, cfg->http_address);
+			goto out;
+		}
 		if (!a.http)
-			pp_log(PP_WARN, "http endpoint not started", "address=%s error=%s",
-			       pp_q(cfg->http_address), pp_q(herr.msg));
+			pp_log(PP_WARN, "http endpoint not started (http_optional: true)",
+			       "address=%s error=%s", pp_q(cfg->http_address), pp_q(herr.msg));
 	}
 
 	/*

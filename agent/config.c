@@ -1755,6 +1755,7 @@ static const struct field top_fields[] = {
 	{ "node", F_STR, C(node), 0, 0, 0, NULL, NULL },
 	{ "log", F_MAP, 0, 0, 0, 0, log_fields, NULL },
 	{ "http_address", F_CUSTOM, 0, 0, 0, 0, NULL, f_http_address },
+	{ "http_optional", F_BOOL, C(http_optional), 0, 0, 0, NULL, NULL },
 	{ "external_labels", F_CUSTOM, 0, 0, 0, 0, NULL, f_external_labels },
 	{ "remote_store", F_MAP, C(remote_store), 0, 0, 0, remote_fields, remote_post },
 	{ "local_store", F_MAP, C(local_store), 0, 0, 0, store_fields, NULL },
@@ -2259,6 +2260,7 @@ int config_dump(const struct config *c, FILE *out)
 	fprintf(out, "log:\n  level: %s\n  format: %s\n", pp_log_level_name(c->log_level),
 		c->log_format == PP_LOG_JSON ? "json" : "logfmt");
 	put_kv_str(out, 0, "http_address", c->http_address);
+	fprintf(out, "http_optional: %s\n", c->http_optional ? "true" : "false");
 	put_labels(out, 0, "external_labels", &c->external_labels);
 	fputs("remote_store:\n", out);
 	put_kv_str(out, 2, "address", r->address);

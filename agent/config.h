@@ -105,6 +105,7 @@ struct config {
 	enum pp_log_level log_level;
 	enum pp_log_format log_format;
 	char *http_address;
+	bool http_optional;		/* false: exit when http_address cannot be bound */
 	struct pp_labels external_labels;
 	struct remote_store_config remote_store;
 	struct store_config local_store;	/* directory "" -> off */

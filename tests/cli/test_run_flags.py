@@ -38,6 +38,24 @@ try:
         check(r.returncode == 2 and want in r.stderr, f"run {' '.join(args)}: exit 2, '{want}'",
               f"rc={r.returncode} {r.stderr[-300:]}")
 
+    # 1b. the HTTP port is taken: exit 1 and say so, unless http_optional
+    import socket
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        tport = taken.getsockname()[1]
+        cfgp = rl.write_config(os.path.join(d, "taken.yaml"), cpu=False,
+                               http=f"127.0.0.1:{tport}", store=os.path.join(d, "s0"))
+        r = run("--config", cfgp, "--duration", "2s")
+        check(r.returncode == 1 and f"cannot listen on 127.0.0.1:{tport}" in r.stderr
+              and "http_optional: true" in r.stderr,
+              "HTTP port taken: exit 1, naming the address and the way out", r.stderr[-500:])
+        with open(cfgp, "a") as f:
+            f.write("http_optional: true\n")
+        r = run("--config", cfgp, "--duration", "2s")
+        check(r.returncode == 0 and "http endpoint not started" in r.stderr,
+              "with http_optional: true it warns and runs", r.stderr[-500:])
+
     # 2. no config file: the built-in defaults (in a mount namespace where
     # /etc/pushprof is empty, whatever this machine has installed there)
     store = os.path.join(d, "store")
