@@ -14,12 +14,17 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: pushprof check-config [--help] FILE|-\n"
+		"usage: pushprof check-config [--help] [--no-file-checks] FILE|-\n"
 		"\n"
 		"Validate the YAML config FILE strictly (unknown keys, types, ranges,\n"
 		"regexes, label names) and print the effective configuration, with every\n"
 		"default filled in and ${VAR} references expanded, as YAML on stdout.\n"
 		"FILE - reads the config from standard input.\n"
+		"\n"
+		"The files the config names (CA, client certificate and key, token files)\n"
+		"must exist and be readable, as `pushprof run` requires; every one that is\n"
+		"not is reported. --no-file-checks skips that (linting in CI, where the\n"
+		"secrets are not mounted).\n"
 		"\n"
 		"exit status: 0 valid, 2 invalid or unreadable (the error, as\n"
 		"FILE:LINE:COL: message, goes to stderr)\n");
@@ -56,13 +61,17 @@ int cmd_check_config(int argc, char **argv)
 	const char *path = NULL;
 	struct config c;
 	struct pp_err err = { 0 };
-	bool opts_done = false;
+	bool opts_done = false, file_checks = true;
 
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		if (!opts_done && (!strcmp(a, "--help") || !strcmp(a, "-h"))) {
 			usage(stdout);
 			return EXIT_OK;
+		}
+		if (!opts_done && !strcmp(a, "--no-file-checks")) {
+			file_checks = false;
+			continue;
 		}
 		if (!opts_done && !strcmp(a, "--")) {
 			opts_done = true;
@@ -87,6 +96,11 @@ int cmd_check_config(int argc, char **argv)
 	int lrc = strcmp(path, "-") ? config_load(path, &c, &err) : load_stdin(&c, &err);
 	if (lrc < 0) {
 		fprintf(stderr, "pushprof: %s\n", err.msg[0] ? err.msg : "invalid config");
+		return EXIT_USAGE;
+	}
+	if (file_checks && config_check_files(&c, &err) < 0) {
+		fprintf(stderr, "pushprof: %s\n(--no-file-checks skips this check)\n", err.msg);
+		config_free(&c);
 		return EXIT_USAGE;
 	}
 	int rc = config_dump(&c, stdout);

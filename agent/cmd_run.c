@@ -131,6 +131,11 @@ int cmd_run(int argc, char **argv)
 		fprintf(stderr, "pushprof: %s\n", err.msg[0] ? err.msg : "invalid config");
 		return EXIT_USAGE;
 	}
+	if (config_check_files(&c, &err) < 0) {
+		fprintf(stderr, "pushprof: %s\n", err.msg);
+		config_free(&c);
+		return EXIT_USAGE;
+	}
 	pp_log_setup(c.log_level, c.log_format);
 	if (o.builtin)
 		pp_log(PP_INFO, "no config file: running on the built-in defaults",

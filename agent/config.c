@@ -2116,6 +2116,50 @@ out:
 	return rc;
 }
 
+int config_check_files(const struct config *c, struct pp_err *err)
+{
+	const struct { const char *key, *path; } files[] = {
+		{ "remote_store.ca_file", c->remote_store.ca_file },
+		{ "remote_store.cert_file", c->remote_store.cert_file },
+		{ "remote_store.key_file", c->remote_store.key_file },
+		{ "remote_store.bearer_token_file", c->remote_store.bearer_token_file },
+		{ "snapshot_api.bearer_token_file", c->snapshot_api.bearer_token_file },
+	};
+	char msg[sizeof(err->msg)];
+	size_t o = 0;
+	int rc = 0;
+
+	msg[0] = '\0';
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		const char *p = files[i].path, *why = NULL;
+		struct stat st;
+		int e = 0;
+
+		if (!p || !*p)
+			continue;
+		int fd = open(p, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+		if (fd < 0)
+			e = errno;
+		else if (fstat(fd, &st) < 0)
+			e = errno;
+		else if (!S_ISREG(st.st_mode))
+			why = "not a regular file";
+		if (fd >= 0)
+			close(fd);
+		if (!e && !why)
+			continue;
+		if (!rc)
+			rc = e ? -e : -EINVAL;
+		int n = snprintf(msg + o, sizeof(msg) - o, "%s%s %s: %s", o ? "; " : "",
+				 files[i].key, p, why ? why : strerror(e));
+		if (n > 0)
+			o = (size_t)n < sizeof(msg) - o ? o + (size_t)n : sizeof(msg) - 1;
+	}
+	if (rc)
+		pp_errf(err, rc, "%s: cannot read the files it names: %s", c->path, msg);
+	return rc;
+}
+
 void config_free(struct config *c)
 {
 	if (!c)

@@ -157,6 +157,15 @@ int config_parse_ov(const char *buf, size_t len, const char *name,
 void config_free(struct config *c);	/* frees everything and zeroes *c */
 int config_dump(const struct config *c, FILE *out);
 
+/*
+ * Check that every file the config names (remote_store.ca_file, cert_file,
+ * key_file, bearer_token_file; snapshot_api.bearer_token_file) is a regular
+ * file this process can open for reading. 0 when all are; else -ENOENT (or
+ * the first errno) with every failure in one message, so one run shows
+ * them all. Opens with O_NONBLOCK and closes at once: reads nothing.
+ */
+int config_check_files(const struct config *c, struct pp_err *err);
+
 /* True when a listener on host:port can only be reached from this host
  * (127.0.0.0/8, ::1, localhost); ":port", 0.0.0.0 and [::] are not. */
 bool config_address_is_loopback(const char *address);

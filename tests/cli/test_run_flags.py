@@ -56,6 +56,33 @@ try:
         check(r.returncode == 0 and "http endpoint not started" in r.stderr,
               "with http_optional: true it warns and runs", r.stderr[-500:])
 
+    # 1c. files the config names: every unreadable one reported, by
+    # check-config (unless --no-file-checks) and by run
+    fifo = os.path.join(d, "ca.fifo")
+    os.mkfifo(fifo)
+    good = os.path.join(d, "snap-token")
+    with open(good, "w") as f:
+        f.write("t0ken\n")
+    cfgf = rl.write_config(os.path.join(d, "files.yaml"), cpu=False,
+                           store=os.path.join(d, "s1"),
+                           extra=(f"remote_store: {{address: \"127.0.0.1:1\", ca_file: {fifo}, "
+                                  f"bearer_token_file: {d}/no-such-token}}\n"
+                                  f"snapshot_api: {{bearer_token_file: {good}}}\n"))
+    r = subprocess.run([PUSHPROF, "check-config", cfgf], capture_output=True, text=True,
+                       timeout=30)
+    check(r.returncode == 2 and f"remote_store.ca_file {fifo}: not a regular file" in r.stderr
+          and f"remote_store.bearer_token_file {d}/no-such-token: No such file" in r.stderr
+          and "snapshot_api" not in r.stderr,
+          "check-config reports every unreadable file, and only those", r.stderr[-600:])
+    r = subprocess.run([PUSHPROF, "check-config", "--no-file-checks", cfgf],
+                       capture_output=True, text=True, timeout=30)
+    check(r.returncode == 0, "--no-file-checks: lint only", r.stderr[-300:])
+    t0 = time.time()
+    r = run("--config", cfgf, "--duration", "2s")
+    check(r.returncode == 2 and "no-such-token" in r.stderr and "not a regular file" in r.stderr
+          and time.time() - t0 < 10,
+          "run refuses to start without them (and does not block on the FIFO)", r.stderr[-600:])
+
     # 2. no config file: the built-in defaults (in a mount namespace where
     # /etc/pushprof is empty, whatever this machine has installed there)
     store = os.path.join(d, "store")

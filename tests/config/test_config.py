@@ -40,7 +40,10 @@ def check_config(path, env=None):
     e = dict(BASE_ENV)
     if env:
         e.update(env)
-    return subprocess.run([PUSHPROF, "check-config", path], capture_output=True,
+    # the corpus names token and CA files of the machines it was written
+    # for: lint mode (test_files.py checks the files)
+    return subprocess.run([PUSHPROF, "check-config", "--no-file-checks", path],
+                          capture_output=True,
                           text=True, timeout=30, env=e)
 
 
