@@ -67,6 +67,7 @@ struct uploader {
 	struct stat token_st;
 	bool token_loaded;
 	char *auth;			/* "Bearer <token>", NULL when none */
+	bool tls;			/* remote_store.insecure is false */
 	struct pp_labels headers;	/* lower-cased keys, checked legal */
 	struct upload_stats stats;
 	_Atomic uint64_t hard_deadline;	/* CLOCK_MONOTONIC ns; 0 = none (shutdown bound); set from another thread */
@@ -482,6 +483,7 @@ struct uploader *uploader_new(const struct remote_store_config *rs, struct pp_er
 			goto fail;
 	}
 
+	u->tls = !rs->insecure;
 	grpc_ref();
 	grpc_channel_credentials *creds = make_creds(rs, err);
 	if (!creds) {
@@ -727,6 +729,45 @@ static void count_call(grpc_status_code status, size_t len, uint64_t ns)
 		       (double)ns / 1e9);
 }
 
+/*
+ * What to do about a failed call, for the operator reading the log: the
+ * common misconfigurations, recognised by status and by the words gRPC and
+ * OpenSSL use ("" when nothing fits).
+ */
+static const char *hint(const struct uploader *u, grpc_status_code st, const char *details,
+			const char *grpc_err)
+{
+	char both[1024];
+
+	snprintf(both, sizeof(both), "%s %s", details ? details : "", grpc_err ? grpc_err : "");
+	if (st == GRPC_STATUS_UNAUTHENTICATED || st == GRPC_STATUS_PERMISSION_DENIED) {
+		if (u->token_file)
+			return " (hint: the server refused the token from "
+			       "remote_store.bearer_token_file: check the file's contents)";
+		if (u->auth)
+			return " (hint: the server refused the token from the environment "
+			       "variable PUSHPROF_BEARER_TOKEN)";
+		return " (hint: no credential is configured: set remote_store.bearer_token_file)";
+	}
+	if (u->tls && (strstr(both, "wrong version number") || strstr(both, "WRONG_VERSION") ||
+		       strstr(both, "packet length too long")))
+		return " (hint: TLS handshake with a server that speaks plaintext: set "
+		       "remote_store.insecure: true, or --remote-store-insecure)";
+	if (u->tls && (strstr(both, "CERTIFICATE_VERIFY_FAILED") ||
+		       strstr(both, "certificate verify failed")))
+		return " (hint: the server's certificate is not trusted: set remote_store.ca_file to "
+		       "the CA that signed it)";
+	if (!u->tls && strstr(both, "Socket closed"))
+		return " (hint: plaintext to a server that may want TLS: try remote_store.insecure: "
+		       "false)";
+	if (strstr(both, "DNS resolution failed") || strstr(both, "Name or service not known"))
+		return " (hint: the host name in remote_store.address does not resolve)";
+	if (strstr(both, "Connection refused") || strstr(both, "failed to connect to all addresses"))
+		return " (hint: cannot connect to remote_store.address: nothing listens there, a "
+		       "wrong port, or a firewall)";
+	return "";
+}
+
 /* Send one encoded request with retries. */
 static int send_request(struct uploader *u, const uint8_t *buf, size_t len, size_t nseries,
 			struct pp_err *err)
@@ -772,9 +813,13 @@ static int send_request(struct uploader *u, const uint8_t *buf, size_t len, size
 			    : res.status == GRPC_STATUS_INVALID_ARGUMENT ? -EINVAL
 			    : res.status == GRPC_STATUS_DEADLINE_EXCEEDED ? -ETIMEDOUT
 			    : -EIO,
-		       "WriteRaw to %s (%zu series, %zu bytes) failed: %s: %s (%d attempt%s in "
+		       "WriteRaw to %s (%zu series, %zu bytes) failed: %s%s: %s (%d attempt%s in "
 		       "%.1fs)%s%s",
 		       u->target, nseries, len, status_name(res.status),
+		       /* first: the details that follow can be long */
+		       /* gRPC logs a handshake failure once, then fails calls
+		        * fast: its last error, new or not, tells TLS problems */
+		       hint(u, res.status, res.details, grpc_err),
 		       res.details[0] ? res.details : "no details", attempt,
 		       attempt == 1 ? "" : "s", (mono_ns() - start) / 1e9,
 		       grpc_logged ? "; grpc: " : "", grpc_logged ? grpc_err : "");

@@ -83,6 +83,40 @@ try:
           and time.time() - t0 < 10,
           "run refuses to start without them (and does not block on the FIFO)", r.stderr[-600:])
 
+    # 1d. delivery errors say what to do
+    hrcv = rl.Rcv(os.path.join(d, "hrcv"), rl.free_port())
+    trcv = rl.Rcv(os.path.join(d, "trcv"), rl.free_port(), "--token", "right")
+    wrong = os.path.join(d, "wrong-token")
+    with open(wrong, "w") as f:
+        f.write("wrong\n")
+    try:
+        for what, extra, want in (
+                ("TLS against a plaintext server",
+                 f"remote_store: {{address: \"127.0.0.1:{hrcv.port}\", timeout: 2s}}\n",
+                 "set remote_store.insecure: true"),
+                ("a token the server refuses",
+                 f"remote_store: {{address: \"127.0.0.1:{trcv.port}\", insecure: true, "
+                 f"bearer_token_file: {wrong}}}\n",
+                 "refused the token from remote_store.bearer_token_file"),
+                ("no token where one is needed",
+                 f"remote_store: {{address: \"127.0.0.1:{trcv.port}\", insecure: true}}\n",
+                 "no credential is configured"),
+                ("nothing listening",
+                 f"remote_store: {{address: \"127.0.0.1:{rl.free_port()}\", insecure: true, "
+                 f"timeout: 2s}}\n",
+                 "cannot connect to remote_store.address")):
+            c = rl.write_config(os.path.join(d, "hint.yaml"), cpu=True, interval="1s",
+                                targets=f"targets:\n  - pids: [{busy.pid}]\n", extra=extra)
+            r = run("--config", c, "--duration", "4s")
+            errs = [ln for ln in r.stderr.splitlines() if "flush_error=" in ln]
+            # gRPC may log the handshake's reason just after the first call
+            # failed: a later window's error carries it
+            check(any(want in e for e in errs), f"delivery error hint: {what}",
+                  (errs[-1] if errs else r.stderr)[-700:])
+    finally:
+        hrcv.stop()
+        trcv.stop()
+
     # 2. no config file: the built-in defaults (in a mount namespace where
     # /etc/pushprof is empty, whatever this machine has installed there)
     store = os.path.join(d, "store")
