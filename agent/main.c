@@ -42,6 +42,24 @@ int main(int argc, char **argv)
 		version_print(stdout);
 		return fflush(stdout) == 0 ? EXIT_OK : EXIT_FAIL;
 	}
+	if (!strcmp(cmd, "help") && argc > 2) {	/* `pushprof help run` = `pushprof run --help` */
+		char *sub[] = { argv[2], "--help", NULL };
+		if (!strcmp(argv[2], "run"))
+			return cmd_run(2, sub);
+		if (!strcmp(argv[2], "check-config"))
+			return cmd_check_config(2, sub);
+		if (!strcmp(argv[2], "push"))
+			return cmd_push(2, sub);
+		if (!strcmp(argv[2], "snapshot"))
+			return cmd_snapshot(2, sub);
+		if (!strcmp(argv[2], "version") || !strcmp(argv[2], "help")) {
+			usage(stdout);
+			return EXIT_OK;
+		}
+		fprintf(stderr, "pushprof: help: unknown command '%s'\n\n", argv[2]);
+		usage(stderr);
+		return EXIT_USAGE;
+	}
 	if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
 		usage(stdout);
 		return EXIT_OK;

@@ -38,6 +38,15 @@ try:
         check(r.returncode == 2 and want in r.stderr, f"run {' '.join(args)}: exit 2, '{want}'",
               f"rc={r.returncode} {r.stderr[-300:]}")
 
+    # 1a. help: `pushprof help run` is `pushprof run --help`, which names every flag
+    h1 = subprocess.run([PUSHPROF, "help", "run"], capture_output=True, text=True, timeout=30)
+    h2 = subprocess.run([PUSHPROF, "run", "--help"], capture_output=True, text=True, timeout=30)
+    check(h1.returncode == 0 and h1.stdout == h2.stdout and all(
+        f in h1.stdout for f in ("--config", "--duration", "--node", "--remote-store-address",
+                                 "--remote-store-insecure", "--remote-store-bearer-token-file",
+                                 "--local-store", "--http-address", "--log-level")),
+          "pushprof help run = run --help, every flag described", h1.stdout[-400:])
+
     # 1b. the HTTP port is taken: exit 1 and say so, unless http_optional
     import socket
     with socket.socket() as taken:

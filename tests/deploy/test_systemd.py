@@ -58,6 +58,9 @@ def main():
     }
     for k, v in want.items():
         check(u.get(k) == [v], f"unit: {k}={v}", str(u.get(k)))
+    # `systemctl reload` sends the SIGHUP the agent reloads on
+    check(u.get("ExecReload") == ["/bin/kill -HUP $MAINPID"], "unit: ExecReload sends SIGHUP",
+          str(u.get("ExecReload")))
     check(u.get("ExecStart") == ["/usr/bin/pushprof run --config=/etc/pushprof/pushprof.yaml"],
           "unit runs /usr/bin/pushprof with /etc/pushprof/pushprof.yaml", str(u.get("ExecStart")))
     caps = set(u.get("CapabilityBoundingSet", [""])[0].split())
