@@ -317,7 +317,26 @@ struct ctx {
 	const char *name;
 	struct pp_err *err;
 	uint32_t kernel_max_stack;
+	/* every error of the schema walk, one per line, so that one run of
+	 * check-config shows them all (the walk goes on to the next key) */
+	char errs[2048];
+	size_t errlen;
+	unsigned nerr;
 };
+
+/* Keep the error just recorded in x->err as one more of the walk's. */
+static void note_error(struct ctx *x)
+{
+	const char *m = x->err && x->err->msg[0] ? x->err->msg : "invalid value";
+	size_t room = sizeof(x->errs) - x->errlen;
+
+	x->nerr++;
+	if (room > 1) {
+		int n = snprintf(x->errs + x->errlen, room, "%s%s", x->errlen ? "\n" : "", m);
+		if (n > 0)
+			x->errlen += (size_t)n < room ? (size_t)n : room - 1;
+	}
+}
 
 __attribute__((format(printf, 3, 4)))
 static int errat(struct ctx *x, const struct ynode *n, const char *fmt, ...)
@@ -963,24 +982,35 @@ static int walk_map(struct ctx *x, const struct ynode *n, const char *path,
 	rc = want_map(x, n, path);
 	if (rc)
 		return rc;
+	int first = 0;
 	for (size_t i = 0; i + 1 < n->n; i += 2) {
 		const struct ynode *k = n->kids[i], *v = n->kids[i + 1];
 		const struct field *f;
+		unsigned before = x->nerr;
 
 		rc = check_key(x, n, i, path);
-		if (rc)
+		if (!rc) {
+			for (f = fields; f->key; f++)
+				if (!strcmp(f->key, k->s))
+					break;
+			if (!f->key) {
+				rc = unknown_key(x, k, path, fields);
+			} else {
+				join(sub, sizeof(sub), path, f->key);
+				rc = apply(x, f, v, base, sub);
+			}
+		}
+		if (!rc)
+			continue;
+		if (rc == -ENOMEM)
 			return rc;
-		for (f = fields; f->key; f++)
-			if (!strcmp(f->key, k->s))
-				break;
-		if (!f->key)
-			return unknown_key(x, k, path, fields);
-		join(sub, sizeof(sub), path, f->key);
-		rc = apply(x, f, v, base, sub);
-		if (rc)
-			return rc;
+		/* on to the next key: every error in one run */
+		if (x->nerr == before)	/* a nested walk kept its own */
+			note_error(x);
+		if (!first)
+			first = rc;
 	}
-	return 0;
+	return first;
 }
 
 /* --- custom fields --------------------------------------------------- */
@@ -2064,6 +2094,22 @@ int config_parse_ov(const char *buf, size_t len, const char *name,
 fail:
 	if (rc == -ENOMEM && (!err || !err->msg[0]))
 		pp_errf(err, rc, "%s: out of memory", x.name);
+	else if (x.nerr > 1 && err) {
+		/* all of them, one FILE:LINE:COL line each, as many whole
+		 * lines as fit */
+		char all[sizeof(err->msg)];
+		int n = snprintf(all, sizeof(all), "%s", x.errs);
+		if (n >= (int)sizeof(all)) {
+			const char *more = "\n... (fix these and check again for the rest)";
+			char *cut = all + sizeof(all) - strlen(more) - 1;
+			*cut = '\0';
+			char *nl = strrchr(all, '\n');
+			if (nl)
+				*nl = '\0';
+			strcat(all, more);
+		}
+		pp_errf(err, rc, "%s", all);
+	}
 	ynode_free(root);
 	config_free(&tmp);
 	return rc;

@@ -168,6 +168,16 @@ def test_cli():
     r = pushprof("check-config", "-", input="node: from-stdin\n")
     check(r.returncode == 0 and value(r.stdout, "node") == '"from-stdin"', "- reads stdin",
           r.stdout + r.stderr)
+    # every error in one run, one FILE:LINE:COL line each, in file order
+    r = pushprof("check-config", "-", input=("cpu:\n  frequency_hz: 5000\n  bogus: 1\n"
+                                             "node: [a]\nremote_store:\n  timeout: 10 parsecs\n"
+                                             "log: {level: loud}\n"))
+    lines = r.stderr.strip().splitlines()
+    want = ["<stdin>:2:17: cpu.frequency_hz", "<stdin>:3:3: unknown key 'bogus'",
+            "<stdin>:4:7: node:", "<stdin>:6:12: remote_store.timeout:", "<stdin>:7:14: log.level:"]
+    check(r.returncode == 2 and len(lines) == len(want)
+          and all(w in ln for w, ln in zip(want, lines)),
+          "five errors: all reported, each with its position", r.stderr)
     r = pushprof("check-config", "--help")
     check(r.returncode == 0 and "usage: pushprof check-config" in r.stdout,
           "--help: usage on stdout, exit 0", r.stdout + r.stderr)
