@@ -217,6 +217,16 @@ int cmd_snapshot(int argc, char **argv)
 		goto out;
 	}
 	if (push) {
+		/* a one-off delivery: now or an error, never through the agent's
+		 * spool, whose backlog may be bound for another store (it would
+		 * be replayed here) and which would keep this profile after exit */
+		char *none = strdup("");
+		if (!none) {
+			fprintf(stderr, "pushprof: snapshot: out of memory\n");
+			goto out;
+		}
+		free(cfg.spool.directory);
+		cfg.spool.directory = none;
 		ob = outbox_new(&cfg, &err);
 		if (!ob || outbox_submit(ob, &snap.labels, snap.gz, snap.len, &err) ||
 		    outbox_flush(ob, &err)) {

@@ -94,10 +94,19 @@ rdir = os.path.join(tmp, "recv")
 os.makedirs(rdir, exist_ok=True)
 with Receiver(rdir) as recv, ghlib.Workload(binary, [own], os.path.join(tmp, "ready")) as w:
     cfg = os.path.join(tmp, "push.yaml")
+    # the agent's spool, with a backlog that is not this command's to send
+    # (CI: a snapshot --push replayed another agent's spooled OOM profile)
+    spool = os.path.join(tmp, "agent-spool")
+    os.makedirs(spool)
+    with open(os.path.join(spool, "0000000000000001-other.spool"), "wb") as f:
+        f.write(b"PPSPOOL-not-this-commands" * 10)
     with open(cfg, "w") as f:
         f.write(f"node: testnode\nexternal_labels: {{cluster: c1, pid: notme}}\n"
-                f"remote_store: {{address: '{recv.address}', insecure: true}}\n")
+                f"remote_store: {{address: '{recv.address}', insecure: true}}\n"
+                f"spool: {{directory: {spool}}}\n")
     r = pptest.pushprof("snapshot", "--pid", str(w.pid), "--push", "--config", cfg)
+    check(sorted(os.listdir(spool)) == ["0000000000000001-other.spool"],
+          "--push leaves the agent's spool alone", os.listdir(spool))
     check(r.returncode == 0, "--push exits 0", r.stderr)
     series = recv.series()
     check(len(series) == 1, "one series pushed", json.dumps(series)[:400])
