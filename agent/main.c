@@ -23,6 +23,24 @@ static void usage(FILE *f)
 		"`pushprof <command> --help` describes a command's options.\n");
 }
 
+static const struct {
+	const char *name;
+	int (*fn)(int argc, char **argv);
+} commands[] = {
+	{ "run", cmd_run },
+	{ "check-config", cmd_check_config },
+	{ "push", cmd_push },
+	{ "snapshot", cmd_snapshot },
+};
+
+static int (*command(const char *name))(int, char **)
+{
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		if (!strcmp(name, commands[i].name))
+			return commands[i].fn;
+	return NULL;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
@@ -30,28 +48,19 @@ int main(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	const char *cmd = argv[1];
-	if (!strcmp(cmd, "run"))
-		return cmd_run(argc - 1, argv + 1);
-	if (!strcmp(cmd, "check-config"))
-		return cmd_check_config(argc - 1, argv + 1);
-	if (!strcmp(cmd, "push"))
-		return cmd_push(argc - 1, argv + 1);
-	if (!strcmp(cmd, "snapshot"))
-		return cmd_snapshot(argc - 1, argv + 1);
+	int (*fn)(int, char **) = command(cmd);
+
+	if (fn)
+		return fn(argc - 1, argv + 1);
 	if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
 		version_print(stdout);
 		return fflush(stdout) == 0 ? EXIT_OK : EXIT_FAIL;
 	}
 	if (!strcmp(cmd, "help") && argc > 2) {	/* `pushprof help run` = `pushprof run --help` */
 		char *sub[] = { argv[2], "--help", NULL };
-		if (!strcmp(argv[2], "run"))
-			return cmd_run(2, sub);
-		if (!strcmp(argv[2], "check-config"))
-			return cmd_check_config(2, sub);
-		if (!strcmp(argv[2], "push"))
-			return cmd_push(2, sub);
-		if (!strcmp(argv[2], "snapshot"))
-			return cmd_snapshot(2, sub);
+
+		if ((fn = command(argv[2])))
+			return fn(2, sub);
 		if (!strcmp(argv[2], "version") || !strcmp(argv[2], "help")) {
 			usage(stdout);
 			return EXIT_OK;
