@@ -373,7 +373,7 @@ def scenario_pressure(a, rcv, leak):
               str(oomlib.top_inuse(fp)))
         check(oomlib.top_inuse(fo) == LEAK_FN, "3: OOM profile: leak on top")
         logs = [e for e in a.events("memory pressure: taking a heap snapshot before the OOM killer")
-                if e.get("pid") == str(v.pid)]
+                if e.get("pid") == v.pid]  # a JSON number
         ok = len(logs) == 1 and int(logs[0]["usage"]) * 100 >= 60 * int(logs[0]["limit"])
         check(ok, "3: one pressure log line, usage at/above 60 % of the limit", str(logs))
         # the cgroup stayed above the threshold for several polls before the kill
