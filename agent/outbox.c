@@ -125,25 +125,57 @@ void outbox_free(struct outbox *o)
 	free(o);
 }
 
-/* "<ms>-<name>-<pid>-<seq>.pb.gz": sorts by time, says what it is. */
+/* Copy at most max bytes of s into out, keeping [A-Za-z0-9_.] and turning
+ * everything else ('-' included, so the name's fields split on '-') into '_'.
+ * A comm is chosen by the target process: nothing of it may leave the
+ * directory or look like another field. */
+static void name_field(char *out, size_t max, const char *s, const char *fallback)
+{
+	size_t j = 0;
+
+	if (!s || !*s)
+		s = fallback;
+	for (; *s && j < max; s++) {
+		char c = *s;
+		bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+			  (c >= '0' && c <= '9') || c == '_' || (c == '.' && j > 0);
+		out[j++] = ok ? c : '_';
+	}
+	out[j] = '\0';
+}
+
+/*
+ * "<UTC time>-<type>-<comm>-<pid>-<seq>.pb.gz", e.g.
+ * 20261201T214029.123Z-cpu-python3-1234-7.pb.gz or
+ * 20261201T214031.004Z-heap-oom-leak-1234-8.pb.gz: a directory listing
+ * says what each file is and sorts by time (local_trim relies on that).
+ * type is "cpu" for CPU profiles, "heap-<trigger>" for Go heap profiles
+ * (interval, oom, on_demand, ...), else the series' __name__. The names
+ * come from the producer's labels, before relabel_configs, so a rule that
+ * drops comm from the series does not make the files anonymous.
+ */
 static void local_name(struct outbox *o, const struct pp_labels *l, char *buf, size_t len)
 {
 	struct timespec ts;
+	struct tm tm;
 	const char *name = pp_labels_get(l, "__name__");
 	const char *pid = pp_labels_get(l, "pid");
-	const char *trig = pp_labels_get(l, "trigger");
-	char safe[64];
-	size_t j = 0;
+	char type[80], trig[24], comm[24];
 
 	clock_gettime(CLOCK_REALTIME, &ts);
-	for (const char *p = name ? name : "profile"; *p && j < 40; p++)
-		safe[j++] = ((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_') ? *p : '_';
-	safe[j] = '\0';
-	snprintf(buf, len, "%s/%013" PRIu64 "-%s%s%s-%s-%" PRIu64 ".pb.gz",
-		 o->cfg->local_store.directory,
-		 (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000, safe,
-		 trig ? "-" : "", trig && strspn(trig, "abcdefghijklmnopqrstuvwxyz_") == strlen(trig) ? trig : "",
-		 pid && strspn(pid, "0123456789") == strlen(pid) ? pid : "0", o->seq++);
+	gmtime_r(&ts.tv_sec, &tm);
+	name_field(trig, 20, pp_labels_get(l, "trigger"), "on_demand");
+	if (name && !strcmp(name, "parca_agent"))
+		snprintf(type, sizeof(type), "cpu");
+	else if (name && !strcmp(name, "memory"))
+		snprintf(type, sizeof(type), "heap-%s", trig);
+	else
+		name_field(type, 40, name, "profile");
+	name_field(comm, 16, pp_labels_get(l, "comm"), "unknown");
+	snprintf(buf, len, "%s/%04d%02d%02dT%02d%02d%02d.%03ldZ-%s-%s-%s-%" PRIu64 ".pb.gz",
+		 o->cfg->local_store.directory, tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+		 tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000, type, comm,
+		 pid && *pid && strspn(pid, "0123456789") == strlen(pid) ? pid : "0", o->seq++);
 }
 
 /* Keep local_store under max_bytes by removing its oldest profiles. */
@@ -238,7 +270,7 @@ int outbox_submit(struct outbox *o, const struct pp_labels *in, const uint8_t *g
 		   lbl, 1);
 	o->st.submitted++;
 	if (o->cfg->local_store.directory && o->cfg->local_store.directory[0])
-		rc = write_local(o, &labels, gz, len, err);
+		rc = write_local(o, in, gz, len, err);
 	if (o->up) {
 		if (spool_batch_add(&o->pending, &labels, gz, len))
 			rc = pp_errf(err, -ENOMEM, "outbox: out of memory");

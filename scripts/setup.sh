@@ -15,6 +15,8 @@ PKGS=(
   # Helm's template libraries, systemd-analyze for the unit, dpkg-dev for the .deb
   containerd runc golang-github-masterminds-sprig-dev golang-gopkg-yaml.v3-dev
   python3-yaml dpkg-dev systemd
+  # the demo: its pictures (go tool pprof -svg) and its call to the snapshot API
+  graphviz curl
   # a real Go program nobody here wrote, profiled against its own profiler
   # (tests/cpu/test_cpu_realgo.py)
   prometheus

@@ -14,7 +14,7 @@ import subprocess
 import time
 
 import cputest as ct
-from pptest import check, done, tmpdir
+from pptest import check, done, tmpdir, local_name
 
 KERNEL_START = 0xffff800000000000
 RUNS = 6
@@ -48,7 +48,7 @@ for i in range(RUNS):
 deadline = time.time() + 20
 last = pids["go"][-1]
 while time.time() < deadline:
-    if any(int(os.path.basename(p).split("-")[2]) == last for p in ct.profiles(store)):
+    if any(local_name(p).pid == last for p in ct.profiles(store)):
         time.sleep(1.2)
         break
     time.sleep(0.3)
@@ -61,7 +61,7 @@ for name in pids:
     samples = named = unnamed = nomap = chains = libc = 0
     unnamed_ex = []
     for path in files:
-        if int(os.path.basename(path).split("-")[2]) not in want:
+        if local_name(path).pid not in want:
             continue
         pr = ct.Prof(path)
         for frames, kinds, v, labels in pr.samples:
@@ -72,7 +72,7 @@ for name in pids:
                 if not k.startswith("/"):
                     nomap += v
                     unnamed_ex.append(f"{f} (no mapping)")
-                    pid = int(os.path.basename(path).split("-")[2])
+                    pid = local_name(path).pid
                     a = int(f, 16) if f.startswith("0x") else 0
                     nomap_where.append((pid, f, [m for m in maps.get(pid, []) if
                                         int(m.split("-")[0], 16) <= a <

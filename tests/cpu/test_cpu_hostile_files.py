@@ -23,7 +23,7 @@ import time
 
 import cputest as ct
 import pptest
-from pptest import check, done, tmpdir
+from pptest import check, done, tmpdir, local_name
 
 if not pptest.have("setpriv") or not pptest.have("chroot"):
     print("SKIP: setpriv or chroot missing")
@@ -101,7 +101,7 @@ try:
     check(len(wins) >= 4, "windows keep coming with a FIFO planted at the mapped path",
           f"{len(wins)} windows")
     profs = [ct.Prof(p) for p in ct.profiles(store)]
-    pids = {int(os.path.basename(p).split("-")[2]) for p in ct.profiles(store)}
+    pids = {local_name(p).pid for p in ct.profiles(store)}
     check(fifo_p.pid in pids and link_p.pid in pids, "both chrooted workers were profiled",
           str(pids))
     named = set()

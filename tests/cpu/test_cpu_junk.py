@@ -15,7 +15,7 @@ import os
 import subprocess
 
 import cputest as ct
-from pptest import check, done, tmpdir
+from pptest import check, done, tmpdir, local_name
 
 KERNEL_START = 0xffff800000000000
 JUNK = "[truncated: junk return address]"
@@ -59,7 +59,7 @@ by_pid = {pid: name for name, pid in pids.items()}
 bad, user_locs, junk_total = [], 0, 0
 st = {name: {"samples": 0, "cut": 0, "kept_leaf": 0, "sha": 0} for name in pids}
 for path in files:
-    name = by_pid.get(int(os.path.basename(path).split("-")[2]))
+    name = by_pid.get(local_name(path).pid)
     if not name:
         continue
     pr = ct.Prof(path)

@@ -24,7 +24,7 @@ import subprocess
 import time
 
 import cputest as ct
-from pptest import check, done, tmpdir
+from pptest import check, done, tmpdir, local_name
 
 d = tmpdir()
 jit = ct.build_c("jitwl", d, flags=["-static"])
@@ -98,7 +98,7 @@ ct.wait_started(agent)
 # 50 samples of A naming jit_hot_code, at least 4 windows, at most 30 s
 t0 = time.time()
 ct.collect_until(store, lambda path: ct.Prof(path).count_where(lambda fr: "jit_hot_code" in fr)
-                 if int(os.path.basename(path).split("-")[2]) == pids["A"] else 0, 50, 4.2)
+                 if local_name(path).pid == pids["A"] else 0, 50, 4.2)
 elapsed = time.time() - t0
 log, files = ct.stop_checked(agent, store, procs.values())
 try:
@@ -112,7 +112,7 @@ check(len(wins) >= max(3, int(elapsed / 2)), "windows keep coming (nothing block
       f"{len(wins)} windows in {elapsed:.1f} s")
 jit_frames = {n: {} for n in pids}
 for path in files:
-    pid = int(os.path.basename(path).split("-")[2])
+    pid = local_name(path).pid
     name = next((n for n, p in pids.items() if p == pid), None)
     if not name:
         continue

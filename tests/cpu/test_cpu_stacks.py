@@ -4,7 +4,8 @@
   main.main -> main.hot -> main.spin are complete;
 - a syscall-heavy workload: kernel frames are named and sit below (leaf
   side of) the user frames;
-- one profile per process per window; each parses with `go tool pprof`.
+- one profile per process per window, its file named <time>-cpu-<comm>-<pid>-<seq>;
+  each parses with `go tool pprof`.
 """
 import os
 import signal
@@ -12,7 +13,7 @@ import subprocess
 import time
 
 import cputest as ct
-from pptest import check, done, tmpdir
+from pptest import check, done, tmpdir, local_name
 
 d = tmpdir()
 chain = ct.build_c("chain", d)
@@ -38,7 +39,7 @@ go_samples = 0
 while time.time() - t0 < 25:
     time.sleep(0.5)
     for path in ct.profiles(store):
-        if path in seen or int(os.path.basename(path).split("-")[2]) != pids["split"]:
+        if path in seen or local_name(path).pid != pids["split"]:
             continue
         seen.add(path)
         go_samples += ct.Prof(path).total()
@@ -64,13 +65,16 @@ for w in wins:
 files = ct.profiles(store)
 by_pid = {}
 for path in files:
-    pid = int(os.path.basename(path).split("-")[2])
+    pid = local_name(path).pid
     by_pid.setdefault(pid, []).append(path)
 check(set(by_pid) == set(pids.values()), "profiles only for the targeted pids",
       f"got {sorted(by_pid)} want {sorted(pids.values())}")
 for name, pid in pids.items():
     check(len(by_pid.get(pid, [])) >= 3, f"{name}: one profile per window",
           f"{len(by_pid.get(pid, []))} profiles")
+names = {(local_name(p).type, local_name(p).comm, local_name(p).pid) for p in files}
+check(names == {("cpu", name, pid) for name, pid in pids.items()},
+      "file names say cpu, comm and pid", str(sorted(names)))
 parsed = [ct.pprof_parses(p) for p in files]
 check(files and all(parsed), "every profile parses with go tool pprof",
       f"{parsed.count(False)} of {len(files)} failed")

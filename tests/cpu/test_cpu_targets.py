@@ -11,7 +11,7 @@ import threading
 import time
 
 import cputest as ct
-from pptest import check, done, tmpdir
+from pptest import check, done, tmpdir, local_name
 
 d = tmpdir()
 chain = ct.build_c("chain", d)
@@ -80,7 +80,7 @@ check(rc == 0, "agent exits 0", f"rc={rc}")
 pids = {n: p.pid for n, p in procs.items()}
 samples = {n: 0 for n in procs}
 for path in ct.profiles(store):
-    pid = int(os.path.basename(path).split("-")[2])
+    pid = local_name(path).pid
     for n, pp in pids.items():
         if pp == pid:
             samples[n] += ct.Prof(path).total()

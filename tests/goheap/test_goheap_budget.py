@@ -181,7 +181,7 @@ if rl.sanitized():
     print("ASan build: the peak RSS bound is checked in the plain build only")
 else:
     check(hwm_kb - idle_kb < 64 * 1024, "peak RSS under 64 MiB over idle")
-profs = sorted(glob.glob(os.path.join(store, f"*-memory-interval-{w.pid}-*.pb.gz")))
+profs = sorted(glob.glob(os.path.join(store, f"*-heap-interval-*-{w.pid}-*.pb.gz")))
 check(len(profs) == 1, "one interval profile in local_store", str(profs))
 if profs:
     comments = pptest.pprof("-comments", profs[0])
@@ -228,7 +228,7 @@ if os.path.isdir(MEMCG):
         end = time.time() + 20
         oom = []
         while time.time() < end and not oom:
-            oom = glob.glob(os.path.join(store, f"*-memory-oom-{w.pid}-*.pb.gz"))
+            oom = glob.glob(os.path.join(store, f"*-heap-oom-*-{w.pid}-*.pb.gz"))
             time.sleep(0.2)
         if check(len(oom) == 1, "OOM: a capture in local_store",
                  "\n".join(l for l in agent.log().splitlines() if "oom" in l.lower())[-2000:]):

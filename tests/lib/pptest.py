@@ -4,7 +4,9 @@ Tests exercise real things: the built agent binary, real BPF programs, real
 processes and a real gRPC receiver. Every produced profile is read back with
 `go tool pprof`, a parser this project did not write.
 """
+import collections
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -13,6 +15,21 @@ import tempfile
 PUSHPROF = os.environ.get("PUSHPROF", "build/pushprof")
 BUILD_DIR = os.environ.get("PUSHPROF_BUILD_DIR", "build")
 SOURCE_DIR = os.environ.get("PUSHPROF_SOURCE_DIR", ".")
+
+# The agent's local_store file names: "<UTC time>-<type>-<comm>-<pid>-<seq>.pb.gz"
+# (agent/outbox.c, local_name). type is "cpu", "heap-<trigger>" or a __name__;
+# comm never contains '-'.
+LocalName = collections.namedtuple("LocalName", "time type comm pid seq")
+_LOCAL_NAME = re.compile(r"^(\d{8}T\d{6}\.\d{3}Z)-(.+)-([^-]+)-(\d+)-(\d+)\.pb\.gz$")
+
+
+def local_name(path):
+    """The fields of a local_store file name; ValueError for another name."""
+    m = _LOCAL_NAME.match(os.path.basename(path))
+    if not m:
+        raise ValueError(f"not a pushprof local_store file name: {path}")
+    return LocalName(m[1], m[2], m[3], int(m[4]), int(m[5]))
+
 
 _failures = 0
 _passes = 0

@@ -23,7 +23,7 @@ import subprocess
 import time
 
 import rellib as rl
-from pptest import check, done, tmpdir
+from pptest import check, done, local_name, tmpdir
 
 d = tmpdir("pushprof-rel-hostile-")
 bins = os.path.join(d, "bin")
@@ -125,7 +125,7 @@ try:
         # under ASan): at most 30 s
         def new_seen():
             for f in rl.local_files(store):
-                if f"-memory-interval-{pid_a}-" in f:
+                if local_name(f)[1::2] == ("heap-interval", pid_a):
                     p = rl.decode(f)
                     if any(p.string_table[fn.name] == "main.otherAlloc" for fn in p.function):
                         return True
@@ -145,9 +145,9 @@ try:
     def heap_pids():
         out = {}
         for f in rl.local_files(store):
-            mm = re.search(r"-memory-[a-z_]*-?(\d+)-\d+\.pb\.gz$", os.path.basename(f))
-            if mm:
-                out.setdefault(int(mm.group(1)), []).append(f)
+            n = local_name(f)
+            if n.type.startswith("heap-"):
+                out.setdefault(n.pid, []).append(f)
         return out
 
     hp = heap_pids()

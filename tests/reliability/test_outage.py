@@ -17,7 +17,7 @@ import subprocess
 import time
 
 import rellib as rl
-from pptest import check, done, tmpdir
+from pptest import check, done, local_name, tmpdir
 
 LONG = os.environ.get("PUSHPROF_LONG_TESTS") == "1"
 OUTAGE = float(os.environ.get("PUSHPROF_OUTAGE_S", "600" if LONG else "24"))
@@ -120,11 +120,11 @@ try:
     local = rl.file_hashes(rl.local_files(store))
     names = {}
     for p in local:
-        kind = "memory" if "-memory-" in os.path.basename(p) else "cpu"
+        kind = local_name(p).type.split("-")[0]
         names[kind] = names.get(kind, 0) + 1
     print(f"handed over {len(local)} profiles {names}; received {len(ha)} before, "
           f"{len(hb)} after the outage (distinct)")
-    check(names.get("cpu", 0) >= OUTAGE * 0.5 and names.get("memory", 0) >= OUTAGE / 4,
+    check(names.get("cpu", 0) >= OUTAGE * 0.5 and names.get("heap", 0) >= OUTAGE / 4,
           "both CPU and heap profiles produced through the outage", str(names))
     check(not missing, "no profile lost: every local_store profile reached the receiver",
           f"{len(missing)} missing, e.g. {missing[:3]}")

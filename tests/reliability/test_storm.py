@@ -121,7 +121,8 @@ try:
     nprof = len(rl.local_files(store))
     check(nprof > w1, "profiles kept being written", f"{nprof} files")
     check(rl.pprof_parses(rl.local_files(store)[-1]), "the last profile parses (go tool pprof)")
-    heap = [f for f in rl.local_files(store) if f"-memory-interval-{gowork.pid}-" in f]
+    heap = [f for f in rl.local_files(store)
+            if pptest.local_name(f)[1::2] == ("heap-interval", gowork.pid)]
     check(heap, "whole host: the Go workload's heap is profiled too",
           f"{len(heap)} heap profiles of pid {gowork.pid}")
     rc, _ = agent.stop()
