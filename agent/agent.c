@@ -182,6 +182,29 @@ static void promote(struct pp_labels *l, const char *meta, const char *name)
 }
 
 /*
+ * Pyroscope groups everything by service_name. Unless the config set one
+ * (external_labels), derive it as Grafana Alloy's pyroscope.ebpf does:
+ * namespace/container in Kubernetes, else the systemd unit, else comm.
+ * relabel_configs run after this and may rewrite it like any label.
+ */
+static void service_name(struct pp_labels *l)
+{
+	const char *ns = pp_labels_get(l, "namespace"), *ct = pp_labels_get(l, "container");
+	const char *unit = pp_labels_get(l, "systemd_unit"), *comm = pp_labels_get(l, "comm");
+	char v[512];
+
+	if (pp_labels_get(l, "service_name"))
+		return;
+	if (ns && *ns && ct && *ct)
+		snprintf(v, sizeof(v), "%s/%s", ns, ct);
+	else if (unit && *unit)
+		snprintf(v, sizeof(v), "%s", unit);
+	else
+		snprintf(v, sizeof(v), "%s", comm && *comm ? comm : "unknown");
+	pp_labels_set(l, "service_name", v);
+}
+
+/*
  * Every series on its way out (outbox labeler): __meta_* labels from the
  * process and its container, the container/pod labels Parca users expect
  * (namespace, pod, container, container_id, systemd_unit), then the user's
@@ -214,6 +237,8 @@ static int label_series(struct pp_labels *l, void *arg)
 	promote(l, "__meta_kubernetes_pod_container_name", "container");
 	promote(l, "__meta_container_id", "container_id");
 	promote(l, "__meta_systemd_unit", "systemd_unit");
+	if (a->cfg->remote_store.protocol == STORE_PYROSCOPE)
+		service_name(l);
 	return relabel_apply(a->cfg->relabel, l);
 }
 
@@ -347,6 +372,10 @@ static void window(struct agent *a)
 		.node = a->cfg->node,
 		.external_labels = &a->cfg->external_labels,
 		.frequency_hz = a->cfg->cpu.frequency_hz,
+		.pyroscope = a->cfg->remote_store.protocol == STORE_PYROSCOPE,
+		.thread_labels = a->cfg->cpu.thread_labels < 0
+				 ? a->cfg->remote_store.protocol != STORE_PYROSCOPE
+				 : a->cfg->cpu.thread_labels,
 		.time_nanos = start_real,
 		.duration_nanos = dur,
 		.sym = a->sym,

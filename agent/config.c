@@ -1039,6 +1039,37 @@ static int enum_value(struct ctx *x, const struct ynode *v, const char *path,
 }
 
 static const char *const level_names[] = { "debug", "info", "warn", "error" };
+static const char *const protocol_names[] = { "parca", "pyroscope" };
+
+static int f_protocol(struct ctx *x, const struct ynode *v, void *base, const char *path)
+{
+	int i, rc;
+
+	if (is_null(v))
+		return 0;
+	rc = enum_value(x, v, path, protocol_names, 2, &i);
+	if (!rc)
+		((struct remote_store_config *)base)->protocol = (enum store_protocol)i;
+	return rc;
+}
+
+/* true, false or auto (-1) */
+static int f_thread_labels(struct ctx *x, const struct ynode *v, void *base, const char *path)
+{
+	int *out = &((struct cpu_config *)base)->thread_labels;
+
+	if (is_null(v))
+		return 0;
+	if (v->kind == Y_SCALAR && !strcmp(v->s, "auto")) {
+		*out = -1;
+		return 0;
+	}
+	bool b;
+	int rc = get_bool(x, v, path, &b);
+	if (!rc)
+		*out = b;
+	return rc;
+}
 static const char *const format_names[] = { "logfmt", "json" };
 
 static int f_log_level(struct ctx *x, const struct ynode *v, void *base, const char *path)
@@ -1663,6 +1694,21 @@ static int remote_post(struct ctx *x, const struct ynode *v, void *base, const c
 	if (!!*r->cert_file != !!*r->key_file)
 		return errat(x, map_get(v, *r->cert_file ? "cert_file" : "key_file"),
 			     "%s: cert_file and key_file must be set together", path);
+	/* Pyroscope has no counterpart of Parca's DebuginfoService */
+	if (r->protocol == STORE_PYROSCOPE) {
+		if (map_val(v, "debuginfo_upload") && r->debuginfo_upload)
+			return errat(x, map_get(v, "debuginfo_upload"),
+				     "%s.debuginfo_upload: Pyroscope has no debuginfo upload API "
+				     "(Parca's DebuginfoService); set it to false or remove it", path);
+		r->debuginfo_upload = false;
+	}
+	if (*r->basic_auth_username && *r->bearer_token_file)
+		return errat(x, map_get(v, "basic_auth"),
+			     "%s: basic_auth and bearer_token_file both set the Authorization "
+			     "header; use one", path);
+	if (!*r->basic_auth_username && *r->basic_auth_password_file)
+		return errat(x, map_get(v, "basic_auth"),
+			     "%s.basic_auth: password_file without a username", path);
 	if (r->insecure && (*r->ca_file || *r->cert_file || r->insecure_skip_verify))
 		return errat(x, map_get(v, "insecure"),
 			     "%s: insecure: true (plaintext) cannot be combined with "
@@ -1671,8 +1717,16 @@ static int remote_post(struct ctx *x, const struct ynode *v, void *base, const c
 }
 
 #define RS(m) OFF(struct remote_store_config, m)
+static const struct field basic_auth_fields[] = {
+	{ "username", F_STR, RS(basic_auth_username), 0, 0, 0, NULL, NULL },
+	{ "password_file", F_STR, RS(basic_auth_password_file), 0, 0, 0, NULL, NULL },
+	{ NULL, 0, 0, 0, 0, 0, NULL, NULL },
+};
 static const struct field remote_fields[] = {
 	{ "address", F_CUSTOM, 0, 0, 0, 0, NULL, f_remote_address },
+	{ "protocol", F_CUSTOM, 0, 0, 0, 0, NULL, f_protocol },
+	{ "tenant_id", F_STR, RS(tenant_id), 0, 0, 0, NULL, NULL },
+	{ "basic_auth", F_MAP, 0, 0, 0, 0, basic_auth_fields, NULL },
 	{ "insecure", F_BOOL, RS(insecure), 0, 0, 0, NULL, NULL },
 	{ "ca_file", F_STR, RS(ca_file), 0, 0, 0, NULL, NULL },
 	{ "cert_file", F_STR, RS(cert_file), 0, 0, 0, NULL, NULL },
@@ -1724,6 +1778,7 @@ static const struct field cpu_fields[] = {
 	  NULL },
 	{ "max_stack_depth", F_U32, CPU(max_stack_depth), 1, INT32_MAX, KSTACK, NULL, NULL },
 	{ "kernel_stacks", F_BOOL, CPU(kernel_stacks), 0, 0, 0, NULL, NULL },
+	{ "thread_labels", F_CUSTOM, 0, 0, 0, 0, NULL, f_thread_labels },
 	{ NULL, 0, 0, 0, 0, 0, NULL, NULL },
 };
 
@@ -1842,6 +1897,7 @@ int config_defaults(struct config *c, struct pp_err *err)
 	c->cpu.interval_ns = 10 * NS_PER_S;
 	c->cpu.max_stack_depth = 127;
 	c->cpu.kernel_stacks = true;
+	c->cpu.thread_labels = -1;
 	c->go_heap.enabled = true;
 	c->go_heap.interval_ns = 60 * NS_PER_S;
 	c->go_heap.on_oom = true;
@@ -1877,6 +1933,8 @@ int config_defaults(struct config *c, struct pp_err *err)
 		{ &c->remote_store.address, "" }, { &c->remote_store.ca_file, "" },
 		{ &c->remote_store.cert_file, "" }, { &c->remote_store.key_file, "" },
 		{ &c->remote_store.server_name, "" }, { &c->remote_store.bearer_token_file, "" },
+		{ &c->remote_store.tenant_id, "" }, { &c->remote_store.basic_auth_username, "" },
+		{ &c->remote_store.basic_auth_password_file, "" },
 		{ &c->local_store.directory, "" },
 		{ &c->spool.directory, "/var/lib/pushprof/spool" },
 		{ &c->cri_socket, "" }, { &c->snapshot_api.bearer_token_file, "" },
@@ -2169,6 +2227,7 @@ int config_check_files(const struct config *c, struct pp_err *err)
 		{ "remote_store.cert_file", c->remote_store.cert_file },
 		{ "remote_store.key_file", c->remote_store.key_file },
 		{ "remote_store.bearer_token_file", c->remote_store.bearer_token_file },
+		{ "remote_store.basic_auth.password_file", c->remote_store.basic_auth_password_file },
 		{ "snapshot_api.bearer_token_file", c->snapshot_api.bearer_token_file },
 	};
 	char msg[sizeof(err->msg)];
@@ -2225,6 +2284,9 @@ void config_free(struct config *c)
 	free(r->key_file);
 	free(r->server_name);
 	free(r->bearer_token_file);
+	free(r->tenant_id);
+	free(r->basic_auth_username);
+	free(r->basic_auth_password_file);
 	pp_labels_free(&r->headers);
 	free(c->local_store.directory);
 	free(c->spool.directory);
@@ -2354,6 +2416,7 @@ int config_dump(const struct config *c, FILE *out)
 	put_labels(out, 0, "external_labels", &c->external_labels);
 	fputs("remote_store:\n", out);
 	put_kv_str(out, 2, "address", r->address);
+	fprintf(out, "  protocol: %s\n", protocol_names[r->protocol]);
 	put_kv_bool(out, 2, "insecure", r->insecure);
 	put_kv_str(out, 2, "ca_file", r->ca_file);
 	put_kv_str(out, 2, "cert_file", r->cert_file);
@@ -2361,6 +2424,10 @@ int config_dump(const struct config *c, FILE *out)
 	put_kv_str(out, 2, "server_name", r->server_name);
 	put_kv_bool(out, 2, "insecure_skip_verify", r->insecure_skip_verify);
 	put_kv_str(out, 2, "bearer_token_file", r->bearer_token_file);
+	put_kv_str(out, 2, "tenant_id", r->tenant_id);
+	fputs("  basic_auth:\n", out);
+	put_kv_str(out, 4, "username", r->basic_auth_username);
+	put_kv_str(out, 4, "password_file", r->basic_auth_password_file);
 	put_labels(out, 2, "headers", &r->headers);
 	put_kv_dur(out, 2, "timeout", r->timeout_ns);
 	put_kv_size(out, 2, "max_request_bytes", r->max_request_bytes);
@@ -2378,6 +2445,10 @@ int config_dump(const struct config *c, FILE *out)
 	put_kv_dur(out, 2, "interval", c->cpu.interval_ns);
 	fprintf(out, "  max_stack_depth: %u\n", c->cpu.max_stack_depth);
 	put_kv_bool(out, 2, "kernel_stacks", c->cpu.kernel_stacks);
+	if (c->cpu.thread_labels < 0)
+		fputs("  thread_labels: auto\n", out);
+	else
+		put_kv_bool(out, 2, "thread_labels", c->cpu.thread_labels);
 	fputs("go_heap:\n", out);
 	put_kv_bool(out, 2, "enabled", g->enabled);
 	put_kv_dur(out, 2, "interval", g->interval_ns);

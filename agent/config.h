@@ -22,8 +22,15 @@
 #include "log.h"
 #include "relabel.h"
 
+/* The wire protocol of remote_store (upload.h). */
+enum store_protocol {
+	STORE_PARCA,		/* parca.profilestore.v1alpha1.ProfileStoreService/WriteRaw */
+	STORE_PYROSCOPE,	/* push.v1.PusherService/Push (Grafana Pyroscope) */
+};
+
 struct remote_store_config {
 	char *address;		/* host:port; "" -> no push */
+	enum store_protocol protocol;	/* default parca */
 	bool insecure;		/* plaintext HTTP/2 */
 	char *ca_file, *cert_file, *key_file, *server_name;
 	bool insecure_skip_verify;
@@ -33,6 +40,10 @@ struct remote_store_config {
 	uint64_t max_request_bytes;	/* default 4 MiB */
 	bool debuginfo_upload;		/* upload unsymbolized ELF files; default true */
 	uint64_t debuginfo_max_bytes_per_hour;	/* upload budget; default 1 GiB */
+	char *tenant_id;		/* sent as X-Scope-OrgID; "" none */
+	/* HTTP basic auth: the password from basic_auth.password_file or env
+	 * PUSHPROF_BASIC_AUTH_PASSWORD, never the config. */
+	char *basic_auth_username, *basic_auth_password_file;
 };
 
 struct store_config {
@@ -46,6 +57,9 @@ struct cpu_config {
 	uint64_t interval_ns;		/* default 10s */
 	uint32_t max_stack_depth;	/* default 127; <= perf_event_max_stack */
 	bool kernel_stacks;		/* default true */
+	/* thread_id/thread_name sample labels: -1 auto (on for Parca; off for
+	 * Pyroscope, which makes a series of every string sample label), 0, 1 */
+	int thread_labels;
 };
 
 struct pressure_config {

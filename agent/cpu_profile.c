@@ -318,7 +318,7 @@ static int set_series_labels(struct pp_labels *l, const struct cpu_profile_opts 
 	int r = 0;
 	if (o->external_labels)
 		r |= pp_labels_copy(l, o->external_labels);
-	r |= pp_labels_set(l, "__name__", "parca_agent");
+	r |= pp_labels_set(l, "__name__", o->pyroscope ? "process_cpu" : "parca_agent");
 	if (o->node && *o->node)
 		r |= pp_labels_set(l, "node", o->node);
 	snprintf(buf, sizeof(buf), "%d", (int)pid);
@@ -374,10 +374,11 @@ static int build_one(const struct cpu_window *w, struct cpu_record *const *recs,
 		r = pp_errf(err, -ENOMEM, "out of memory");
 		goto out;
 	}
-	r = pprof_add_sample_type(c.p, "samples", "count");
+	int64_t period = (int64_t)(1000000000ull / (o->frequency_hz ? o->frequency_hz : 1));
+	r = o->pyroscope ? pprof_add_sample_type(c.p, "cpu", "nanoseconds")
+			 : pprof_add_sample_type(c.p, "samples", "count");
 	if (!r)
-		r = pprof_set_period(c.p, "cpu", "nanoseconds",
-				     (int64_t)(1000000000ull / (o->frequency_hz ? o->frequency_hz : 1)));
+		r = pprof_set_period(c.p, "cpu", "nanoseconds", period);
 	if (r) {
 		r = pp_errf(err, -ENOMEM, "out of memory");
 		goto out;
@@ -410,8 +411,8 @@ static int build_one(const struct cpu_window *w, struct cpu_record *const *recs,
 			{ .key = "thread_id", .str = tid },
 			{ .key = "thread_name", .str = rec->key.comm },
 		};
-		int64_t v = (int64_t)rec->count;
-		if (pprof_add_sample(c.p, locs, nl, &v, pl, 2) < 0) {
+		int64_t v = (int64_t)rec->count * (o->pyroscope ? period : 1);
+		if (pprof_add_sample(c.p, locs, nl, &v, pl, o->thread_labels ? 2 : 0) < 0) {
 			r = pp_errf(err, -ENOMEM, "out of memory adding a sample");
 			goto out;
 		}

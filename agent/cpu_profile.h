@@ -38,6 +38,12 @@ struct cpu_profile_opts {
 	const char *node;
 	const struct pp_labels *external_labels;	/* may be NULL */
 	uint32_t frequency_hz;
+	/* The store's naming. Parca: __name__ "parca_agent", sample type
+	 * samples/count (Parca Agent's). Pyroscope: __name__ "process_cpu",
+	 * sample type cpu/nanoseconds = samples x period, which its UI lists
+	 * as process_cpu:cpu:nanoseconds:cpu:nanoseconds. */
+	bool pyroscope;
+	bool thread_labels;		/* thread_id, thread_name sample labels */
 	int64_t time_nanos;		/* window start, CLOCK_REALTIME */
 	int64_t duration_nanos;
 	struct symbolizer *sym;		/* NULL: addresses + mappings only */

@@ -149,7 +149,7 @@ static void name_field(char *out, size_t max, const char *s, const char *fallbac
  * 20261201T214029.123Z-cpu-python3-1234-7.pb.gz or
  * 20261201T214031.004Z-heap-oom-leak-1234-8.pb.gz: a directory listing
  * says what each file is and sorts by time (local_trim relies on that).
- * type is "cpu" for CPU profiles, "heap-<trigger>" for Go heap profiles
+ * type is "cpu" for CPU profiles (Parca's and Pyroscope's names), "heap-<trigger>" for Go heap profiles
  * (interval, oom, on_demand, ...), else the series' __name__. The names
  * come from the producer's labels, before relabel_configs, so a rule that
  * drops comm from the series does not make the files anonymous.
@@ -165,7 +165,7 @@ static void local_name(struct outbox *o, const struct pp_labels *l, char *buf, s
 	clock_gettime(CLOCK_REALTIME, &ts);
 	gmtime_r(&ts.tv_sec, &tm);
 	name_field(trig, 20, pp_labels_get(l, "trigger"), "on_demand");
-	if (name && !strcmp(name, "parca_agent"))
+	if (name && (!strcmp(name, "parca_agent") || !strcmp(name, "process_cpu")))
 		snprintf(type, sizeof(type), "cpu");
 	else if (name && !strcmp(name, "memory"))
 		snprintf(type, sizeof(type), "heap-%s", trig);

@@ -47,9 +47,11 @@
 #include "fileutil.h"
 #include "log.h"
 #include "proto/profilestore.pb-c.h"
+#include "proto/push.pb-c.h"
 #include "buildinfo.h"
 
 #define WRITE_RAW_METHOD "/parca.profilestore.v1alpha1.ProfileStoreService/WriteRaw"
+#define PUSH_METHOD "/push.v1.PusherService/Push"
 #define UPLOAD_MAX_ATTEMPTS 5
 #define BACKOFF_INITIAL_NS 100000000ull		/* 100 ms */
 #define BACKOFF_MAX_NS 5000000000ull		/* 5 s */
@@ -66,7 +68,10 @@ struct uploader {
 	char *token_file;
 	struct stat token_st;
 	bool token_loaded;
-	char *auth;			/* "Bearer <token>", NULL when none */
+	char *auth;			/* "Bearer <token>" or "Basic <b64>", NULL when none */
+	char *basic_user;		/* basic auth: token_file holds the password */
+	enum store_protocol protocol;
+	const char *method, *method_name;	/* gRPC path; its short name for logs */
 	bool tls;			/* remote_store.insecure is false */
 	struct pp_labels headers;	/* lower-cased keys, checked legal */
 	struct upload_stats stats;
@@ -291,30 +296,80 @@ static uint64_t next_rand(struct uploader *u)
 	return u->rng * 2685821657736338717ull;
 }
 
-/* Build "Bearer <token>" from raw token bytes; refuses what cannot be a
- * header value. Never puts the token into err. */
-static int make_auth(const char *raw, const char *source, char **auth, struct pp_err *err)
+/* RFC 4648 base64 of n bytes into out (4 * ((n + 2) / 3) + 1 bytes). */
+static void base64(const unsigned char *in, size_t n, char *out)
 {
+	static const char tab[] =
+		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	size_t o = 0;
+
+	for (size_t i = 0; i < n; i += 3) {
+		uint32_t v = (uint32_t)in[i] << 16 | (i + 1 < n ? (uint32_t)in[i + 1] << 8 : 0) |
+			     (i + 2 < n ? in[i + 2] : 0);
+		out[o++] = tab[v >> 18 & 63];
+		out[o++] = tab[v >> 12 & 63];
+		out[o++] = i + 1 < n ? tab[v >> 6 & 63] : '=';
+		out[o++] = i + 2 < n ? tab[v & 63] : '=';
+	}
+	out[o] = '\0';
+}
+
+/*
+ * The Authorization value from a secret's raw bytes: "Bearer <token>", or
+ * with basic auth "Basic base64(<user>:<password>)". Refuses what cannot be
+ * a header value. Never puts the secret into err.
+ */
+static int make_auth(const struct uploader *u, const char *raw, const char *source, char **auth,
+		     struct pp_err *err)
+{
+	const char *what = u->basic_user ? "basic_auth password" : "bearer token";
 	size_t n = strlen(raw);
 
 	while (n && (raw[n - 1] == '\n' || raw[n - 1] == '\r' || raw[n - 1] == ' ' ||
 		     raw[n - 1] == '\t'))
 		n--;
 	if (!n)
-		return pp_errf(err, -EINVAL, "bearer token from %s is empty", source);
+		return pp_errf(err, -EINVAL, "%s from %s is empty", what, source);
 	for (size_t i = 0; i < n; i++)
 		if ((unsigned char)raw[i] < 0x20 || (unsigned char)raw[i] > 0x7e)
 			return pp_errf(err, -EINVAL,
-				       "bearer token from %s contains a character not allowed in "
-				       "a header (byte %zu)", source, i);
-	char *a = malloc(n + sizeof("Bearer "));
-	if (!a)
+				       "%s from %s contains a character not allowed in "
+				       "a header (byte %zu)", what, source, i);
+	if (!u->basic_user) {
+		char *a = malloc(n + sizeof("Bearer "));
+		if (!a)
+			return pp_errf(err, -ENOMEM, "out of memory");
+		memcpy(a, "Bearer ", 7);
+		memcpy(a + 7, raw, n);
+		a[7 + n] = '\0';
+		secret_register(a);
+		secret_register(a + 7);		/* the token alone */
+		*auth = a;
+		return 0;
+	}
+	size_t ul = strlen(u->basic_user), pl = ul + 1 + n;
+	char *pair = malloc(pl + 1), *a = malloc(sizeof("Basic ") + 4 * ((pl + 2) / 3) + 1);
+	if (!pair || !a) {
+		free(pair);
+		free(a);
 		return pp_errf(err, -ENOMEM, "out of memory");
-	memcpy(a, "Bearer ", 7);
-	memcpy(a + 7, raw, n);
-	a[7 + n] = '\0';
+	}
+	memcpy(pair, u->basic_user, ul);
+	pair[ul] = ':';
+	memcpy(pair + ul + 1, raw, n);
+	pair[pl] = '\0';
+	memcpy(a, "Basic ", 6);
+	base64((const unsigned char *)pair, pl, a + 6);
+	explicit_bzero(pair, pl);
+	free(pair);
+	char *pw = strndup(raw, n);
+	if (pw) {
+		secret_register(pw);	/* the password alone */
+		explicit_bzero(pw, n);
+		free(pw);
+	}
 	secret_register(a);
-	secret_register(a + 7);		/* the token alone */
+	secret_register(a + 6);
 	*auth = a;
 	return 0;
 }
@@ -334,8 +389,9 @@ static int refresh_token(struct uploader *u, struct pp_err *err)
 
 	if (!u->token_file)
 		return 0;
+	const char *what = u->basic_user ? "basic_auth password file" : "bearer token file";
 	if (stat(u->token_file, &st))
-		return pp_errf(err, -errno, "cannot read bearer token file %s: %s", u->token_file,
+		return pp_errf(err, -errno, "cannot read %s %s: %s", what, u->token_file,
 			       strerror(errno));
 	if (u->token_loaded && st.st_ino == u->token_st.st_ino &&
 	    st.st_dev == u->token_st.st_dev && st.st_size == u->token_st.st_size &&
@@ -343,11 +399,10 @@ static int refresh_token(struct uploader *u, struct pp_err *err)
 	    st.st_mtim.tv_nsec == u->token_st.st_mtim.tv_nsec)
 		return 0;
 	char *raw = NULL, *auth = NULL;
-	int rc = pp_read_small_file(u->token_file, MAX_TOKEN_BYTES, &raw, NULL, &st,
-				 "bearer token file", err);
+	int rc = pp_read_small_file(u->token_file, MAX_TOKEN_BYTES, &raw, NULL, &st, what, err);
 	if (rc)
 		return rc;
-	rc = make_auth(raw, u->token_file, &auth, err);
+	rc = make_auth(u, raw, u->token_file, &auth, err);
 	free_secret(raw);
 	if (rc)
 		return rc;
@@ -441,6 +496,9 @@ struct uploader *uploader_new(const struct remote_store_config *rs, struct pp_er
 	u->target = strdup(rs->address);
 	if (!u->target)
 		goto nomem;
+	u->protocol = rs->protocol;
+	u->method = rs->protocol == STORE_PYROSCOPE ? PUSH_METHOD : WRITE_RAW_METHOD;
+	u->method_name = rs->protocol == STORE_PYROSCOPE ? "Push" : "WriteRaw";
 
 	for (size_t i = 0; i < rs->headers.n; i++) {
 		char key[256];
@@ -471,7 +529,38 @@ struct uploader *uploader_new(const struct remote_store_config *rs, struct pp_er
 			secret_register(v);
 	}
 
-	if (rs->bearer_token_file && *rs->bearer_token_file) {
+	/* Grafana's multi-tenancy header (Pyroscope, Mimir, Loki) */
+	if (rs->tenant_id && *rs->tenant_id) {
+		if (!grpc_header_nonbin_value_is_legal(grpc_slice_from_static_string(rs->tenant_id))) {
+			pp_errf(err, -EINVAL, "remote_store.tenant_id is not a legal header value");
+			goto fail;
+		}
+		if (pp_labels_set(&u->headers, "x-scope-orgid", rs->tenant_id))
+			goto nomem;
+	}
+
+	if (rs->basic_auth_username && *rs->basic_auth_username) {
+		u->basic_user = strdup(rs->basic_auth_username);
+		if (!u->basic_user)
+			goto nomem;
+		if (rs->basic_auth_password_file && *rs->basic_auth_password_file) {
+			u->token_file = strdup(rs->basic_auth_password_file);
+			if (!u->token_file)
+				goto nomem;
+			if (refresh_token(u, err))
+				goto fail;
+		} else {
+			const char *env = getenv("PUSHPROF_BASIC_AUTH_PASSWORD");
+			if (!env || !*env) {
+				pp_errf(err, -EINVAL, "remote_store.basic_auth.username is set but no "
+					"password: set basic_auth.password_file or env "
+					"PUSHPROF_BASIC_AUTH_PASSWORD");
+				goto fail;
+			}
+			if (make_auth(u, env, "env PUSHPROF_BASIC_AUTH_PASSWORD", &u->auth, err))
+				goto fail;
+		}
+	} else if (rs->bearer_token_file && *rs->bearer_token_file) {
 		u->token_file = strdup(rs->bearer_token_file);
 		if (!u->token_file)
 			goto nomem;
@@ -479,7 +568,7 @@ struct uploader *uploader_new(const struct remote_store_config *rs, struct pp_er
 			goto fail;
 	} else {
 		const char *env = getenv("PUSHPROF_BEARER_TOKEN");
-		if (env && *env && make_auth(env, "env PUSHPROF_BEARER_TOKEN", &u->auth, err))
+		if (env && *env && make_auth(u, env, "env PUSHPROF_BEARER_TOKEN", &u->auth, err))
 			goto fail;
 	}
 
@@ -521,6 +610,7 @@ nomem:
 fail:
 	free(u->target);
 	free(u->token_file);
+	free(u->basic_user);
 	free_secret(u->auth);
 	pp_labels_free(&u->headers);
 	free(u);
@@ -543,6 +633,7 @@ void uploader_free(struct uploader *u)
 	grpc_unref();
 	free(u->target);
 	free(u->token_file);
+	free(u->basic_user);
 	free_secret(u->auth);
 	pp_labels_free(&u->headers);
 	free(u);
@@ -636,7 +727,7 @@ static void call_once(struct uploader *u, const uint8_t *buf, size_t len, uint64
 	gpr_timespec deadline = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
 					     gpr_time_from_nanos((int64_t)timeout_ns, GPR_TIMESPAN));
 	grpc_call *call = grpc_channel_create_call(u->channel, NULL, GRPC_PROPAGATE_DEFAULTS, u->cq,
-						   grpc_slice_from_static_string(WRITE_RAW_METHOD),
+						   grpc_slice_from_static_string(u->method),
 						   NULL, deadline, NULL);
 	memset(ops, 0, sizeof(ops));
 	ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
@@ -768,6 +859,18 @@ static const char *hint(const struct uploader *u, grpc_status_code st, const cha
 	return "";
 }
 
+/*
+ * The server refused the data itself: sending it again cannot help. Both
+ * stores answer INVALID_ARGUMENT for data they reject (Pyroscope: a profile
+ * older than its ingestion window, a label it does not allow); Pyroscope
+ * answers UNKNOWN for a pprof it cannot parse.
+ */
+static bool refused(const struct uploader *u, grpc_status_code st)
+{
+	return st == GRPC_STATUS_INVALID_ARGUMENT ||
+	       (u->protocol == STORE_PYROSCOPE && st == GRPC_STATUS_UNKNOWN);
+}
+
 /* Send one encoded request with retries. */
 static int send_request(struct uploader *u, const uint8_t *buf, size_t len, size_t nseries,
 			struct pp_err *err)
@@ -810,12 +913,12 @@ static int send_request(struct uploader *u, const uint8_t *buf, size_t len, size
 	u->stats.requests_failed++;
 	bool grpc_logged = grpc_errors_seen(grpc_err, sizeof(grpc_err)) != errors_before;
 	return pp_errf(err, res.status == GRPC_STATUS_UNAUTHENTICATED ? -EACCES
-			    : res.status == GRPC_STATUS_INVALID_ARGUMENT ? -EINVAL
+			    : refused(u, res.status) ? -EINVAL
 			    : res.status == GRPC_STATUS_DEADLINE_EXCEEDED ? -ETIMEDOUT
 			    : -EIO,
-		       "WriteRaw to %s (%zu series, %zu bytes) failed: %s%s: %s (%d attempt%s in "
+		       "%s to %s (%zu series, %zu bytes) failed: %s%s: %s (%d attempt%s in "
 		       "%.1fs)%s%s",
-		       u->target, nseries, len, status_name(res.status),
+		       u->method_name, u->target, nseries, len, status_name(res.status),
 		       /* first: the details that follow can be long */
 		       /* gRPC logs a handshake failure once, then fails calls
 		        * fast: its last error, new or not, tells TLS problems */
@@ -829,16 +932,26 @@ static int send_request(struct uploader *u, const uint8_t *buf, size_t len, size
 
 typedef Parca__Profilestore__V1alpha1__RawProfileSeries RawSeries;
 typedef Parca__Profilestore__V1alpha1__Label RawLabel;
+typedef Push__V1__RawProfileSeries PushSeries;
+typedef Push__V1__LabelPair PushLabel;
 
+/* One series as the store's protocol frames it: Parca's RawProfileSeries
+ * (labels in a LabelSet) or Pyroscope's (LabelPairs, and an ID per sample). */
 struct series_msg {
 	RawSeries s;
 	Parca__Profilestore__V1alpha1__LabelSet ls;
 	Parca__Profilestore__V1alpha1__RawSample sample;
 	Parca__Profilestore__V1alpha1__RawSample *samplep;
-	struct pp_labels sorted;
 	RawLabel *labels;
 	RawLabel **labelp;
-	size_t field_bytes;	/* size of this series inside a WriteRawRequest */
+	PushSeries ps;
+	Push__V1__RawSample psample;
+	Push__V1__RawSample *psamplep;
+	PushLabel *plabels;
+	PushLabel **plabelp;
+	char id[37];		/* a random UUID: Pyroscope wants one per profile */
+	struct pp_labels sorted;
+	size_t field_bytes;	/* size of this series inside its request */
 };
 
 static size_t varint_len(uint64_t v)
@@ -868,14 +981,59 @@ static int check_series(const struct upload_series *s, size_t i, struct pp_err *
 	return 0;
 }
 
-static int build_series(struct series_msg *m, const struct upload_series *s)
+/* A version 4 UUID from the uploader's generator (unique, not secret). */
+static void make_id(struct uploader *u, char out[37])
 {
-	parca__profilestore__v1alpha1__raw_profile_series__init(&m->s);
-	parca__profilestore__v1alpha1__label_set__init(&m->ls);
-	parca__profilestore__v1alpha1__raw_sample__init(&m->sample);
+	uint64_t a = next_rand(u), b = next_rand(u);
+
+	a = (a & ~0xf000ull) | 0x4000ull;			/* version 4 */
+	b = (b & ~(3ull << 62)) | (2ull << 62);			/* variant 10 */
+	snprintf(out, 37, "%08x-%04x-%04x-%04x-%012llx", (unsigned)(a >> 32),
+		 (unsigned)(a >> 16 & 0xffff), (unsigned)(a & 0xffff), (unsigned)(b >> 48),
+		 (unsigned long long)(b & 0xffffffffffffull));
+}
+
+static int build_push_series(struct uploader *u, struct series_msg *m,
+			     const struct upload_series *s)
+{
+	size_t n = m->sorted.n;
+
+	push__v1__raw_profile_series__init(&m->ps);
+	push__v1__raw_sample__init(&m->psample);
+	m->plabels = calloc(n ? n : 1, sizeof(*m->plabels));
+	m->plabelp = calloc(n ? n : 1, sizeof(*m->plabelp));
+	if (!m->plabels || !m->plabelp)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		push__v1__label_pair__init(&m->plabels[i]);
+		m->plabels[i].name = m->sorted.v[i].name;
+		m->plabels[i].value = m->sorted.v[i].value;
+		m->plabelp[i] = &m->plabels[i];
+	}
+	make_id(u, m->id);
+	m->psample.raw_profile.data = (uint8_t *)s->profile;
+	m->psample.raw_profile.len = s->len;
+	m->psample.id = m->id;
+	m->psamplep = &m->psample;
+	m->ps.n_labels = n;
+	m->ps.labels = m->plabelp;
+	m->ps.n_samples = 1;
+	m->ps.samples = &m->psamplep;
+	size_t sz = push__v1__raw_profile_series__get_packed_size(&m->ps);
+	m->field_bytes = 1 + varint_len(sz) + sz;
+	return 0;
+}
+
+static int build_series(struct uploader *u, struct series_msg *m, const struct upload_series *s)
+{
 	if (pp_labels_copy(&m->sorted, s->labels))
 		return -ENOMEM;
 	pp_labels_sort(&m->sorted);
+	if (u->protocol == STORE_PYROSCOPE)
+		return build_push_series(u, m, s);
+	parca__profilestore__v1alpha1__raw_profile_series__init(&m->s);
+	parca__profilestore__v1alpha1__label_set__init(&m->ls);
+	parca__profilestore__v1alpha1__raw_sample__init(&m->sample);
 	size_t n = m->sorted.n;
 	m->labels = calloc(n ? n : 1, sizeof(*m->labels));
 	m->labelp = calloc(n ? n : 1, sizeof(*m->labelp));
@@ -905,6 +1063,7 @@ int uploader_write(struct uploader *u, const struct upload_series *series, size_
 {
 	struct series_msg *msgs = NULL;
 	RawSeries **ptrs = NULL;
+	PushSeries **pptrs = NULL;
 	uint8_t *buf = NULL;
 	size_t done = 0;
 	int rc = 0;
@@ -920,16 +1079,18 @@ int uploader_write(struct uploader *u, const struct upload_series *series, size_
 		return rc;
 	msgs = calloc(n, sizeof(*msgs));
 	ptrs = calloc(n, sizeof(*ptrs));
-	if (!msgs || !ptrs) {
+	pptrs = calloc(n, sizeof(*pptrs));
+	if (!msgs || !ptrs || !pptrs) {
 		rc = pp_errf(err, -ENOMEM, "out of memory");
 		goto out;
 	}
 	for (size_t i = 0; i < n; i++) {
-		if (build_series(&msgs[i], &series[i])) {
+		if (build_series(u, &msgs[i], &series[i])) {
 			rc = pp_errf(err, -ENOMEM, "out of memory");
 			goto out;
 		}
 		ptrs[i] = &msgs[i].s;
+		pptrs[i] = &msgs[i].ps;
 	}
 
 	while (done < n) {
@@ -938,10 +1099,18 @@ int uploader_write(struct uploader *u, const struct upload_series *series, size_
 			bytes += msgs[end++].field_bytes;
 		Parca__Profilestore__V1alpha1__WriteRawRequest req =
 			PARCA__PROFILESTORE__V1ALPHA1__WRITE_RAW_REQUEST__INIT;
-		req.n_series = end - first;
-		req.series = &ptrs[first];
-		req.normalized = false;	/* Parca ignores it; profiles are raw */
-		size_t len = parca__profilestore__v1alpha1__write_raw_request__get_packed_size(&req);
+		Push__V1__PushRequest preq = PUSH__V1__PUSH_REQUEST__INIT;
+		size_t len;
+		if (u->protocol == STORE_PYROSCOPE) {
+			preq.n_series = end - first;
+			preq.series = &pptrs[first];
+			len = push__v1__push_request__get_packed_size(&preq);
+		} else {
+			req.n_series = end - first;
+			req.series = &ptrs[first];
+			req.normalized = false;	/* Parca ignores it; profiles are raw */
+			len = parca__profilestore__v1alpha1__write_raw_request__get_packed_size(&req);
+		}
 		if (len > PARCA_MAX_MESSAGE) {
 			rc = pp_errf(err, -E2BIG,
 				     "series %zu is %zu bytes encoded, above the %u bytes a Parca "
@@ -955,7 +1124,10 @@ int uploader_write(struct uploader *u, const struct upload_series *series, size_
 			rc = pp_errf(err, -ENOMEM, "out of memory (%zu bytes)", len);
 			goto out;
 		}
-		parca__profilestore__v1alpha1__write_raw_request__pack(&req, buf);
+		if (u->protocol == STORE_PYROSCOPE)
+			push__v1__push_request__pack(&preq, buf);
+		else
+			parca__profilestore__v1alpha1__write_raw_request__pack(&req, buf);
 		rc = send_request(u, buf, len, end - first, err);
 		if (rc)
 			goto out;
@@ -969,10 +1141,13 @@ out:
 			pp_labels_free(&msgs[i].sorted);
 			free(msgs[i].labels);
 			free(msgs[i].labelp);
+			free(msgs[i].plabels);
+			free(msgs[i].plabelp);
 		}
 	}
 	free(msgs);
 	free(ptrs);
+	free(pptrs);
 	free(buf);
 	return rc;
 }
