@@ -711,7 +711,7 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 	pp_log(PP_INFO, "agent started",
 	       "node=%s cpu=%s frequency_hz=%u interval_ms=%llu cpus=%u targets=%s matched=%zu "
 	       "processes=%zu proc_events=%s bpf_prog_id=%d http_port=%d remote_store=%s "
-	       "local_store=%s spool=%s config=%s version=%s commit=%s",
+	       "remote_protocol=%s local_store=%s spool=%s config=%s version=%s commit=%s",
 	       pp_q(cfg->node ? cfg->node : ""),
 	       cfg->cpu.enabled ? "on" : "off",
 	       cfg->cpu.frequency_hz, (unsigned long long)(cfg->cpu.interval_ns / 1000000),
@@ -719,6 +719,8 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 	       targets_whole_host(a.targets) ? "whole-host" : "filtered", matched, procs, evsrc,
 	       a.cpu ? cpu_sampler_prog_id(a.cpu) : 0, a.http ? http_port(a.http) : 0,
 	       pp_q(*cfg->remote_store.address ? cfg->remote_store.address : "none"),
+	       cfg->remote_store.protocol == STORE_PYROSCOPE
+	       ? (cfg->remote_store.http ? "pyroscope/http" : "pyroscope/grpc") : "parca/grpc",
 	       pp_q(*cfg->local_store.directory ? cfg->local_store.directory : "none"),
 	       pp_q(*cfg->spool.directory ? cfg->spool.directory : "none"),
 	       pp_q(cfg->path ? cfg->path : ""),

@@ -1040,6 +1040,19 @@ static int enum_value(struct ctx *x, const struct ynode *v, const char *path,
 
 static const char *const level_names[] = { "debug", "info", "warn", "error" };
 static const char *const protocol_names[] = { "parca", "pyroscope" };
+static const char *const transport_names[] = { "grpc", "http" };
+
+static int f_transport(struct ctx *x, const struct ynode *v, void *base, const char *path)
+{
+	int i, rc;
+
+	if (is_null(v))
+		return 0;
+	rc = enum_value(x, v, path, transport_names, 2, &i);
+	if (!rc)
+		((struct remote_store_config *)base)->http = i == 1;
+	return rc;
+}
 
 static int f_protocol(struct ctx *x, const struct ynode *v, void *base, const char *path)
 {
@@ -1702,6 +1715,15 @@ static int remote_post(struct ctx *x, const struct ynode *v, void *base, const c
 				     "(Parca's DebuginfoService); set it to false or remove it", path);
 		r->debuginfo_upload = false;
 	}
+	if (r->http && r->protocol != STORE_PYROSCOPE)
+		return errat(x, map_get(v, "transport"), "%s.transport: http is for protocol: "
+			     "pyroscope (Parca is reached over gRPC)", path);
+	if (*r->path_prefix && (!r->http || r->path_prefix[0] != '/' ||
+				strpbrk(r->path_prefix, " ?#\\\"") ||
+				r->path_prefix[strlen(r->path_prefix) - 1] == '/'))
+		return errat(x, map_get(v, "path_prefix"), "%s.path_prefix: a URL path such as "
+			     "/pyroscope (starts with '/', no trailing '/'), with transport: http "
+			     "only", path);
 	if (*r->basic_auth_username && *r->bearer_token_file)
 		return errat(x, map_get(v, "basic_auth"),
 			     "%s: basic_auth and bearer_token_file both set the Authorization "
@@ -1725,6 +1747,8 @@ static const struct field basic_auth_fields[] = {
 static const struct field remote_fields[] = {
 	{ "address", F_CUSTOM, 0, 0, 0, 0, NULL, f_remote_address },
 	{ "protocol", F_CUSTOM, 0, 0, 0, 0, NULL, f_protocol },
+	{ "transport", F_CUSTOM, 0, 0, 0, 0, NULL, f_transport },
+	{ "path_prefix", F_STR, RS(path_prefix), 0, 0, 0, NULL, NULL },
 	{ "tenant_id", F_STR, RS(tenant_id), 0, 0, 0, NULL, NULL },
 	{ "basic_auth", F_MAP, 0, 0, 0, 0, basic_auth_fields, NULL },
 	{ "insecure", F_BOOL, RS(insecure), 0, 0, 0, NULL, NULL },
@@ -1934,6 +1958,7 @@ int config_defaults(struct config *c, struct pp_err *err)
 		{ &c->remote_store.cert_file, "" }, { &c->remote_store.key_file, "" },
 		{ &c->remote_store.server_name, "" }, { &c->remote_store.bearer_token_file, "" },
 		{ &c->remote_store.tenant_id, "" }, { &c->remote_store.basic_auth_username, "" },
+		{ &c->remote_store.path_prefix, "" },
 		{ &c->remote_store.basic_auth_password_file, "" },
 		{ &c->local_store.directory, "" },
 		{ &c->spool.directory, "/var/lib/pushprof/spool" },
@@ -2285,6 +2310,7 @@ void config_free(struct config *c)
 	free(r->server_name);
 	free(r->bearer_token_file);
 	free(r->tenant_id);
+	free(r->path_prefix);
 	free(r->basic_auth_username);
 	free(r->basic_auth_password_file);
 	pp_labels_free(&r->headers);
@@ -2417,6 +2443,8 @@ int config_dump(const struct config *c, FILE *out)
 	fputs("remote_store:\n", out);
 	put_kv_str(out, 2, "address", r->address);
 	fprintf(out, "  protocol: %s\n", protocol_names[r->protocol]);
+	fprintf(out, "  transport: %s\n", transport_names[r->http]);
+	put_kv_str(out, 2, "path_prefix", r->path_prefix);
 	put_kv_bool(out, 2, "insecure", r->insecure);
 	put_kv_str(out, 2, "ca_file", r->ca_file);
 	put_kv_str(out, 2, "cert_file", r->cert_file);

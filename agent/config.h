@@ -31,6 +31,8 @@ enum store_protocol {
 struct remote_store_config {
 	char *address;		/* host:port; "" -> no push */
 	enum store_protocol protocol;	/* default parca */
+	bool http;		/* transport: Connect over HTTP/1.1 (connect.h), not gRPC */
+	char *path_prefix;	/* http transport: URL path before /<Service>/<Method> */
 	bool insecure;		/* plaintext HTTP/2 */
 	char *ca_file, *cert_file, *key_file, *server_name;
 	bool insecure_skip_verify;

@@ -44,6 +44,7 @@
 #include <grpc/support/log.h>
 #include <grpc/support/time.h>
 
+#include "connect.h"
 #include "fileutil.h"
 #include "log.h"
 #include "proto/profilestore.pb-c.h"
@@ -62,6 +63,7 @@
 struct uploader {
 	grpc_channel *channel;
 	grpc_completion_queue *cq;
+	struct connect_client *conn;	/* transport: http; then no channel */
 	char *target;
 	uint64_t timeout_ns, max_request_bytes;
 	/* bearer token: from a file (re-read when it changes) or the env */
@@ -573,6 +575,12 @@ struct uploader *uploader_new(const struct remote_store_config *rs, struct pp_er
 	}
 
 	u->tls = !rs->insecure;
+	if (rs->http) {
+		u->conn = connect_new(rs, err);
+		if (!u->conn)
+			goto fail;
+		return u;
+	}
 	grpc_ref();
 	grpc_channel_credentials *creds = make_creds(rs, err);
 	if (!creds) {
@@ -630,7 +638,10 @@ void uploader_free(struct uploader *u)
 	}
 	if (u->channel)
 		grpc_channel_destroy(u->channel);
-	grpc_unref();
+	if (u->conn)
+		connect_free(u->conn);
+	else
+		grpc_unref();
 	free(u->target);
 	free(u->token_file);
 	free(u->basic_user);
@@ -704,8 +715,31 @@ struct call_result {
 	char details[320];
 };
 
-static void call_once(struct uploader *u, const uint8_t *buf, size_t len, uint64_t timeout_ns,
-		      struct call_result *res)
+/* connect.h's stop: past the shutdown bound (interrupted() sets it) */
+static bool http_stop(void *arg)
+{
+	struct uploader *u = arg;
+
+	interrupted(u);
+	return u->hard_deadline && mono_ns() >= u->hard_deadline;
+}
+
+static void call_once_http(struct uploader *u, const uint8_t *buf, size_t len,
+			   uint64_t timeout_ns, struct call_result *res)
+{
+	struct connect_call c = {
+		.method = u->method, .headers = &u->headers, .auth = u->auth,
+		.body = buf, .len = len, .timeout_ns = timeout_ns,
+		.stop = http_stop, .stop_arg = u,
+	};
+	int st = GRPC_STATUS_UNKNOWN;
+
+	connect_unary(u->conn, &c, &st, res->details, sizeof(res->details));
+	res->status = (grpc_status_code)st;
+}
+
+static void call_once_grpc(struct uploader *u, const uint8_t *buf, size_t len,
+			   uint64_t timeout_ns, struct call_result *res)
 {
 	grpc_metadata md[1 + 32];
 	size_t nmd = 0;
@@ -803,6 +837,15 @@ static void call_once(struct uploader *u, const uint8_t *buf, size_t len, uint64
 	metadata_free(u, md, nmd);
 	if (call)
 		grpc_call_unref(call);
+}
+
+static void call_once(struct uploader *u, const uint8_t *buf, size_t len, uint64_t timeout_ns,
+		      struct call_result *res)
+{
+	if (u->conn)
+		call_once_http(u, buf, len, timeout_ns, res);
+	else
+		call_once_grpc(u, buf, len, timeout_ns, res);
 }
 
 /* Self-metrics: every attempt by status, bytes accepted, latency. */
@@ -1203,6 +1246,9 @@ int uploader_call(struct uploader *u, const char *method, uploader_next_fn next,
 	*resp_len = 0;
 	if (status_out)
 		*status_out = GRPC_STATUS_UNKNOWN;
+	if (!u->channel)
+		return pp_errf(err, -ENOTSUP, "%s: not available over remote_store.transport: http",
+			       method);
 	if ((rc = refresh_token(u, err)))
 		return rc;
 	uint64_t now = mono_ns();
