@@ -1707,14 +1707,10 @@ static int remote_post(struct ctx *x, const struct ynode *v, void *base, const c
 	if (!!*r->cert_file != !!*r->key_file)
 		return errat(x, map_get(v, *r->cert_file ? "cert_file" : "key_file"),
 			     "%s: cert_file and key_file must be set together", path);
-	/* Pyroscope has no counterpart of Parca's DebuginfoService */
-	if (r->protocol == STORE_PYROSCOPE) {
-		if (map_val(v, "debuginfo_upload") && r->debuginfo_upload)
-			return errat(x, map_get(v, "debuginfo_upload"),
-				     "%s.debuginfo_upload: Pyroscope has no debuginfo upload API "
-				     "(Parca's DebuginfoService); set it to false or remove it", path);
+	/* Pyroscope has no counterpart of Parca's DebuginfoService: off, so
+	 * that switching protocol is the one line a user changes */
+	if (r->protocol == STORE_PYROSCOPE)
 		r->debuginfo_upload = false;
-	}
 	if (r->http && r->protocol != STORE_PYROSCOPE)
 		return errat(x, map_get(v, "transport"), "%s.transport: http is for protocol: "
 			     "pyroscope (Parca is reached over gRPC)", path);
