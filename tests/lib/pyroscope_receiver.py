@@ -381,7 +381,8 @@ class _ConnectHandler(BaseHTTPRequestHandler):
         body = {"code": code}
         if message:
             body["message"] = message
-        self._send(HTTP_STATUS[code], json.dumps(body).encode(), "application/json")
+        self._send(HTTP_STATUS[code], json.dumps(body, separators=(",", ":")).encode(),
+                   "application/json")
 
     def do_GET(self):
         self._drain()
@@ -395,6 +396,17 @@ class _ConnectHandler(BaseHTTPRequestHandler):
         n = int(self.headers.get("Content-Length") or 0)
         return self.rfile.read(n) if n else b""
 
+    def _chunks(self):
+        out = bytearray()
+        while True:
+            n = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+            if n == 0:
+                while self.rfile.readline().strip():  # trailers
+                    pass
+                return bytes(out)
+            out += self.rfile.read(n)
+            self.rfile.readline()
+
     def do_POST(self):
         rcv = self.server.rcv
         size = int(self.headers.get("Content-Length") or 0)
@@ -403,7 +415,14 @@ class _ConnectHandler(BaseHTTPRequestHandler):
             self.close_connection = True
             return self._error("resource_exhausted",
                                f"message size {size} is larger than configured max {lim}")
-        body = self.rfile.read(size) if size else b""
+        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+            body = self._chunks()  # a client streaming its body (libcurl may)
+            size = len(body)
+            if lim and size > lim:
+                return self._error("resource_exhausted",
+                                   f"message size {size} is larger than configured max {lim}")
+        else:
+            body = self.rfile.read(size) if size else b""
         if self.path != PATH:
             return self._send(404, b"404 page not found\n", "text/plain; charset=utf-8")
         ctype = (self.headers.get("Content-Type") or "").strip()

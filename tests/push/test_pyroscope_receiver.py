@@ -266,6 +266,8 @@ st, _ = http_push(r, good, ctype="application/octet-stream")
 check(st == 415, "http: other content type -> 415", str(st))
 st, _ = http_push(r, gzip.compress(good), headers={"Content-Encoding": "gzip"})
 check(st == 200, "http: gzip Content-Encoding -> 200", str(st))
+st, _ = http_push(r, iter([good[:100], good[100:]]), headers={"Transfer-Encoding": "chunked"})
+check(st == 200 and r.calls()[-1]["bytes"] == len(good), "http: chunked body -> 200", str(st))
 st, raw = http_push(r, good, headers={"Content-Encoding": "br"})
 check(st == 501 and b"unimplemented" in raw, "http: unknown encoding -> 501 unimplemented",
       f"{st} {raw}")
