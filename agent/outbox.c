@@ -493,6 +493,7 @@ static int flush_now(struct outbox *o, struct pp_err *err)
 	}
 	/* send without holding the lock: submitters never wait for the network */
 	struct spool_batch batch;
+	bool refused = false;
 	pthread_mutex_lock(&o->lock);
 	batch = o->pending;
 	memset(&o->pending, 0, sizeof(o->pending));
@@ -504,6 +505,7 @@ static int flush_now(struct outbox *o, struct pp_err *err)
 		 * requests can fail part way) */
 		spool_batch_drop_head(&batch, sent);
 		if (rc && permanent(rc)) {
+			refused = true;
 			pp_log(PP_ERROR, "dropping profiles the server refused", "profiles=%zu error=%s",
 			       batch.n, pp_q(err ? err->msg : ""));
 			pthread_mutex_lock(&o->lock);
@@ -515,8 +517,10 @@ static int flush_now(struct outbox *o, struct pp_err *err)
 		}
 	}
 	if (!offline) {
-		/* a refusal (permanent) still means the store answered */
-		if (rc) {
+		/* a refusal (permanent) still means the store answered: the
+		 * refused profiles are dropped above, the next ones go out at
+		 * once instead of waiting for a store that is not down */
+		if (rc && !refused) {
 			o->backoff = o->backoff ? o->backoff * 2 : OFFLINE_MIN_NS;
 			if (o->backoff > OFFLINE_MAX_NS)
 				o->backoff = OFFLINE_MAX_NS;

@@ -976,7 +976,7 @@ static int send_request(struct uploader *u, const uint8_t *buf, size_t len, size
 typedef Parca__Profilestore__V1alpha1__RawProfileSeries RawSeries;
 typedef Parca__Profilestore__V1alpha1__Label RawLabel;
 typedef Push__V1__RawProfileSeries PushSeries;
-typedef Push__V1__LabelPair PushLabel;
+typedef Types__V1__LabelPair PushLabel;
 
 /* One series as the store's protocol frames it: Parca's RawProfileSeries
  * (labels in a LabelSet) or Pyroscope's (LabelPairs, and an ID per sample). */
@@ -1048,7 +1048,7 @@ static int build_push_series(struct uploader *u, struct series_msg *m,
 	if (!m->plabels || !m->plabelp)
 		return -ENOMEM;
 	for (size_t i = 0; i < n; i++) {
-		push__v1__label_pair__init(&m->plabels[i]);
+		types__v1__label_pair__init(&m->plabels[i]);
 		m->plabels[i].name = m->sorted.v[i].name;
 		m->plabels[i].value = m->sorted.v[i].value;
 		m->plabelp[i] = &m->plabels[i];
