@@ -6,9 +6,8 @@
  *   is short, and a hostile or broken proxy must not make the agent buffer
  *   an unbounded page.
  * - A non-200 answer without a Connect JSON error (a load balancer's HTML
- *   page) is mapped from its HTTP status as Connect's spec says: 401
- *   unauthenticated, 403 permission_denied, 404 unimplemented, 429, 502,
- *   503 and 504 unavailable (retried), anything else unknown.
+ *   page) is mapped from its HTTP status (status_from_http): every 5xx and
+ *   429 are retried, 401/403 keep the profiles, 400/413 are refusals.
  * - TLS: remote_store's ca_file, cert_file/key_file, insecure_skip_verify;
  *   server_name is honoured by putting it in the URL and pinning the
  *   connection to address (CURLOPT_CONNECT_TO), so SNI and certificate
@@ -220,15 +219,42 @@ static bool json_string(const char *body, const char *key, char *out, size_t cap
 	return true;
 }
 
+/*
+ * An answer without a Connect error body came from something in between (a
+ * proxy, a load balancer), not from the store's code. Connect's spec maps
+ * such statuses to codes; pushprof departs from it where the spec's code
+ * would drop profiles the store never saw: every 5xx is retried
+ * (UNAVAILABLE), where the spec says "unknown" for 500 and 501.
+ */
 static int status_from_http(long http)
 {
 	switch (http) {
+	case 400: case 413: return GRPC_STATUS_INVALID_ARGUMENT;	/* never fits */
 	case 401: return GRPC_STATUS_UNAUTHENTICATED;
 	case 403: return GRPC_STATUS_PERMISSION_DENIED;
 	case 404: return GRPC_STATUS_UNIMPLEMENTED;
-	case 429: case 502: case 503: case 504: return GRPC_STATUS_UNAVAILABLE;
-	default: return GRPC_STATUS_UNKNOWN;
+	case 429: return GRPC_STATUS_UNAVAILABLE;
+	default: return http >= 500 ? GRPC_STATUS_UNAVAILABLE : GRPC_STATUS_UNKNOWN;
 	}
+}
+
+int connect_parse_error(const char *body, size_t len, long http, char *msg, size_t cap)
+{
+	char code[40];
+	int st = -1;
+
+	if (json_string(body, "code", code, sizeof(code)))
+		for (size_t i = 0; i < sizeof(code_names) / sizeof(code_names[0]); i++)
+			if (code_names[i] && !strcmp(code, code_names[i]))
+				st = (int)i;
+	if (!json_string(body, "message", msg, cap)) {
+		/* not a Connect error: show the start of what came back */
+		size_t k = 0;
+		for (size_t i = 0; i < len && body[i] && k + 1 < cap && k < 160; i++)
+			msg[k++] = (unsigned char)body[i] < 0x20 ? ' ' : body[i];
+		msg[k] = '\0';
+	}
+	return st >= 0 ? st : status_from_http(http);
 }
 
 int connect_unary(struct connect_client *c, const struct connect_call *call, int *status,
@@ -290,20 +316,8 @@ int connect_unary(struct connect_client *c, const struct connect_call *call, int
 	} else if (http == 200) {
 		*status = GRPC_STATUS_OK;
 	} else {
-		char code[40], msg[512];
-		int st = -1;
-		if (json_string(c->body, "code", code, sizeof(code)))
-			for (size_t i = 0; i < sizeof(code_names) / sizeof(code_names[0]); i++)
-				if (code_names[i] && !strcmp(code, code_names[i]))
-					st = (int)i;
-		*status = st >= 0 ? st : status_from_http(http);
-		if (!json_string(c->body, "message", msg, sizeof(msg))) {
-			/* not a Connect error: show the start of what came back */
-			size_t k = 0;
-			for (size_t i = 0; i < c->body_len && k + 1 < 160; i++)
-				msg[k++] = (unsigned char)c->body[i] < 0x20 ? ' ' : c->body[i];
-			msg[k] = '\0';
-		}
+		char msg[512];
+		*status = connect_parse_error(c->body, c->body_len, http, msg, sizeof(msg));
 		snprintf(details, details_len, "HTTP %ld from %s: %s", http, url, msg);
 	}
 	goto out;

@@ -49,6 +49,11 @@ struct connect_call {
 int connect_unary(struct connect_client *c, const struct connect_call *call, int *status,
 		  char *details, size_t details_len);
 
+/* A non-200 answer: its grpc_status_code (from the Connect error's "code",
+ * else from the HTTP status) and a one-line message (the error's "message",
+ * else the start of the body) in msg. body is NUL-terminated, len bytes. */
+int connect_parse_error(const char *body, size_t len, long http, char *msg, size_t cap);
+
 /* The URL calls go to (for logs; no credentials in it). */
 const char *connect_base_url(const struct connect_client *c);
 
