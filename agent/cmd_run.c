@@ -119,21 +119,16 @@ int cmd_run(int argc, char **argv)
 			return EXIT_USAGE;
 		}
 	}
-	o.ov = ov;
-	o.nov = nov;
+	/* the same load at start and at every SIGHUP reload */
+	o.load = (struct config_load_opts){ .ov = ov, .nov = nov, .check_files = true };
 	/* no --config and nothing at the default path: the built-in defaults */
 	if (!path && access(PUSHPROF_DEFAULT_CONFIG, F_OK) != 0 && errno == ENOENT)
 		o.builtin = true;
 	else if (!path)
 		path = PUSHPROF_DEFAULT_CONFIG;
 
-	if (config_load_ov(o.builtin ? NULL : path, ov, nov, &c, &err) < 0) {
+	if (config_load_ov(o.builtin ? NULL : path, &o.load, &c, &err) < 0) {
 		fprintf(stderr, "pushprof: %s\n", err.msg[0] ? err.msg : "invalid config");
-		return EXIT_USAGE;
-	}
-	if (config_check_files(&c, &err) < 0) {
-		fprintf(stderr, "pushprof: %s\n", err.msg);
-		config_free(&c);
 		return EXIT_USAGE;
 	}
 	pp_log_setup(c.log_level, c.log_format);

@@ -2011,13 +2011,14 @@ static int apply_override(struct ynode **root, const struct config_override *o)
 int config_parse(const char *buf, size_t len, const char *name, struct config *c,
 		 struct pp_err *err)
 {
-	return config_parse_ov(buf, len, name, NULL, 0, c, err);
+	return config_parse_ov(buf, len, name, NULL, c, err);
 }
 
 int config_parse_ov(const char *buf, size_t len, const char *name,
-		    const struct config_override *ov, size_t nov, struct config *c,
-		    struct pp_err *err)
+		    const struct config_load_opts *o, struct config *c, struct pp_err *err)
 {
+	const struct config_override *ov = o ? o->ov : NULL;
+	size_t nov = o ? o->nov : 0;
 	struct config tmp;
 	struct ynode *root = NULL;
 	struct ctx x = { .name = name ? name : "<config>", .err = err };
@@ -2088,6 +2089,17 @@ int config_parse_ov(const char *buf, size_t len, const char *name,
 	rc = resolve_node(&tmp, err);
 	if (rc)
 		goto fail;
+	if (o && o->check_files) {
+		rc = config_check_files(&tmp, err);
+		if (rc) {
+			if (o->files_hint && err) {
+				char m[sizeof(err->msg)];
+				snprintf(m, sizeof(m), "%s", err->msg);
+				pp_errf(err, rc, "%s\n%s", m, o->files_hint);
+			}
+			goto fail;
+		}
+	}
 	ynode_free(root);
 	*c = tmp;
 	return 0;
@@ -2117,11 +2129,11 @@ fail:
 
 int config_load(const char *path, struct config *c, struct pp_err *err)
 {
-	return config_load_ov(path, NULL, 0, c, err);
+	return config_load_ov(path, NULL, c, err);
 }
 
-int config_load_ov(const char *path, const struct config_override *ov, size_t nov,
-		   struct config *c, struct pp_err *err)
+int config_load_ov(const char *path, const struct config_load_opts *o, struct config *c,
+		   struct pp_err *err)
 {
 	size_t cap = MAX_FILE_BYTES + 1, len = 0;
 	char *buf;
@@ -2130,7 +2142,7 @@ int config_load_ov(const char *path, const struct config_override *ov, size_t no
 	memset(c, 0, sizeof(*c));
 	if (!path)
 		return config_parse_ov(pushprof_default_config, strlen(pushprof_default_config),
-				       CONFIG_BUILTIN_NAME, ov, nov, c, err);
+				       CONFIG_BUILTIN_NAME, o, c, err);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return pp_errf(err, -errno, "cannot open config %s: %s", path, strerror(errno));
@@ -2155,7 +2167,7 @@ int config_load_ov(const char *path, const struct config_override *ov, size_t no
 		rc = pp_errf(err, -EFBIG, "%s: config is larger than %u bytes", path,
 			     MAX_FILE_BYTES);
 	else
-		rc = config_parse_ov(buf, len, path, ov, nov, c, err);
+		rc = config_parse_ov(buf, len, path, o, c, err);
 out:
 	free(buf);
 	close(fd);
