@@ -17,7 +17,8 @@ static void usage(FILE *f)
 		"usage: pushprof check-config [--help] [--no-file-checks] FILE|-\n"
 		"\n"
 		"Validate the YAML config FILE strictly (unknown keys, types, ranges,\n"
-		"regexes, label names) and print the effective configuration, with every\n"
+		"regexes, label names; a destination for the profiles: remote_store.address\n"
+		"or local_store.directory) and print the effective configuration, with every\n"
 		"default filled in and ${VAR} references expanded, as YAML on stdout.\n"
 		"FILE - reads the config from standard input.\n"
 		"\n"
@@ -95,6 +96,7 @@ int cmd_check_config(int argc, char **argv)
 	}
 	/* as `pushprof run` loads it (less its flags) */
 	const struct config_load_opts lo = {
+		.need_destination = true,
 		.check_files = file_checks,
 		.files_hint = "(--no-file-checks skips this check)",
 	};

@@ -45,6 +45,10 @@ static void usage(FILE *f)
 		"Run the profiling agent: sample on-CPU stacks with eBPF and push one\n"
 		"profile per process per cpu.interval.\n"
 		"\n"
+		"The config must name somewhere to put the profiles: remote_store.address,\n"
+		"local_store.directory, or both (the built-in defaults write them to a\n"
+		"local directory); neither is a config error.\n"
+		"\n"
 		"  --config FILE   config file (default " PUSHPROF_DEFAULT_CONFIG ";\n"
 		"                  if that does not exist and --config is not given, the\n"
 		"                  built-in defaults: config/pushprof.yaml as shipped)\n"
@@ -120,7 +124,8 @@ int cmd_run(int argc, char **argv)
 		}
 	}
 	/* the same load at start and at every SIGHUP reload */
-	o.load = (struct config_load_opts){ .ov = ov, .nov = nov, .check_files = true };
+	o.load = (struct config_load_opts){ .ov = ov, .nov = nov, .need_destination = true,
+					    .check_files = true };
 	/* no --config and nothing at the default path: the built-in defaults */
 	if (!path && access(PUSHPROF_DEFAULT_CONFIG, F_OK) != 0 && errno == ENOENT)
 		o.builtin = true;

@@ -2014,6 +2014,25 @@ int config_parse(const char *buf, size_t len, const char *name, struct config *c
 	return config_parse_ov(buf, len, name, NULL, c, err);
 }
 
+/*
+ * An agent with neither store would build every profile and drop it: say
+ * so at load, at the key that turned the last store off (or the flag that
+ * did), else at the top of the file.
+ */
+static int check_destination(struct ctx *x, const struct ynode *root, const struct config *c)
+{
+	const struct ynode *at;
+
+	if (*c->remote_store.address || *c->local_store.directory)
+		return 0;
+	at = map_val(map_val(root, "local_store"), "directory");
+	if (!at)
+		at = map_val(map_val(root, "remote_store"), "address");
+	return errat(x, at ? at : root, "nowhere to put profiles: remote_store.address and "
+		     "local_store.directory are both empty; set one of them (or run with "
+		     "--remote-store-address or --local-store)");
+}
+
 int config_parse_ov(const char *buf, size_t len, const char *name,
 		    const struct config_load_opts *o, struct config *c, struct pp_err *err)
 {
@@ -2085,6 +2104,13 @@ int config_parse_ov(const char *buf, size_t len, const char *name,
 				   "process); or listen on 127.0.0.1", tmp.http_address);
 			goto fail;
 		}
+	}
+	/* after the other checks: with a key misspelt, "nowhere" may be
+	 * only its consequence */
+	if (o && o->need_destination) {
+		rc = check_destination(&x, root, &tmp);
+		if (rc)
+			goto fail;
 	}
 	rc = resolve_node(&tmp, err);
 	if (rc)

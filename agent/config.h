@@ -142,13 +142,19 @@ extern const char pushprof_default_config[];
 
 /*
  * How a config is loaded beyond its schema. `run`, its SIGHUP reload and
- * `check-config` load with check_files (unless told not to), so a config
- * check-config passes is one run starts with; the one-shot commands
- * (snapshot, push) only parse.
+ * `check-config` load with need_destination (and check_files unless told
+ * not to), so a config check-config passes is one run starts with; the
+ * one-shot commands (snapshot, push) deliver elsewhere or not at all and
+ * only parse.
  */
 struct config_load_opts {
 	const struct config_override *ov;	/* flags over the file, in order */
 	size_t nov;
+	/* An agent's config: profiles must go somewhere. Neither
+	 * remote_store.address nor local_store.directory is an error
+	 * ("nowhere to put profiles", FILE:LINE:COL), never a run that
+	 * discards every profile. */
+	bool need_destination;
 	/* config_check_files() on the valid result; its failure fails the load */
 	bool check_files;
 	/* appended (on a line of its own) to a check_files failure, e.g. how
