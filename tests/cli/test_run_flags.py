@@ -56,7 +56,8 @@ try:
     check(r.returncode == 2 and f"{none}:1:1: {nowhere}" in r.stderr and r.stdout == "",
           "check-config refuses it the same way", f"rc={r.returncode} {r.stderr[-500:]}")
     fstore = os.path.join(d, "flag-store")
-    r = run("--config", none, "--duration", "2s", "--local-store", fstore)
+    # (and --flag=value works for run's own flags as for the others)
+    r = run(f"--config={none}", "--duration=2s", "--local-store", fstore)
     started = [ln for ln in r.stderr.splitlines() if "agent started" in ln]
     check(r.returncode == 0 and started and f"local_store={fstore}" in started[0]
           and "remote_store=none" in started[0],
@@ -98,6 +99,10 @@ try:
                                  "--remote-store-insecure", "--remote-store-bearer-token-file",
                                  "--local-store", "--http-address", "--log-level")),
           "pushprof help run = run --help, every flag described", h1.stdout[-400:])
+    # one table describes them all: each flag's own line, once
+    heads = [ln.split()[0].split("[")[0] for ln in h1.stdout.splitlines()
+             if ln.startswith("  --")]
+    check(len(heads) == len(set(heads)) == 9, "each flag described once", heads)
 
     # 1b. the HTTP port is taken: exit 1 and say so, unless http_optional
     import socket
