@@ -490,8 +490,7 @@ static bool reload_config(const struct config *cfg, struct agent_opts *o)
 		return false;
 	}
 	next = calloc(1, sizeof(*next));
-	if (!next || config_load_ov(cfg->path, o->ov, o->nov, next, &err) < 0 ||
-	    config_check_files(next, &err) < 0) {
+	if (!next || config_load_ov(cfg->path, &o->load, next, &err) < 0) {
 		if (next)
 			config_free(next);	/* a no-op when the load failed */
 		pp_log(PP_ERROR, "config reload rejected, keeping the running config", "path=%s error=%s",

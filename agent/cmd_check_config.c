@@ -17,7 +17,8 @@ static void usage(FILE *f)
 		"usage: pushprof check-config [--help] [--no-file-checks] FILE|-\n"
 		"\n"
 		"Validate the YAML config FILE strictly (unknown keys, types, ranges,\n"
-		"regexes, label names) and print the effective configuration, with every\n"
+		"regexes, label names; a destination for the profiles: remote_store.address\n"
+		"or local_store.directory) and print the effective configuration, with every\n"
 		"default filled in and ${VAR} references expanded, as YAML on stdout.\n"
 		"FILE - reads the config from standard input.\n"
 		"\n"
@@ -31,7 +32,7 @@ static void usage(FILE *f)
 }
 
 /* The config from stdin (e.g. `helm template ... | pushprof check-config -`). */
-static int load_stdin(struct config *c, struct pp_err *err)
+static int load_stdin(const struct config_load_opts *o, struct config *c, struct pp_err *err)
 {
 	char *buf = NULL;
 	size_t len = 0;
@@ -51,7 +52,7 @@ static int load_stdin(struct config *c, struct pp_err *err)
 		return pp_errf(err, -EIO, "cannot read config from stdin");
 	}
 	fclose(m);
-	rc = config_parse(buf, len, "<stdin>", c, err);
+	rc = config_parse_ov(buf, len, "<stdin>", o, c, err);
 	free(buf);
 	return rc;
 }
@@ -93,14 +94,16 @@ int cmd_check_config(int argc, char **argv)
 		usage(stderr);
 		return EXIT_USAGE;
 	}
-	int lrc = strcmp(path, "-") ? config_load(path, &c, &err) : load_stdin(&c, &err);
+	/* as `pushprof run` loads it (less its flags) */
+	const struct config_load_opts lo = {
+		.need_destination = true,
+		.check_files = file_checks,
+		.files_hint = "(--no-file-checks skips this check)",
+	};
+	int lrc = strcmp(path, "-") ? config_load_ov(path, &lo, &c, &err)
+				    : load_stdin(&lo, &c, &err);
 	if (lrc < 0) {
 		fprintf(stderr, "pushprof: %s\n", err.msg[0] ? err.msg : "invalid config");
-		return EXIT_USAGE;
-	}
-	if (file_checks && config_check_files(&c, &err) < 0) {
-		fprintf(stderr, "pushprof: %s\n(--no-file-checks skips this check)\n", err.msg);
-		config_free(&c);
 		return EXIT_USAGE;
 	}
 	int rc = config_dump(&c, stdout);

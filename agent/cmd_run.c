@@ -14,26 +14,42 @@
 #include "config.h"
 #include "log.h"
 
-/* Flags that override one config key, named as Parca Agent names them so
- * that its command lines mostly carry over. */
+/*
+ * Every flag of `run`, for parsing and for the usage text alike: run's own
+ * (--config, --duration) and those that override one config key, named as
+ * Parca Agent names them so that its command lines mostly carry over.
+ */
+enum flag_kind { FLAG_CONFIG, FLAG_DURATION, FLAG_KEY };
 static const struct {
-	const char *flag, *key;
+	const char *flag;
+	enum flag_kind kind;
+	const char *key;	/* FLAG_KEY: the config key it sets */
+	const char *arg;	/* the value's name in the usage text */
 	bool plain;		/* YAML plain scalar (a bool) rather than a string */
 	bool optional_value;	/* may be given bare: --remote-store-insecure */
-	const char *help;
+	const char *help;	/* continuation lines indented by 6 */
 } flags[] = {
-	{ "--node", "node", false, false, "node name label (default $NODE_NAME, else the hostname)" },
-	{ "--remote-store-address", "remote_store.address", false, false,
+	{ "--config", FLAG_CONFIG, NULL, "FILE", false, false,
+	  "config file (default " PUSHPROF_DEFAULT_CONFIG "; if that does not exist\n"
+	  "      and --config is not given, the built-in defaults: config/pushprof.yaml\n"
+	  "      as shipped)" },
+	{ "--duration", FLAG_DURATION, NULL, "D", false, false,
+	  "stop after D (e.g. 30s); SIGINT/SIGTERM stop too, after building and\n"
+	  "      flushing the current window" },
+	{ "--node", FLAG_KEY, "node", "VALUE", false, false,
+	  "node name label (default $NODE_NAME, else the hostname)" },
+	{ "--remote-store-address", FLAG_KEY, "remote_store.address", "VALUE", false, false,
 	  "Parca-compatible gRPC server, host:port" },
-	{ "--remote-store-insecure", "remote_store.insecure", true, true,
+	{ "--remote-store-insecure", FLAG_KEY, "remote_store.insecure", "BOOL", true, true,
 	  "plaintext HTTP/2, no TLS (--remote-store-insecure=false undoes it)" },
-	{ "--remote-store-bearer-token-file", "remote_store.bearer_token_file", false, false,
-	  "file holding the bearer token (re-read when it changes)" },
-	{ "--local-store", "local_store.directory", false, false,
+	{ "--remote-store-bearer-token-file", FLAG_KEY, "remote_store.bearer_token_file", "VALUE",
+	  false, false, "file holding the bearer token (re-read when it changes)" },
+	{ "--local-store", FLAG_KEY, "local_store.directory", "VALUE", false, false,
 	  "also write every profile into this directory (\"\" turns it off)" },
-	{ "--http-address", "http_address", false, false,
+	{ "--http-address", FLAG_KEY, "http_address", "VALUE", false, false,
 	  "host:port of /metrics, /healthz, /readyz (\"\" turns it off)" },
-	{ "--log-level", "log.level", false, false, "debug, info, warn or error" },
+	{ "--log-level", FLAG_KEY, "log.level", "VALUE", false, false,
+	  "debug, info, warn or error" },
 };
 #define NFLAGS (sizeof(flags) / sizeof(flags[0]))
 
@@ -45,17 +61,25 @@ static void usage(FILE *f)
 		"Run the profiling agent: sample on-CPU stacks with eBPF and push one\n"
 		"profile per process per cpu.interval.\n"
 		"\n"
-		"  --config FILE   config file (default " PUSHPROF_DEFAULT_CONFIG ";\n"
-		"                  if that does not exist and --config is not given, the\n"
-		"                  built-in defaults: config/pushprof.yaml as shipped)\n"
-		"  --duration D    stop after D (e.g. 30s); SIGINT/SIGTERM stop too,\n"
-		"                  after building and flushing the current window\n"
-		"\n"
-		"Flags over the config file (same checks as the key in the file;\n"
-		"also --flag=value):\n");
-	for (size_t i = 0; i < NFLAGS; i++)
-		fprintf(f, "  %s%s\n      %s (%s)\n", flags[i].flag,
-			flags[i].optional_value ? "[=BOOL]" : " VALUE", flags[i].help, flags[i].key);
+		"The config must name somewhere to put the profiles: remote_store.address,\n"
+		"local_store.directory, or both (the built-in defaults write them to a\n"
+		"local directory); neither is a config error.\n"
+		"\n");
+	for (int keys = 0; keys < 2; keys++) {
+		if (keys)
+			fprintf(f, "\nFlags over the config file (same checks as the key in the file;\n"
+				"also --flag=value):\n");
+		for (size_t i = 0; i < NFLAGS; i++) {
+			if ((flags[i].kind == FLAG_KEY) != keys)
+				continue;
+			bool bare = flags[i].optional_value;
+			fprintf(f, "  %s%s%s%s\n      %s", flags[i].flag, bare ? "[=" : " ",
+				flags[i].arg, bare ? "]" : "", flags[i].help);
+			if (keys)
+				fprintf(f, " (%s)", flags[i].key);
+			fputc('\n', f);
+		}
+	}
 	fprintf(f,
 		"\n"
 		"exit status: 0 stopped cleanly, 1 runtime failure, 2 bad flags or config\n");
@@ -84,14 +108,12 @@ int cmd_run(int argc, char **argv)
 		for (f = 0; f < NFLAGS; f++)
 			if (strlen(flags[f].flag) == alen && !strncmp(a, flags[f].flag, alen))
 				break;
-		bool known = f < NFLAGS || (alen == 8 && !strncmp(a, "--config", 8)) ||
-			     (alen == 10 && !strncmp(a, "--duration", 10));
-		if (!known) {
+		if (f == NFLAGS) {
 			fprintf(stderr, "pushprof: run: unknown argument '%s'\n\n", a);
 			usage(stderr);
 			return EXIT_USAGE;
 		}
-		if (!v && f < NFLAGS && flags[f].optional_value &&
+		if (!v && flags[f].optional_value &&
 		    (i + 1 >= argc || !strncmp(argv[i + 1], "--", 2)))
 			v = "true";
 		if (!v) {
@@ -102,7 +124,18 @@ int cmd_run(int argc, char **argv)
 			}
 			v = argv[++i];
 		}
-		if (f < NFLAGS) {
+		switch (flags[f].kind) {
+		case FLAG_CONFIG:
+			path = v;
+			break;
+		case FLAG_DURATION:
+			if (parse_duration(v, &o.duration_ns) < 0 || o.duration_ns == 0) {
+				fprintf(stderr, "pushprof: run: invalid --duration '%s' (e.g. 30s, 2m)\n",
+					v);
+				return EXIT_USAGE;
+			}
+			break;
+		case FLAG_KEY: {
 			size_t k;
 			for (k = 0; k < nov; k++)	/* the last one given wins */
 				if (ov[k].key == flags[f].key)
@@ -112,28 +145,21 @@ int cmd_run(int argc, char **argv)
 							  .flag = flags[f].flag };
 			if (k == nov)
 				nov++;
-		} else if (!strncmp(a, "--config", 8)) {
-			path = v;
-		} else if (parse_duration(v, &o.duration_ns) < 0 || o.duration_ns == 0) {
-			fprintf(stderr, "pushprof: run: invalid --duration '%s' (e.g. 30s, 2m)\n", v);
-			return EXIT_USAGE;
+			break;
+		}
 		}
 	}
-	o.ov = ov;
-	o.nov = nov;
+	/* the same load at start and at every SIGHUP reload */
+	o.load = (struct config_load_opts){ .ov = ov, .nov = nov, .need_destination = true,
+					    .check_files = true };
 	/* no --config and nothing at the default path: the built-in defaults */
 	if (!path && access(PUSHPROF_DEFAULT_CONFIG, F_OK) != 0 && errno == ENOENT)
 		o.builtin = true;
 	else if (!path)
 		path = PUSHPROF_DEFAULT_CONFIG;
 
-	if (config_load_ov(o.builtin ? NULL : path, ov, nov, &c, &err) < 0) {
+	if (config_load_ov(o.builtin ? NULL : path, &o.load, &c, &err) < 0) {
 		fprintf(stderr, "pushprof: %s\n", err.msg[0] ? err.msg : "invalid config");
-		return EXIT_USAGE;
-	}
-	if (config_check_files(&c, &err) < 0) {
-		fprintf(stderr, "pushprof: %s\n", err.msg);
-		config_free(&c);
 		return EXIT_USAGE;
 	}
 	pp_log_setup(c.log_level, c.log_format);

@@ -2090,13 +2090,33 @@ static int apply_override(struct ynode **root, const struct config_override *o)
 int config_parse(const char *buf, size_t len, const char *name, struct config *c,
 		 struct pp_err *err)
 {
-	return config_parse_ov(buf, len, name, NULL, 0, c, err);
+	return config_parse_ov(buf, len, name, NULL, c, err);
+}
+
+/*
+ * An agent with neither store would build every profile and drop it: say
+ * so at load, at the key that turned the last store off (or the flag that
+ * did), else at the top of the file.
+ */
+static int check_destination(struct ctx *x, const struct ynode *root, const struct config *c)
+{
+	const struct ynode *at;
+
+	if (*c->remote_store.address || *c->local_store.directory)
+		return 0;
+	at = map_val(map_val(root, "local_store"), "directory");
+	if (!at)
+		at = map_val(map_val(root, "remote_store"), "address");
+	return errat(x, at ? at : root, "nowhere to put profiles: remote_store.address and "
+		     "local_store.directory are both empty; set one of them (or run with "
+		     "--remote-store-address or --local-store)");
 }
 
 int config_parse_ov(const char *buf, size_t len, const char *name,
-		    const struct config_override *ov, size_t nov, struct config *c,
-		    struct pp_err *err)
+		    const struct config_load_opts *o, struct config *c, struct pp_err *err)
 {
+	const struct config_override *ov = o ? o->ov : NULL;
+	size_t nov = o ? o->nov : 0;
 	struct config tmp;
 	struct ynode *root = NULL;
 	struct ctx x = { .name = name ? name : "<config>", .err = err };
@@ -2164,9 +2184,27 @@ int config_parse_ov(const char *buf, size_t len, const char *name,
 			goto fail;
 		}
 	}
+	/* after the other checks: with a key misspelt, "nowhere" may be
+	 * only its consequence */
+	if (o && o->need_destination) {
+		rc = check_destination(&x, root, &tmp);
+		if (rc)
+			goto fail;
+	}
 	rc = resolve_node(&tmp, err);
 	if (rc)
 		goto fail;
+	if (o && o->check_files) {
+		rc = config_check_files(&tmp, err);
+		if (rc) {
+			if (o->files_hint && err) {
+				char m[sizeof(err->msg)];
+				snprintf(m, sizeof(m), "%s", err->msg);
+				pp_errf(err, rc, "%s\n%s", m, o->files_hint);
+			}
+			goto fail;
+		}
+	}
 	ynode_free(root);
 	*c = tmp;
 	return 0;
@@ -2196,11 +2234,11 @@ fail:
 
 int config_load(const char *path, struct config *c, struct pp_err *err)
 {
-	return config_load_ov(path, NULL, 0, c, err);
+	return config_load_ov(path, NULL, c, err);
 }
 
-int config_load_ov(const char *path, const struct config_override *ov, size_t nov,
-		   struct config *c, struct pp_err *err)
+int config_load_ov(const char *path, const struct config_load_opts *o, struct config *c,
+		   struct pp_err *err)
 {
 	size_t cap = MAX_FILE_BYTES + 1, len = 0;
 	char *buf;
@@ -2209,7 +2247,7 @@ int config_load_ov(const char *path, const struct config_override *ov, size_t no
 	memset(c, 0, sizeof(*c));
 	if (!path)
 		return config_parse_ov(pushprof_default_config, strlen(pushprof_default_config),
-				       CONFIG_BUILTIN_NAME, ov, nov, c, err);
+				       CONFIG_BUILTIN_NAME, o, c, err);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return pp_errf(err, -errno, "cannot open config %s: %s", path, strerror(errno));
@@ -2234,7 +2272,7 @@ int config_load_ov(const char *path, const struct config_override *ov, size_t no
 		rc = pp_errf(err, -EFBIG, "%s: config is larger than %u bytes", path,
 			     MAX_FILE_BYTES);
 	else
-		rc = config_parse_ov(buf, len, path, ov, nov, c, err);
+		rc = config_parse_ov(buf, len, path, o, c, err);
 out:
 	free(buf);
 	close(fd);

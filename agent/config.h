@@ -156,20 +156,42 @@ struct config_override {
 extern const char pushprof_default_config[];
 #define CONFIG_BUILTIN_NAME "built-in defaults (config/pushprof.yaml)"
 
+/*
+ * How a config is loaded beyond its schema. `run`, its SIGHUP reload and
+ * `check-config` load with need_destination (and check_files unless told
+ * not to), so a config check-config passes is one run starts with; the
+ * one-shot commands (snapshot, push) deliver elsewhere or not at all and
+ * only parse.
+ */
+struct config_load_opts {
+	const struct config_override *ov;	/* flags over the file, in order */
+	size_t nov;
+	/* An agent's config: profiles must go somewhere. Neither
+	 * remote_store.address nor local_store.directory is an error
+	 * ("nowhere to put profiles", FILE:LINE:COL), never a run that
+	 * discards every profile. */
+	bool need_destination;
+	/* config_check_files() on the valid result; its failure fails the load */
+	bool check_files;
+	/* appended (on a line of its own) to a check_files failure, e.g. how
+	 * to skip the check; NULL: nothing */
+	const char *files_hint;
+};
+
 /* Fill every field with its default (no file). */
 int config_defaults(struct config *c, struct pp_err *err);
-/* On failure *c is left zeroed (config_free on it is a no-op). */
+/* The schema alone (no load options). On failure *c is left zeroed
+ * (config_free on it is a no-op). */
 int config_load(const char *path, struct config *c, struct pp_err *err);
 /* Parse from memory; name is used in error positions. For tests and fuzzing. */
 int config_parse(const char *buf, size_t len, const char *name, struct config *c,
 		 struct pp_err *err);
-/* The same with flags applied over the file; path NULL: the built-in
+/* The same with load options (o NULL: none); path NULL: the built-in
  * defaults (pushprof_default_config). */
-int config_load_ov(const char *path, const struct config_override *ov, size_t nov,
-		   struct config *c, struct pp_err *err);
+int config_load_ov(const char *path, const struct config_load_opts *o, struct config *c,
+		   struct pp_err *err);
 int config_parse_ov(const char *buf, size_t len, const char *name,
-		    const struct config_override *ov, size_t nov, struct config *c,
-		    struct pp_err *err);
+		    const struct config_load_opts *o, struct config *c, struct pp_err *err);
 void config_free(struct config *c);	/* frees everything and zeroes *c */
 int config_dump(const struct config *c, FILE *out);
 
@@ -179,6 +201,7 @@ int config_dump(const struct config *c, FILE *out);
  * file this process can open for reading. 0 when all are; else -ENOENT (or
  * the first errno) with every failure in one message, so one run shows
  * them all. Opens with O_NONBLOCK and closes at once: reads nothing.
+ * Loads with config_load_opts.check_files run it.
  */
 int config_check_files(const struct config *c, struct pp_err *err);
 

@@ -16,9 +16,13 @@
  *   reconnect backoff is shortened to 100 ms..5 s so a server that comes
  *   back is reached by the next attempt.
  * - grpc's own log lines go through agent/log.h at debug level instead of
- *   raw to stderr; the last grpc error line seen during a failed request
- *   (e.g. "certificate verify failed", which the status does not carry) is
- *   appended to err.
+ *   raw to stderr. A failed request's err carries grpc's last error line
+ *   (e.g. "certificate verify failed", which the status does not carry: in
+ *   grpc 1.51 a refused connection and a failed TLS handshake have the same
+ *   details) and the hint drawn from it, but only a line this uploader can
+ *   own: logged since its previous request (or its creation), and recent.
+ *   The log is process-wide and names no channel, so that is the closest
+ *   tie there is; another store's or an old attempt's line is not taken.
  * - Not thread-safe: one caller at a time per uploader.
  */
 #include "upload.h"
@@ -81,6 +85,12 @@ struct uploader {
 	bool (*interrupt)(void *arg);	/* true: the agent is stopping */
 	void *interrupt_arg;
 	uint64_t rng;
+	/* grpc's error lines this uploader has taken as its own (see the top
+	 * of the file): the global sequence number it has looked up to, and
+	 * the newest line it took, with when it was logged */
+	uint64_t grpc_err_seq;
+	char grpc_err[200];
+	uint64_t grpc_err_ns;		/* CLOCK_MONOTONIC; 0 = none */
 };
 
 /* ---- process-wide grpc_init/grpc_shutdown ------------------------------ */
@@ -91,6 +101,18 @@ static unsigned grpc_users;
 static pthread_mutex_t grpc_log_lock = PTHREAD_MUTEX_INITIALIZER;
 static char grpc_last_error[200];
 static uint64_t grpc_error_seq;
+static uint64_t grpc_last_error_ns;	/* CLOCK_MONOTONIC of grpc_last_error */
+
+/*
+ * How long before a request began a grpc error line may have been logged
+ * and still explain the request's failure: grpc logs a failed handshake
+ * once and then fails calls fast until its reconnect backoff (at most 5 s
+ * here) has passed, when the next attempt logs again. An older line is
+ * about a connection that has since been retried, or another server.
+ */
+#define GRPC_ERR_FRESH_NS 15000000000ull
+
+static uint64_t mono_ns(void);
 
 /*
  * Credentials never leave through grpc's log lines. With GRPC_TRACE set,
@@ -216,6 +238,7 @@ static void grpc_log_hook(gpr_log_func_args *a)
 		pthread_mutex_lock(&grpc_log_lock);
 		snprintf(grpc_last_error, sizeof(grpc_last_error), "%.199s", msg);
 		grpc_error_seq++;
+		grpc_last_error_ns = mono_ns();
 		pthread_mutex_unlock(&grpc_log_lock);
 	}
 	pp_log(PP_DEBUG, "grpc", "severity=%s src=%s:%d detail=%s",
@@ -224,12 +247,30 @@ static void grpc_log_hook(gpr_log_func_args *a)
 	explicit_bzero(msg, sizeof(msg));
 }
 
-static uint64_t grpc_errors_seen(char *last, size_t len)
+/*
+ * Take grpc's last error line as u's when it was logged since u last
+ * looked; true when one was taken now. Lines from before u existed are
+ * never u's (uploader_new starts u at the current sequence number).
+ */
+static bool grpc_errors_take(struct uploader *u)
+{
+	bool taken = false;
+
+	pthread_mutex_lock(&grpc_log_lock);
+	if (grpc_error_seq != u->grpc_err_seq) {
+		snprintf(u->grpc_err, sizeof(u->grpc_err), "%s", grpc_last_error);
+		u->grpc_err_ns = grpc_last_error_ns;
+		u->grpc_err_seq = grpc_error_seq;
+		taken = true;
+	}
+	pthread_mutex_unlock(&grpc_log_lock);
+	return taken;
+}
+
+static uint64_t grpc_errors_seq(void)
 {
 	pthread_mutex_lock(&grpc_log_lock);
 	uint64_t seq = grpc_error_seq;
-	if (last)
-		snprintf(last, len, "%s", grpc_last_error);
 	pthread_mutex_unlock(&grpc_log_lock);
 	return seq;
 }
@@ -495,6 +536,7 @@ struct uploader *uploader_new(const struct remote_store_config *rs, struct pp_er
 	u->rng = mono_ns() ^ ((uint64_t)getpid() << 32) ^ (uintptr_t)u;
 	if (!u->rng)
 		u->rng = 1;
+	u->grpc_err_seq = grpc_errors_seq();	/* earlier grpc lines are other channels' */
 	u->target = strdup(rs->address);
 	if (!u->target)
 		goto nomem;
@@ -922,9 +964,7 @@ static int send_request(struct uploader *u, const uint8_t *buf, size_t len, size
 	if (u->hard_deadline && u->hard_deadline < budget_end)
 		budget_end = u->hard_deadline > start ? u->hard_deadline : start + 1000000;
 	uint64_t backoff = BACKOFF_INITIAL_NS;
-	uint64_t errors_before = grpc_errors_seen(NULL, 0);
 	struct call_result res = { 0 };
-	char grpc_err[sizeof(grpc_last_error)] = "";
 	int attempt;
 
 	for (attempt = 1;; attempt++) {
@@ -939,6 +979,11 @@ static int send_request(struct uploader *u, const uint8_t *buf, size_t len, size
 		if (res.status == GRPC_STATUS_OK) {
 			u->stats.requests_ok++;
 			u->stats.bytes_sent += len;
+			/* connected: what grpc logged before no longer says
+			 * anything about this channel */
+			grpc_errors_take(u);
+			u->grpc_err[0] = '\0';
+			u->grpc_err_ns = 0;
 			return 0;
 		}
 		if (!retryable(res.status) || attempt >= UPLOAD_MAX_ATTEMPTS)
@@ -954,7 +999,11 @@ static int send_request(struct uploader *u, const uint8_t *buf, size_t len, size
 		u->stats.retries++;
 	}
 	u->stats.requests_failed++;
-	bool grpc_logged = grpc_errors_seen(grpc_err, sizeof(grpc_err)) != errors_before;
+	grpc_errors_take(u);
+	/* gRPC logs a handshake failure once, then fails calls fast: a recent
+	 * line of this uploader's, new or not, tells TLS problems */
+	const char *grpc_err = u->grpc_err_ns && u->grpc_err_ns + GRPC_ERR_FRESH_NS >= start
+		? u->grpc_err : "";
 	return pp_errf(err, res.status == GRPC_STATUS_UNAUTHENTICATED ? -EACCES
 			    : refused(u, res.status) ? -EINVAL
 			    : res.status == GRPC_STATUS_DEADLINE_EXCEEDED ? -ETIMEDOUT
@@ -963,12 +1012,10 @@ static int send_request(struct uploader *u, const uint8_t *buf, size_t len, size
 		       "%.1fs)%s%s",
 		       u->method_name, u->target, nseries, len, status_name(res.status),
 		       /* first: the details that follow can be long */
-		       /* gRPC logs a handshake failure once, then fails calls
-		        * fast: its last error, new or not, tells TLS problems */
 		       hint(u, res.status, res.details, grpc_err),
 		       res.details[0] ? res.details : "no details", attempt,
 		       attempt == 1 ? "" : "s", (mono_ns() - start) / 1e9,
-		       grpc_logged ? "; grpc: " : "", grpc_logged ? grpc_err : "");
+		       *grpc_err ? "; grpc: " : "", grpc_err);
 }
 
 /* ---- batching --------------------------------------------------------- */

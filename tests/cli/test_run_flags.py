@@ -38,6 +38,59 @@ try:
         check(r.returncode == 2 and want in r.stderr, f"run {' '.join(args)}: exit 2, '{want}'",
               f"rc={r.returncode} {r.stderr[-300:]}")
 
+    # 1e. nowhere to put profiles: neither remote_store.address nor
+    # local_store.directory is a config error (exit 2, FILE:LINE:COL, both
+    # keys and both flags named), never a run that drops every profile; a
+    # flag that names a store fixes it, one that turns the last store off
+    # is named in the error
+    nowhere = "nowhere to put profiles: remote_store.address and local_store.directory"
+    fixes = "--remote-store-address or --local-store"
+    none = rl.write_config(os.path.join(d, "none.yaml"), cpu=False)
+    r = run("--config", none, "--duration", "2s")
+    check(r.returncode == 2 and f"pushprof: {none}:1:1: {nowhere}" in r.stderr
+          and fixes in r.stderr and "agent started" not in r.stderr,
+          "no store: exit 2 before starting, naming both keys and both flags",
+          f"rc={r.returncode} {r.stderr[-500:]}")
+    r = subprocess.run([PUSHPROF, "check-config", "--no-file-checks", none],
+                       capture_output=True, text=True, timeout=30)
+    check(r.returncode == 2 and f"{none}:1:1: {nowhere}" in r.stderr and r.stdout == "",
+          "check-config refuses it the same way", f"rc={r.returncode} {r.stderr[-500:]}")
+    fstore = os.path.join(d, "flag-store")
+    # (and --flag=value works for run's own flags as for the others)
+    r = run(f"--config={none}", "--duration=2s", "--local-store", fstore)
+    started = [ln for ln in r.stderr.splitlines() if "agent started" in ln]
+    check(r.returncode == 0 and started and f"local_store={fstore}" in started[0]
+          and "remote_store=none" in started[0],
+          "--local-store gives it a destination", f"rc={r.returncode} {r.stderr[-500:]}")
+    faddr = f"127.0.0.1:{rl.free_port()}"
+    r = run("--config", none, "--duration", "2s", "--remote-store-address", faddr,
+            "--remote-store-insecure")
+    started = [ln for ln in r.stderr.splitlines() if "agent started" in ln]
+    check(r.returncode == 0 and started and f"remote_store={faddr}" in started[0]
+          and "local_store=none" in started[0],
+          "--remote-store-address gives it a destination", f"rc={r.returncode} {r.stderr[-500:]}")
+    has = rl.write_config(os.path.join(d, "has-store.yaml"), cpu=False,
+                          store=os.path.join(d, "s-has"))
+    r = run("--config", has, "--duration", "2s", "--local-store", "")
+    check(r.returncode == 2 and f"--local-store: {nowhere}" in r.stderr,
+          "--local-store \"\" turning off the only store: exit 2, naming the flag",
+          f"rc={r.returncode} {r.stderr[-500:]}")
+    # SIGHUP to a file without a store: rejected, the running config stays
+    hup = rl.write_config(os.path.join(d, "hup-store.yaml"), cpu=False,
+                          store=os.path.join(d, "s-hup"))
+    agent = rl.Agent(hup, os.path.join(d, "hup-store.log"))
+    try:
+        check(agent.started is not None, "agent with a local store starts", agent.log()[-500:])
+        rl.write_config(hup, cpu=False)
+        agent.p.send_signal(signal.SIGHUP)
+        rej = agent.wait_log("config reload rejected", 30)
+        check(rej is not None and "nowhere to put profiles" in rej
+              and agent.p.poll() is None and agent.count("agent started") == 1,
+              "SIGHUP with no store: reload rejected, the agent goes on", rej)
+    finally:
+        rc, _ = agent.stop()
+        check(rc == 0, "and stops cleanly", rc)
+
     # 1a. help: `pushprof help run` is `pushprof run --help`, which names every flag
     h1 = subprocess.run([PUSHPROF, "help", "run"], capture_output=True, text=True, timeout=30)
     h2 = subprocess.run([PUSHPROF, "run", "--help"], capture_output=True, text=True, timeout=30)
@@ -46,6 +99,10 @@ try:
                                  "--remote-store-insecure", "--remote-store-bearer-token-file",
                                  "--local-store", "--http-address", "--log-level")),
           "pushprof help run = run --help, every flag described", h1.stdout[-400:])
+    # one table describes them all: each flag's own line, once
+    heads = [ln.split()[0].split("[")[0] for ln in h1.stdout.splitlines()
+             if ln.startswith("  --")]
+    check(len(heads) == len(set(heads)) == 9, "each flag described once", heads)
 
     # 1b. the HTTP port is taken: exit 1 and say so, unless http_optional
     import socket

@@ -97,9 +97,16 @@ def test_valid():
             round_trip(name, r.stdout, env)
 
 
-def dump_of(text, env=None):
+# check-config refuses a config with nowhere to put profiles; dump_of adds
+# this to a text that names neither store (after it: positions unchanged)
+DEST = "local_store: {directory: /var/lib/pushprof/test-profiles}\n"
+
+
+def dump_of(text, env=None, dest=True):
     d = tmpdir()
     p = os.path.join(d, "c.yaml")
+    if dest and "remote_store" not in text and "local_store" not in text:
+        text += DEST
     with open(p, "w") as f:
         f.write(text)
     return check_config(p, env)
@@ -165,7 +172,7 @@ def test_cli():
     r = pushprof("check-config", "-", input="cpu:\n  frequency_hz: 5000\n")
     check(r.returncode == 2 and "pushprof: <stdin>:2:17: cpu.frequency_hz" in r.stderr,
           "- reads stdin; errors name <stdin>", r.stderr)
-    r = pushprof("check-config", "-", input="node: from-stdin\n")
+    r = pushprof("check-config", "-", input="node: from-stdin\n" + DEST)
     check(r.returncode == 0 and value(r.stdout, "node") == '"from-stdin"', "- reads stdin",
           r.stdout + r.stderr)
     # every error in one run, one FILE:LINE:COL line each, in file order
@@ -220,12 +227,38 @@ def test_default_config():
     check('directory: "/tmp/demo/profiles"' in r.stdout and value(r.stdout, "node") == '"node-a"',
           "default config: PUSHPROF_LOCAL_STORE and NODE_NAME from the environment",
           r.stdout + r.stderr)
-    # Empty and comment-only files are all defaults.
+    # Empty and comment-only files are all defaults, and the built-in
+    # default for local_store.directory is "": nowhere to put profiles
+    for text, pos in (("", "1:1"), ("# nothing here\n", "1:1"), ("---\n", "2:1"),
+                      ("~\n", "1:1")):
+        r = dump_of(text, dest=False)
+        check(r.returncode == 2 and r.stdout == ""
+              and f":{pos}: nowhere to put profiles: remote_store.address and "
+                  "local_store.directory are both empty" in r.stderr
+              and "--remote-store-address or --local-store" in r.stderr,
+              f"{text!r}: refused, naming both keys and both flags", r.stderr)
+    r = pushprof("check-config", "-", input="node: n\n")
+    check(r.returncode == 2 and "pushprof: <stdin>:1:1: nowhere to put profiles" in r.stderr,
+          "stdin without a store: refused at <stdin>:1:1", r.stderr)
+    # one store is enough, either one
+    r = dump_of('remote_store: {address: "parca:7070"}\nlocal_store: {directory: ""}\n')
+    check(r.returncode == 0 and value(r.stdout, "directory") == '""',
+          "remote_store.address alone is a destination", r.stderr)
+    r = dump_of('remote_store: {address: ""}\nlocal_store: {directory: /p}\n')
+    check(r.returncode == 0, "local_store.directory alone is a destination", r.stderr)
+    # the spool holds what the remote store has not taken yet: not a destination
+    r = dump_of("spool: {directory: /var/lib/pushprof/spool}\n", dest=False)
+    check(r.returncode == 2 and ":1:1: nowhere to put profiles" in r.stderr,
+          "a spool alone is not a destination", r.stderr)
+    # another error first: "nowhere" would only be its consequence
+    r = dump_of("remote_stor: {address: \"parca:7070\"}\n", dest=False)
+    check(r.returncode == 2 and "did you mean 'remote_store'" in r.stderr
+          and "nowhere" not in r.stderr, "a misspelt store: its own error only", r.stderr)
     e = dump_of("")
     c = dump_of("# nothing here\n")
     dd = dump_of("---\n")
     check(e.returncode == 0 and body_after_header(e.stdout) == body_after_header(c.stdout)
-          == body_after_header(dd.stdout), "empty / comment-only / bare --- = defaults")
+          == body_after_header(dd.stdout), "a store alone / with a comment / after --- = defaults")
     check(value(e.stdout, "frequency_hz") == "19" and value(e.stdout, "interval") == "10s",
           "defaults: 19 Hz, 10s windows")
 

@@ -178,6 +178,26 @@ check("INVALID_ARGUMENT: " + (calls[0]["message"] if calls else "?") in p.stdout
       "upload: INVALID_ARGUMENT reported with the server's message, not retried", p.stdout + p.stderr)
 r.stop()
 
+# ---- delivery hints come from the failing channel's own errors -----------
+# gRPC logs a failed TLS handshake process-wide, naming no channel: a later
+# channel to another store (nothing listening there) must not be told its
+# TLS is wrong because of the first one's handshake
+r = receiver()
+with socket.socket() as sk:
+    sk.bind(("127.0.0.1", 0))
+    closed = f"127.0.0.1:{sk.getsockname()[1]}"
+p = run([PROBE, r.address, "tlshint", closed], timeout=120)
+lines = p.stdout.splitlines()
+first = [ln for ln in lines if not ln.startswith("write 9 ")]
+second = [ln for ln in lines if ln.startswith("write 9 ")]
+check(any("hint: TLS handshake with a server that speaks plaintext" in ln for ln in first),
+      "hint: TLS to a plaintext server says so", p.stdout + p.stderr)
+check(len(second) == 1 and "TLS handshake" not in second[0]
+      and "hint: cannot connect to remote_store.address" in second[0],
+      "hint: the next store's error is its own, not the first channel's TLS hint",
+      p.stdout + p.stderr)
+r.stop()
+
 # ---- UNAVAILABLE twice then success ----------------------------------------
 r = receiver(fail_first=2)
 p = push(r, "-l", "__name__=parca_agent", CPU)

@@ -7,6 +7,11 @@
  *   upload_probe ADDR latency N
  *       N writes of one small profile on one uploader (one channel); prints
  *       the first (includes connecting) and the median of the others.
+ *   upload_probe ADDR tlshint ADDR2
+ *       TLS to ADDR (a plaintext server) until an error has the TLS hint
+ *       (at most 3 writes), then, that uploader freed, one TLS write to
+ *       ADDR2 where nothing listens: its error must be its own (the gRPC
+ *       log line of the first channel's handshake is not its hint).
  *   upload_probe ADDR rotate TOKENFILE NEWTOKEN
  *       write once with the token in TOKENFILE, rewrite TOKENFILE (same
  *       length, in place) with NEWTOKEN, write again: the second write must
@@ -22,6 +27,8 @@
 #include "pprof.h"
 #include "upload.h"
 
+static char last_msg[sizeof(((struct pp_err *)0)->msg)];	/* of the last do_write */
+
 static int do_write(struct uploader *u, int n, const struct upload_series *s)
 {
 	struct pp_err err = { 0 };
@@ -30,6 +37,7 @@ static int do_write(struct uploader *u, int n, const struct upload_series *s)
 	const struct upload_stats *st = uploader_stats(u);
 	printf("write %d rc=%d sent=%zu status=%llu retries=%llu msg=%s\n", n, rc, sent,
 	       (unsigned long long)st->last_status, (unsigned long long)st->retries, err.msg);
+	snprintf(last_msg, sizeof(last_msg), "%s", err.msg);
 	return rc;
 }
 
@@ -120,6 +128,27 @@ int main(int argc, char **argv)
 		printf("latency fails=%d first=%.2f median=%.2f max=%.2f\n", fails, ms[0],
 		       ms[1 + (n - 1) / 2], ms[n - 1]);
 		free(ms);
+		uploader_free(u);
+	} else if (!strcmp(argv[2], "tlshint") && argc == 4) {
+		struct upload_series s = { &labels, prof, proflen };
+		rs.insecure = false;
+		rs.timeout_ns = 2000000000ull;
+		struct uploader *u = uploader_new(&rs, &err);
+		if (!u) {
+			printf("uploader_new failed: %s\n", err.msg);
+			return 1;
+		}
+		for (int i = 1; i <= 3; i++)
+			if (do_write(u, i, &s) && strstr(last_msg, "hint: TLS handshake"))
+				break;
+		uploader_free(u);
+		rs.address = argv[3];
+		u = uploader_new(&rs, &err);
+		if (!u) {
+			printf("uploader_new failed: %s\n", err.msg);
+			return 1;
+		}
+		do_write(u, 9, &s);
 		uploader_free(u);
 	} else {
 		fprintf(stderr, "upload_probe: unknown mode\n");

@@ -17,7 +17,7 @@ import rellib as rl
 from pptest import check, done, tmpdir
 
 d = tmpdir("pushprof-rel-http-")
-cfg = rl.write_config(os.path.join(d, "a.yaml"), cpu=True,
+cfg = rl.write_config(os.path.join(d, "a.yaml"), cpu=True, store=os.path.join(d, "store"),
                       targets="targets:\n  - pids: [1]\n")
 agent = rl.Agent(cfg, os.path.join(d, "agent.log"))
 slow, greedy = [], []

@@ -162,7 +162,8 @@ try:
     # -- HTTP binds loopback by default ---------------------------------------
     cfg = os.path.join(d, "c.yaml")
     with open(cfg, "w") as f:
-        f.write("node: sec\ncpu: {interval: 1s}\ngo_heap: {enabled: false}\n")
+        f.write("node: sec\ncpu: {interval: 1s}\ngo_heap: {enabled: false}\n"
+                f"local_store: {{directory: {d}/http-store}}\n")
     def port_free():
         with socket.socket() as s:
             return s.connect_ex(("127.0.0.1", 7071)) != 0

@@ -62,9 +62,10 @@ def as_nobody(port, pid, token):
 try:
     targets = f"targets:\n  - pids: [{work.pid}]\n"
     heap = "{enabled: true, interval: 0s}"
+    store = os.path.join(d, "store")
     # -- off by default -------------------------------------------------------
     port = rl.free_port()
-    cfg = rl.write_config(os.path.join(d, "off.yaml"), cpu=False, go_heap=heap,
+    cfg = rl.write_config(os.path.join(d, "off.yaml"), cpu=False, go_heap=heap, store=store,
                           targets=targets, http=f"127.0.0.1:{port}")
     agent = rl.Agent(cfg, os.path.join(d, "off.log"))
     st, body, _ = post(agent.port, work.pid)
@@ -76,7 +77,7 @@ try:
 
     # -- on, on every interface, without a token: refused at load -------------
     open_cfg = rl.write_config(os.path.join(d, "open.yaml"), cpu=False, go_heap=heap,
-                               targets=targets, http=f"0.0.0.0:{rl.free_port()}",
+                               store=store, targets=targets, http=f"0.0.0.0:{rl.free_port()}",
                                extra="snapshot_api: {enabled: true}\n")
     r = pptest.run([rl.PUSHPROF, "check-config", open_cfg])
     check(r.returncode == 2 and "needs snapshot_api.bearer_token_file" in r.stderr,
@@ -92,7 +93,7 @@ try:
         port = rl.free_port()
         cfg = rl.write_config(
             os.path.join(d, "on.yaml"), cpu=False, go_heap=heap, targets=targets,
-            http=f"0.0.0.0:{port}",
+            store=store, http=f"0.0.0.0:{port}",
             extra=(f"snapshot_api: {{enabled: true, bearer_token_file: {tok}, "
                    f"per_pid_interval: 30s, per_client_per_minute: 4}}\n"))
         agent = rl.Agent(cfg, os.path.join(d, "on.log"))
@@ -141,7 +142,8 @@ try:
     # -- go_heap disabled: 403, whatever the token ------------------------------
     port = rl.free_port()
     cfg = rl.write_config(os.path.join(d, "noheap.yaml"), cpu=True, targets=targets,
-                          http=f"127.0.0.1:{port}", extra="snapshot_api: {enabled: true}\n")
+                          store=store, http=f"127.0.0.1:{port}",
+                          extra="snapshot_api: {enabled: true}\n")
     agent = rl.Agent(cfg, os.path.join(d, "noheap.log"))
     st, body, _ = post(port, work.pid)
     check(st == 403 and b"go_heap.enabled: false" in body,
