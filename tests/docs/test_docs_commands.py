@@ -12,7 +12,8 @@ so a command added to those docs is run by default.
 
 Also, over README.md and docs/*.md: every `pushprof CMD` shown in code has
 `pushprof help CMD`, every --flag shown with it is in that help, and every
-YAML block is accepted by `pushprof check-config --no-file-checks`."""
+YAML block is accepted by `pushprof check-config --no-file-checks`; every
+config key the binary knows is in docs/configuration.md."""
 import glob
 import gzip
 import os
@@ -32,10 +33,9 @@ from pptest import PUSHPROF, SOURCE_DIR, check, done, go_env, tmpdir
 # Commands shown in the docs that are not run here: exact command (comments
 # stripped, tokens joined by one space) -> why.
 SKIP = {
-    # The two-command demo installs Debian packages (apt-get) and builds the
-    # tree in place: not something to do from inside `meson test`; it is
-    # exercised on its own, outside the meson suite.
-    "./scripts/demo.sh": "installs packages and builds the tree; run on its own, not by meson test",
+    # The demo installs Debian packages and builds the tree in place; its own
+    # test runs it (tests/cli/test_demo.py).
+    "./scripts/demo.sh": "tested by tests/cli/test_demo.py (it installs packages and builds)",
     # Builds the tree in place; this test runs from that very build.
     "meson setup build && ninja -C build": "builds the tree this test runs from",
 }
@@ -371,6 +371,41 @@ def docs_help_and_flags(paths):
     check(len(seen) > 20, "commands and flags found in the docs", len(seen))
 
 
+def config_keys_documented():
+    """Every key `check-config` prints (the effective config: every key the
+    parser knows) is in docs/configuration.md: as `a.b.c` anywhere, or as
+    `b.c` / `c` in the section whose heading names `a` (`## Top level` for
+    keys without a section)."""
+    r = subprocess.run([PUSHPROF, "check-config", "-"], input=f"local_store: {{directory: {d}}}\n",
+                       capture_output=True, text=True, timeout=30)
+    keys, stack = [], []
+    for ln in r.stdout.splitlines():
+        m = re.match(r"^( *)([a-z_]+):(.*)$", ln)
+        if not m:
+            continue
+        depth = len(m.group(1)) // 2
+        stack[depth:] = [m.group(2)]
+        if m.group(3).strip():
+            keys.append(".".join(stack))
+    check(r.returncode == 0 and len(keys) > 50, "check-config prints the effective config",
+          f"rc={r.returncode} {len(keys)} keys {r.stderr[-300:]}")
+    doc = open(os.path.join(SOURCE_DIR, "docs", "configuration.md")).read()
+    sections = {}
+    for part in re.split(r"^## ", doc, flags=re.M)[1:]:
+        heading, _, body = part.partition("\n")
+        for name in re.findall(r"`([a-z_]+)`", heading) or (["_top"] if "Top level" in heading
+                                                              else []):
+            sections[name] = sections.get(name, "") + body
+    missing = []
+    for k in keys:
+        parts = k.split(".")
+        sec = sections.get(parts[0], "") if len(parts) > 1 else sections.get("_top", "")
+        cands = [".".join(parts[i:]) for i in range(1, len(parts))] if len(parts) > 1 else [k]
+        if f"`{k}`" not in doc and not any(f"`{c}`" in sec for c in cands):
+            missing.append(k)
+    check(not missing, "every config key is in docs/configuration.md", missing)
+
+
 def docs_yaml(paths):
     """Every YAML block of the docs is a config `check-config` accepts (a
     fragment that names no destination gets a local_store, since a config
@@ -428,6 +463,7 @@ try:
     all_docs = [readme] + sorted(glob.glob(os.path.join(SOURCE_DIR, "docs", "*.md")))
     docs_help_and_flags(all_docs)
     docs_yaml(all_docs)
+    config_keys_documented()
 finally:
     if api_agent is not None:
         rc, _ = api_agent.stop()
