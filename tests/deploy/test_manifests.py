@@ -4,6 +4,7 @@ deployment conventions require, the embedded config accepted by
 `pushprof check-config`, and the chart rendered (Go text/template + sprig,
 as Helm does) for its defaults and a few overrides."""
 import os
+import re
 import sys
 
 import pptest
@@ -84,7 +85,34 @@ def check_cfg(text, what, expect=(), env=None):
         check(needle in out, f"{what}: effective config has {needle}", out[-1500:])
 
 
+IMAGE = "pushprof/pushprof"
+
+
+def check_image_names():
+    """One image name everywhere: the Dockerfile's build tag, the DaemonSet,
+    the chart's default, docs/deploy.md and README.md (a registry in front
+    only as the REGISTRY placeholder)."""
+    root = pptest.SOURCE_DIR
+    refs = {}
+    for rel in ("deploy/docker/Dockerfile", "deploy/kubernetes/daemonset.yaml",
+                "deploy/helm/pushprof/values.yaml", "docs/deploy.md", "README.md"):
+        text = open(os.path.join(root, rel)).read()
+        found = re.findall(r"([\w.-]+(?:/[\w.-]+)*/pushprof):(\d[\w.-]*)", text)
+        found += [(m, "") for m in re.findall(r"repository:\s*\"?([^\s\"]+)", text)]
+        refs[rel] = found
+    check(any(r == IMAGE for r, _ in refs["deploy/docker/Dockerfile"]),
+          f"the Dockerfile builds {IMAGE}", str(refs["deploy/docker/Dockerfile"]))
+    bad = {rel: [f"{r}:{tag}" for r, tag in found if r not in (IMAGE, "REGISTRY/" + IMAGE)]
+           for rel, found in refs.items()}
+    check(not any(bad.values()), f"every image reference is {IMAGE}",
+          str({k: v for k, v in bad.items() if v}))
+    check(refs["deploy/kubernetes/daemonset.yaml"] and refs["deploy/helm/pushprof/values.yaml"]
+          and refs["docs/deploy.md"], "image references found in manifests, chart and docs",
+          str(refs))
+
+
 def main():
+    check_image_names()
     if not pptest.have("node"):
         dl.skip("node is not installed")
     models = dl.ensure_models()
