@@ -159,29 +159,29 @@ svg() { # output, profile files...
   go tool pprof -svg -output "$o" "$@" >/dev/null 2>&1 && echo "  picture: $o" || echo "  (no SVG: graphviz missing?)"
 }
 
-step "shop's top CPU functions (${#cpu[@]} profiles of 5 s; by design, of main.main: ~70 % main.priceOrders, ~30 % main.renderReport)"
-if [ -e "${cpu[0]}" ]; then
-  go tool pprof -top -cum -nodecount=12 "${cpu[@]}" 2>/dev/null | sed -n '/flat%/,$p' | sed 's/^/  /'
-  svg "$p/cpu-shop.svg" "${cpu[@]}"
-else
-  echo "  no CPU profile of shop (pid $shop_pid_s): see $out/agent.log"; status=1
-fi
+# show TITLE WHAT-IF-MISSING SVG-NAME PPROF-OPTIONS... -- FILES...:
+# the top table of the profiles and a picture of them next to them
+show() {
+  local title=$1 missing=$2 name=$3 opts=()
+  shift 3
+  while [ "$1" != -- ]; do opts+=("$1"); shift; done
+  shift
+  step "$title"
+  if [ -e "$1" ]; then
+    go tool pprof -top "${opts[@]}" "$@" 2>/dev/null | sed -n '/flat%/,$p' | sed 's/^/  /'
+    svg "$p/$name" "${opts[@]}" "$@"
+  else
+    echo "  $missing: see $out/agent.log"
+    status=1
+  fi
+}
 
-step "shop's top heap allocators (in use; sampled like Go's own; by design main.loadCatalog ~50 MB, main.openSessions ~12 MB)"
-if [ -e "${heap[0]}" ]; then
-  go tool pprof -top -sample_index=inuse_space -nodecount=6 "${heap[0]}" 2>/dev/null | sed -n '/flat%/,$p' | sed 's/^/  /'
-  svg "$p/heap-shop.svg" -sample_index=inuse_space "${heap[0]}"
-else
-  echo "  no heap snapshot of shop ($snap): see $out/agent.log"; status=1
-fi
-
-step "the OOM kill: what filled leak's heap when the kernel killed it"
-if [ -e "${oomf[0]}" ]; then
-  go tool pprof -top -sample_index=inuse_space -nodecount=5 "${oomf[0]}" 2>/dev/null | sed -n '/flat%/,$p' | sed 's/^/  /'
-  svg "$p/oom-leak.svg" -sample_index=inuse_space "${oomf[0]}"
-else
-  echo "  no OOM capture of leak: see $out/agent.log"; status=1
-fi
+show "shop's top CPU functions (${#cpu[@]} profiles of 5 s; by design, of main.main: ~70 % main.priceOrders, ~30 % main.renderReport)" \
+  "no CPU profile of shop (pid $shop_pid_s)" cpu-shop.svg -cum -nodecount=12 -- "${cpu[@]}"
+show "shop's top heap allocators (in use; sampled like Go's own; by design main.loadCatalog ~50 MB, main.openSessions ~12 MB)" \
+  "no heap snapshot of shop ($snap)" heap-shop.svg -sample_index=inuse_space -nodecount=6 -- "${heap[@]}"
+show "the OOM kill: what filled leak's heap when the kernel killed it" \
+  "no OOM capture of leak" oom-leak.svg -sample_index=inuse_space -nodecount=5 -- "${oomf[@]}"
 
 step "files"
 n=$(ls "$p"/*.pb.gz 2>/dev/null | wc -l)

@@ -138,7 +138,7 @@ def load_protos():
 
 
 # -- the receiver -------------------------------------------------------------
-class PyroscopeReceiver:
+class PyroscopeReceiver(receiver.Recorder):
     def __init__(self, out_dir, port=0, http_port=0, tenant_required=False, token=None,
                  basic=None, fail_first=0, tls=None, client_ca=None, limits=None,
                  label_sanitization=False, now=None):
@@ -175,27 +175,9 @@ class PyroscopeReceiver:
         """Answer UNAVAILABLE / 503 for the next `seconds`."""
         self._down_until = time.monotonic() + seconds
 
-    # -- recording (as receiver.py) ---------------------------------------------
-    def _append(self, name, obj):
-        with self._lock:
-            with open(os.path.join(self.out, name), "a") as f:
-                f.write(json.dumps(obj) + "\n")
-
-    def _read(self, name):
-        path = os.path.join(self.out, name)
-        if not os.path.exists(path):
-            return []
-        with self._lock, open(path) as f:
-            return [json.loads(line) for line in f if line.strip()]
-
-    def calls(self):
-        return self._read("calls.jsonl")
-
+    # -- recording: receiver.Recorder -------------------------------------------
     def refusals(self):
         return [c for c in self.calls() if c["status"] != "OK"]
-
-    def requests(self):
-        return self._read("requests.jsonl")
 
     def series(self):
         return [s for req in self.requests() for s in req["series"]]

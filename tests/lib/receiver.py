@@ -199,7 +199,31 @@ def validate_labels(labelset):
         seen.add(name)
 
 
-class Receiver:
+class Recorder:
+    """What a test receiver saw, as JSON lines in self.out (calls.jsonl,
+    requests.jsonl), under self._lock: shared by this receiver and
+    pyroscope_receiver.py."""
+
+    def _append(self, name, obj):
+        with self._lock:
+            with open(os.path.join(self.out, name), "a") as f:
+                f.write(json.dumps(obj) + "\n")
+
+    def _read(self, name):
+        path = os.path.join(self.out, name)
+        if not os.path.exists(path):
+            return []
+        with self._lock, open(path) as f:
+            return [json.loads(line) for line in f if line.strip()]
+
+    def calls(self):
+        return self._read("calls.jsonl")
+
+    def requests(self):
+        return self._read("requests.jsonl")
+
+
+class Receiver(Recorder):
     def __init__(self, out_dir, port=0, token=None, fail_first=0, tls=None, client_ca=None,
                  hang=False, max_message_bytes=64 << 20, debuginfo="yes"):
         self.out = out_dir
@@ -221,25 +245,6 @@ class Receiver:
     @property
     def address(self):
         return f"127.0.0.1:{self.port}"
-
-    # -- recording ---------------------------------------------------------
-    def _append(self, name, obj):
-        with self._lock:
-            with open(os.path.join(self.out, name), "a") as f:
-                f.write(json.dumps(obj) + "\n")
-
-    def _read(self, name):
-        path = os.path.join(self.out, name)
-        if not os.path.exists(path):
-            return []
-        with self._lock, open(path) as f:
-            return [json.loads(line) for line in f if line.strip()]
-
-    def calls(self):
-        return self._read("calls.jsonl")
-
-    def requests(self):
-        return self._read("requests.jsonl")
 
     def series(self):
         """Every accepted series, flattened: [{"labels", "files", "request"}]."""
