@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
+#include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -57,6 +58,7 @@ struct agent {
 	struct oom_watch *oom;		/* NULL: go_heap.on_oom off or unavailable */
 	struct procev *procev;		/* BPF process events (no netlink connector) */
 	struct debuginfo *dbg;		/* NULL: no remote store or debuginfo_upload off */
+	struct utsname uts;		/* __meta_system_kernel_* labels */
 	atomic_bool stopping;		/* the loop is finishing: cut network waits short */
 	struct cpu_window win;
 	uint64_t window_start_mono;
@@ -224,6 +226,14 @@ static int label_series(struct pp_labels *l, void *arg)
 		if (v)
 			pp_labels_set(l, proc[i].to, v);
 	}
+	/* the rest of Parca Agent's process and system labels */
+	const char *exe = pp_labels_get(l, "executable");
+	if (exe && *exe) {
+		const char *base = strrchr(exe, '/');
+		pp_labels_set(l, "__meta_process_executable_name", base ? base + 1 : exe);
+	}
+	pp_labels_set(l, "__meta_system_kernel_release", a->uts.release);
+	pp_labels_set(l, "__meta_system_kernel_machine", a->uts.machine);
 	const char *cg = pp_labels_get(l, "cgroup");
 	if (a->meta && cg && *cg) {
 		struct cgroup_info ci;
@@ -528,6 +538,7 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 
 	memset(&a, 0, sizeof(a));
 	a.cfg = cfg;
+	uname(&a.uts);
 	/* Block before any thread exists (gRPC starts some), so that every
 	 * thread inherits the mask and the signals reach only the signalfd.
 	 * They stay blocked when this run ends (see agent.h): a SIGHUP that

@@ -330,6 +330,19 @@ static int set_series_labels(struct pp_labels *l, const struct cpu_profile_opts 
 		r |= pp_labels_set(l, "executable", tp->exe);
 	if (tp && tp->cgroup && *tp->cgroup)
 		r |= pp_labels_set(l, "cgroup", tp->cgroup);
+	/* Parca Agent's executable labels, for relabel_configs only (every
+	 * __meta_* label is gone after relabelling) */
+	struct sym_exe x;
+	if (o->sym && tp && tp->exe && sym_exe_info(o->sym, pid, tp->exe, &x) == 0) {
+		if (x.build_id[0])
+			r |= pp_labels_set(l, "__meta_process_executable_build_id", x.build_id);
+		if (x.compiler[0])
+			r |= pp_labels_set(l, "__meta_process_executable_compiler", x.compiler);
+		r |= pp_labels_set(l, "__meta_process_executable_static",
+				   x.is_static ? "true" : "false");
+		r |= pp_labels_set(l, "__meta_process_executable_stripped",
+				   x.stripped ? "true" : "false");
+	}
 	pp_labels_sort(l);
 	return r ? -ENOMEM : 0;
 }

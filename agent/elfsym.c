@@ -183,6 +183,29 @@ static void load_notes(struct elfsym *e, Elf *elf, const struct src *s)
 	}
 }
 
+/* The first string of .comment, the toolchain's stamp; printable ASCII
+ * only, at most sizeof(e->comment) - 1 bytes read. */
+static void load_comment(struct elfsym *e, Elf *elf, size_t shstrndx, const struct src *s)
+{
+	GElf_Shdr sh;
+	char b[sizeof(e->comment)];
+
+	if (shstrndx == SHN_UNDEF || !find_scn(elf, shstrndx, ".comment", false, &sh) ||
+	    sh.sh_type != SHT_PROGBITS || !sh.sh_size)
+		return;
+	uint64_t n = sh.sh_size < sizeof(b) - 1 ? sh.sh_size : sizeof(b) - 1;
+	if (!src_read(s, sh.sh_offset, n, b))
+		return;
+	b[n] = '\0';
+	size_t i = 0;
+	while (b[i] >= 0x20 && b[i] < 0x7f)
+		i++;
+	if (i == n && sh.sh_size > n)
+		return;		/* cut: not a whole string */
+	b[i] = '\0';
+	memcpy(e->comment, b, i + 1);
+}
+
 static bool vaddr_to_off(const struct elfsym *e, uint64_t va, uint64_t len, uint64_t *off)
 {
 	for (size_t i = 0; i < e->nloads; i++) {
@@ -653,7 +676,11 @@ static int load(const struct src *s, struct elfsym **out, struct pp_err *err)
 	if (elf_getphdrnum(elf, &nph) == 0) {
 		for (size_t i = 0; i < nph && e->nloads < ELFSYM_MAX_LOADS; i++) {
 			GElf_Phdr ph;
-			if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_LOAD)
+			if (!gelf_getphdr(elf, (int)i, &ph))
+				continue;
+			if (ph.p_type == PT_INTERP)
+				e->has_interp = true;
+			if (ph.p_type != PT_LOAD)
 				continue;
 			e->loads[e->nloads++] = (struct elfsym_load){
 				.vaddr = ph.p_vaddr, .offset = ph.p_offset, .filesz = ph.p_filesz,
@@ -665,6 +692,7 @@ static int load(const struct src *s, struct elfsym **out, struct pp_err *err)
 		shstrndx = SHN_UNDEF;
 	load_buildinfo(e, elf, shstrndx, s);
 	load_notes(e, elf, s);
+	load_comment(e, elf, shstrndx, s);
 
 	/* Symbol tables: .symtab if it has functions, else .dynsym. */
 	uint64_t sym_gofunc = 0;
@@ -704,6 +732,7 @@ static int load(const struct src *s, struct elfsym **out, struct pp_err *err)
 	uint64_t lo = 0, hi = 0;
 	if (e->pcln)
 		gopcln_text_range(e->pcln, &lo, &hi);
+	e->has_symtab = symtab.sh_type != 0;
 	if (symtab.sh_type)
 		rc = load_syms(e, elf, s, &symtab, lo, hi, NULL);
 	if (rc == 0 && e->nsyms == 0 && dynsym.sh_type) {

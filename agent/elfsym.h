@@ -42,6 +42,11 @@ struct elfsym {
 	char gnu_build_id[2 * 64 + 1];	/* hex of NT_GNU_BUILD_ID, "" if none */
 	char go_build_id[256];		/* Go's build id note ("Go\0\0" type 4), "" if none */
 	char go_version[64];		/* runtime.buildVersion, "go1.19.8"; "" if not Go */
+	/* What Parca Agent's __meta_process_executable_* labels say: the
+	 * first string of .comment ("GCC: (Debian 12.2.0-14) 12.2.0"), "" if
+	 * none; a PT_INTERP (dynamically linked); a .symtab (not stripped). */
+	char comment[96];
+	bool has_interp, has_symtab;
 
 	struct elfsym_load loads[ELFSYM_MAX_LOADS];
 	size_t nloads;

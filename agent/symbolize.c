@@ -561,6 +561,36 @@ void sym_forget(struct symbolizer *s, pid_t pid)
 		}
 }
 
+int sym_exe_info(struct symbolizer *s, pid_t pid, const char *exe, struct sym_exe *out)
+{
+	uint64_t now = now_ms();
+	int rc = 0;
+
+	memset(out, 0, sizeof(*out));
+	if (!exe || !*exe)
+		return -ENOENT;
+	struct pentry *p = proc_get(s, pid, now, s->o.maps_max_age_ms, &rc, NULL);
+	if (!p)
+		return rc ? rc : -ENOENT;
+	for (size_t i = 0; i < p->maps.n; i++) {
+		const struct proc_map *m = &p->maps.v[i];
+		if (m->offset || !m->inode || strcmp(m->path, exe))
+			continue;
+		struct fentry *f = file_get(s, pid, m, now);
+		if (!f || !f->e)
+			return -ENOENT;
+		const struct elfsym *e = f->e;
+		snprintf(out->build_id, sizeof(out->build_id), "%s",
+			 e->gnu_build_id[0] ? e->gnu_build_id : e->go_build_id);
+		snprintf(out->compiler, sizeof(out->compiler), "%s",
+			 e->go_version[0] ? e->go_version : e->comment);
+		out->is_static = !e->has_interp;
+		out->stripped = !e->has_symtab;
+		return 0;
+	}
+	return -ENOENT;
+}
+
 static bool is_file_mapping(const struct proc_map *m)
 {
 	return m->path[0] == '/' && m->inode != 0;

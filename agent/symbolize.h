@@ -191,6 +191,19 @@ void sym_prepare_run(struct symbolizer *s, uint64_t now_ns);
 /* Forget pid's maps (process exited and its window is done). */
 void sym_forget(struct symbolizer *s, pid_t pid);
 
+/* Facts about a process's executable file, for the labels Parca Agent's
+ * relabel files read (__meta_process_executable_*). */
+struct sym_exe {
+	char build_id[256];		/* GNU build id, else Go's; "" none */
+	char compiler[96];		/* "go1.19.8", or .comment's "GCC: ..."; "" */
+	bool is_static;			/* no PT_INTERP */
+	bool stripped;			/* no .symtab */
+};
+/* exe is the path as the process sees it (/proc/PID/exe): the file mapped
+ * at offset 0 under that path, from the cache when it is there. -ENOENT
+ * when the process has no such mapping or the file is not a readable ELF. */
+int sym_exe_info(struct symbolizer *s, pid_t pid, const char *exe, struct sym_exe *out);
+
 void sym_get_stats(const struct symbolizer *s, struct sym_stats *st);
 
 #endif
