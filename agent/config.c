@@ -1119,8 +1119,8 @@ static int check_address(struct ctx *x, const struct ynode *v, const char *path,
 	const char *colon;
 	char b[64];
 
-	if (!*a)
-		return 0;
+	if (!*a || !strncmp(a, "http://", 7) || !strncmp(a, "https://", 8))
+		return 0;	/* a URL: checked by url_address() */
 	for (size_t i = 0; i < sizeof(schemes) / sizeof(schemes[0]); i++)
 		if (!strncmp(a, schemes[i], strlen(schemes[i])) && a[strlen(schemes[i])])
 			return 0;
@@ -1700,9 +1700,86 @@ static const struct ynode *map_val(const struct ynode *v, const char *key)
 	return NULL;
 }
 
+/*
+ * address as a URL, the way Grafana Alloy's pyroscope.write takes it
+ * ("https://profiles-prod-001.grafana.net", "http://pyroscope:4040/prefix"):
+ * Connect over HTTP to host:port (80/443 when absent) with the URL's path as
+ * path_prefix, TLS by the scheme. The scheme decides over `insecure` and
+ * `transport` (the shipped file sets both), except that insecure: true with
+ * https:// is a contradiction. Stored back as host:port + the keys, which is
+ * what check-config prints.
+ */
+static int url_address(struct ctx *x, const struct ynode *v, struct remote_store_config *r,
+		       const char *path)
+{
+	bool tls = !strncmp(r->address, "https://", 8);
+	const char *hp = r->address + (tls ? 8 : 7);
+	size_t hl = strcspn(hp, "/?#");
+	const char *rest = hp + hl;
+	char b[64];
+
+	if (!tls && strncmp(r->address, "http://", 7))
+		return 0;
+	const struct ynode *at = map_val(v, "address") ? map_val(v, "address") : v;
+	if (r->protocol != STORE_PYROSCOPE)
+		return errat(x, at, "%s.address: a URL is for protocol: pyroscope (Connect over "
+			     "HTTP); Parca is reached over gRPC at host:port", path);
+	if (r->insecure && tls && map_val(v, "insecure") && r->insecure)
+		return errat(x, map_get(v, "insecure"), "%s: insecure: true contradicts the "
+			     "https:// address", path);
+	if (strpbrk(rest, "?#"))
+		return errat(x, at, "%s.address: a URL without query or fragment", path);
+	if (*r->path_prefix && rest[0] && rest[1])
+		return errat(x, map_get(v, "path_prefix"), "%s: the address URL has a path and "
+			     "path_prefix is set too; use one", path);
+	char host[512];
+	/* [v6]:port, [v6], host:port, host */
+	const char *rb = hp[0] == '[' ? memchr(hp, ']', hl) : NULL;
+	bool has_port = rb ? rb + 1 < hp + hl && rb[1] == ':' : memchr(hp, ':', hl) != NULL;
+	if (!hl || hl > 400)
+		return errat(x, at, "%s.address: %s has no host", path, show(at, b, sizeof(b)));
+	snprintf(host, sizeof(host), "%.*s%s", (int)hl, hp, has_port ? "" : tls ? ":443" : ":80");
+	int rc = check_address(x, at, path, host);
+	if (rc)
+		return rc;
+	char *pp = NULL, *addr = strdup(host);
+	if (rest[0] && rest[1]) {
+		size_t pl = strlen(rest);
+		while (pl > 1 && rest[pl - 1] == '/')
+			pl--;
+		pp = strndup(rest, pl);
+	}
+	if (!addr || (rest[0] && rest[1] && !pp)) {
+		free(addr);
+		free(pp);
+		return errat(x, at, "out of memory");
+	}
+	free(r->address);
+	r->address = addr;
+	if (pp) {
+		free(r->path_prefix);
+		r->path_prefix = pp;
+	}
+	r->http = true;
+	r->insecure = !tls;
+	return 0;
+}
+
 static int remote_post(struct ctx *x, const struct ynode *v, void *base, const char *path)
 {
 	struct remote_store_config *r = base;
+	int rc = url_address(x, v, r, path);
+
+	if (rc)
+		return rc;
+	if (r->http && *r->address && !strchr(r->address, ':'))
+		return errat(x, map_get(v, "address"), "%s.address: transport: http needs "
+			     "host:port or a URL", path);
+	if (r->http && (!strncmp(r->address, "dns:", 4) || !strncmp(r->address, "unix", 4) ||
+			!strncmp(r->address, "ipv", 3) || !strncmp(r->address, "vsock:", 6)))
+		return errat(x, map_get(v, "address"), "%s.address: gRPC name schemes (dns:, "
+			     "unix:, ...) do not apply to transport: http; give host:port or a URL",
+			     path);
 
 	if (!!*r->cert_file != !!*r->key_file)
 		return errat(x, map_get(v, *r->cert_file ? "cert_file" : "key_file"),

@@ -10,8 +10,9 @@ what Pyroscope refuses.
    - tenant and credentials arrive; the password is in no log line, /metrics
      or the agent's command line;
    - what the outage held back is delivered after it; no other refusal.
-2. Connect over HTTP with path_prefix unset, service_name from
-   external_labels, thread labels switched on: accepted as such.
+2. Connect over HTTP, the address given as a URL (as Alloy's
+   pyroscope.write takes it), service_name from external_labels, thread
+   labels switched on: accepted as such.
 3. Connect over HTTP to a Pyroscope whose clock is 2 h ahead: every profile
    is older than its ingestion window and refused (INVALID_ARGUMENT); the
    agent drops them with a log line and counts them
@@ -126,8 +127,9 @@ try:
 
     # ---- 2. Connect over HTTP, service_name from the config, thread labels
     rcv = PyroscopeReceiver(os.path.join(d, "r2")).start()
-    cfg, spool, store = config("http", f"  address: \"127.0.0.1:{rcv.http_port}\"\n"
-                               "  protocol: pyroscope\n  transport: http\n  insecure: true\n",
+    # the address as Alloy's pyroscope.write takes it: a URL
+    cfg, spool, store = config("http", f"  address: \"http://127.0.0.1:{rcv.http_port}\"\n"
+                               "  protocol: pyroscope\n",
                                "external_labels: {service_name: checkout}\n")
     with open(cfg) as f:
         text = f.read()
