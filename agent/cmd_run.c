@@ -19,7 +19,7 @@
  * (--config, --duration) and those that override one config key, named as
  * Parca Agent names them so that its command lines mostly carry over.
  */
-enum flag_kind { FLAG_CONFIG, FLAG_DURATION, FLAG_KEY };
+enum flag_kind { FLAG_CONFIG, FLAG_DURATION, FLAG_KEY, FLAG_REFUSED };
 static const struct {
 	const char *flag;
 	enum flag_kind kind;
@@ -33,19 +33,33 @@ static const struct {
 	  "config file (default " PUSHPROF_DEFAULT_CONFIG "; if that does not exist\n"
 	  "      and --config is not given, the built-in defaults: config/pushprof.yaml\n"
 	  "      as shipped)" },
+	{ "--config-path", FLAG_CONFIG, NULL, "FILE", false, false,
+	  "Parca Agent's name for --config" },
 	{ "--duration", FLAG_DURATION, NULL, "D", false, false,
 	  "stop after D (e.g. 30s); SIGINT/SIGTERM stop too, after building and\n"
 	  "      flushing the current window" },
 	{ "--node", FLAG_KEY, "node", "VALUE", false, false,
 	  "node name label (default $NODE_NAME, else the hostname)" },
 	{ "--remote-store-address", FLAG_KEY, "remote_store.address", "VALUE", false, false,
-	  "Parca-compatible gRPC server, host:port" },
+	  "the store: host:port (gRPC), or a URL for Pyroscope over HTTP" },
 	{ "--remote-store-insecure", FLAG_KEY, "remote_store.insecure", "BOOL", true, true,
 	  "plaintext HTTP/2, no TLS (--remote-store-insecure=false undoes it)" },
+	{ "--remote-store-insecure-skip-verify", FLAG_KEY, "remote_store.insecure_skip_verify",
+	  "BOOL", true, true, "TLS without verifying the server: testing only" },
 	{ "--remote-store-bearer-token-file", FLAG_KEY, "remote_store.bearer_token_file", "VALUE",
 	  false, false, "file holding the bearer token (re-read when it changes)" },
+	{ "--remote-store-bearer-token", FLAG_REFUSED, NULL, "TOKEN", false, false,
+	  "refused: a token in argv is readable by every user of the host\n"
+	  "      (/proc/PID/cmdline); use --remote-store-bearer-token-file or\n"
+	  "      the environment variable PUSHPROF_BEARER_TOKEN" },
 	{ "--local-store", FLAG_KEY, "local_store.directory", "VALUE", false, false,
 	  "also write every profile into this directory (\"\" turns it off)" },
+	{ "--local-store-directory", FLAG_KEY, "local_store.directory", "VALUE", false, false,
+	  "Parca Agent's name for --local-store" },
+	{ "--profiling-duration", FLAG_KEY, "cpu.interval", "D", false, false,
+	  "length of one CPU profile window, e.g. 10s" },
+	{ "--profiling-cpu-sampling-frequency", FLAG_KEY, "cpu.frequency_hz", "N", true, false,
+	  "samples per second per CPU (1..1000)" },
 	{ "--http-address", FLAG_KEY, "http_address", "VALUE", false, false,
 	  "host:port of /metrics, /healthz, /readyz (\"\" turns it off)" },
 	{ "--log-level", FLAG_KEY, "log.level", "VALUE", false, false,
@@ -125,6 +139,12 @@ int cmd_run(int argc, char **argv)
 			v = argv[++i];
 		}
 		switch (flags[f].kind) {
+		case FLAG_REFUSED:
+			fprintf(stderr, "pushprof: run: %s is not accepted: a token in argv is "
+				"readable by every user of the host (/proc/PID/cmdline); use "
+				"--remote-store-bearer-token-file FILE or the environment variable "
+				"PUSHPROF_BEARER_TOKEN\n", flags[f].flag);
+			return EXIT_USAGE;
 		case FLAG_CONFIG:
 			path = v;
 			break;

@@ -33,7 +33,12 @@ try:
                        (["--log-level", "loud"], "--log-level:"),
                        (["--node"], "--node needs a value"),
                        (["--remote-store-adress", "x:1"], "unknown argument"),
-                       (["--config", os.path.join(d, "absent.yaml")], "cannot open config")):
+                       (["--config", os.path.join(d, "absent.yaml")], "cannot open config"),
+                       (["--profiling-cpu-sampling-frequency", "5000"],
+                        "--profiling-cpu-sampling-frequency:"),
+                       # a token in argv is refused, never used (every user reads cmdline)
+                       (["--remote-store-bearer-token", "s3cr3t"],
+                        "--remote-store-bearer-token is not accepted")):
         r = run("--duration", "1s", *args)
         check(r.returncode == 2 and want in r.stderr, f"run {' '.join(args)}: exit 2, '{want}'",
               f"rc={r.returncode} {r.stderr[-300:]}")
@@ -102,7 +107,7 @@ try:
     # one table describes them all: each flag's own line, once
     heads = [ln.split()[0].split("[")[0] for ln in h1.stdout.splitlines()
              if ln.startswith("  --")]
-    check(len(heads) == len(set(heads)) == 9, "each flag described once", heads)
+    check(len(heads) == len(set(heads)) == 15, "each flag described once", heads)
 
     # 1b. the HTTP port is taken: exit 1 and say so, unless http_optional
     import socket
@@ -182,6 +187,17 @@ try:
     finally:
         hrcv.stop()
         trcv.stop()
+
+    # 1f. Parca Agent's other names: --config-path, --local-store-directory,
+    # --profiling-duration, --profiling-cpu-sampling-frequency
+    pstore = os.path.join(d, "parca-store")
+    r = run("--config-path", none, "--local-store-directory", pstore, "--profiling-duration",
+            "1s", "--profiling-cpu-sampling-frequency", "49", "--duration", "2s")
+    st = [ln for ln in r.stderr.splitlines() if "agent started" in ln]
+    check(r.returncode == 0 and st and f"local_store={pstore}" in st[0]
+          and "frequency_hz=49 " in st[0] and "interval_ms=1000 " in st[0]
+          and f"config={none}" in st[0],
+          "Parca Agent's flag names set the same keys", (st or [r.stderr[-800:]])[0])
 
     # 2. no config file: the built-in defaults (in a mount namespace where
     # /etc/pushprof is empty, whatever this machine has installed there)

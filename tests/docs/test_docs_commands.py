@@ -254,12 +254,19 @@ def run_pprof(toks, where, cwd):
                 url = m.group(1)
                 break
         status = 0
-        if url:
+        # the line may come a moment before the server accepts (and a loaded
+        # machine stretches that moment): retry while pprof runs
+        deadline = time.time() + 60
+        while url and time.time() < deadline:
             try:
                 with urllib.request.urlopen(url, timeout=30) as resp:
                     status = resp.status
+                break
             except OSError as e:
                 status = str(e)
+                if p.poll() is not None:
+                    break
+                time.sleep(0.5)
         p.send_signal(signal.SIGTERM)
         p.wait(10)
         check(status == 200, f"{where}: serves the profile (as -http=127.0.0.1:PORT -no_browser)",
