@@ -216,6 +216,8 @@ static void service_name(struct pp_labels *l)
  */
 static int label_series(struct pp_labels *l, void *arg)
 {
+	static const char *const per_process[] = { "pid", "executable", "cgroup",
+						   "container_id" };
 	struct agent *a = arg;
 	static const struct { const char *from, *to; } proc[] = {
 		{ "pid", "__meta_process_pid" }, { "comm", "__meta_process_comm" },
@@ -247,6 +249,16 @@ static int label_series(struct pp_labels *l, void *arg)
 	promote(l, "__meta_kubernetes_pod_container_name", "container");
 	promote(l, "__meta_container_id", "container_id");
 	promote(l, "__meta_systemd_unit", "systemd_unit");
+	/* Recurring series (CPU windows, periodic heap snapshots) carry what
+	 * stays the same when a process restarts, as Parca Agent's do: its
+	 * pid, executable path, cgroup path and container id are __meta_*
+	 * inputs only (a relabel rule puts any back). One-off captures (OOM,
+	 * pressure and on-demand heap snapshots) are about one process and
+	 * keep them: that is how one OOM-killed process is found. */
+	const char *trig = pp_labels_get(l, "trigger");
+	if (!trig || !strcmp(trig, "interval"))
+		for (size_t i = 0; i < sizeof(per_process) / sizeof(per_process[0]); i++)
+			pp_labels_del(l, per_process[i]);
 	if (a->cfg->remote_store.protocol == STORE_PYROSCOPE)
 		service_name(l);
 	return relabel_apply(a->cfg->relabel, l);

@@ -48,7 +48,8 @@ rcv = Receiver(os.path.join(d, "rcv")).start()
 try:
     rules = "".join(f"  - source_labels: [__meta_process_executable_{k}]\n    target_label: exe_{k}\n"
                     for k in META)
-    rules += ("  - source_labels: [__meta_system_kernel_release]\n    target_label: kernel_version\n"
+    rules += ("  - source_labels: [__meta_process_pid]\n    target_label: pid\n"
+              "  - source_labels: [__meta_system_kernel_release]\n    target_label: kernel_version\n"
               "  - source_labels: [__meta_system_kernel_machine]\n    target_label: arch\n")
     body = (f"remote_store: {{address: \"{rcv.address}\", insecure: true, debuginfo_upload: false}}\n"
             f"targets:\n  - pids: [{procs[0].pid}, {procs[1].pid}]\n"
