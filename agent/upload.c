@@ -917,26 +917,36 @@ static const char *hint(const struct uploader *u, grpc_status_code st, const cha
 
 	snprintf(both, sizeof(both), "%s %s", details ? details : "", grpc_err ? grpc_err : "");
 	if (st == GRPC_STATUS_UNAUTHENTICATED || st == GRPC_STATUS_PERMISSION_DENIED) {
+		if (u->basic_user && u->token_file)
+			return " (hint: the server refused remote_store.basic_auth: check the "
+			       "username and the password in basic_auth.password_file)";
+		if (u->basic_user)
+			return " (hint: the server refused remote_store.basic_auth: check the "
+			       "username and the password in PUSHPROF_BASIC_AUTH_PASSWORD)";
 		if (u->token_file)
 			return " (hint: the server refused the token from "
 			       "remote_store.bearer_token_file: check the file's contents)";
 		if (u->auth)
 			return " (hint: the server refused the token from the environment "
 			       "variable PUSHPROF_BEARER_TOKEN)";
-		return " (hint: no credential is configured: set remote_store.bearer_token_file)";
+		return " (hint: no credential is configured: set remote_store.bearer_token_file "
+		       "or remote_store.basic_auth)";
 	}
 	if (u->tls && (strstr(both, "wrong version number") || strstr(both, "WRONG_VERSION") ||
 		       strstr(both, "packet length too long")))
 		return " (hint: TLS handshake with a server that speaks plaintext: set "
 		       "remote_store.insecure: true, or --remote-store-insecure)";
 	if (u->tls && (strstr(both, "CERTIFICATE_VERIFY_FAILED") ||
-		       strstr(both, "certificate verify failed")))
+		       strstr(both, "certificate verify failed") ||
+		       strstr(both, "SSL certificate problem")))
 		return " (hint: the server's certificate is not trusted: set remote_store.ca_file to "
 		       "the CA that signed it)";
-	if (!u->tls && strstr(both, "Socket closed"))
+	if (!u->tls && (strstr(both, "Socket closed") || strstr(both, "Empty reply from server") ||
+			strstr(both, "HTTP/0.9")))
 		return " (hint: plaintext to a server that may want TLS: try remote_store.insecure: "
 		       "false)";
-	if (strstr(both, "DNS resolution failed") || strstr(both, "Name or service not known"))
+	if (strstr(both, "DNS resolution failed") || strstr(both, "Name or service not known") ||
+	    strstr(both, "Could not resolve host"))
 		return " (hint: the host name in remote_store.address does not resolve)";
 	if (strstr(both, "Connection refused") || strstr(both, "failed to connect to all addresses"))
 		return " (hint: cannot connect to remote_store.address: nothing listens there, a "

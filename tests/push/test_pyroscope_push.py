@@ -18,6 +18,8 @@ what Pyroscope refuses.
    agent drops them with a log line and counts them
    (pushprof_profiles_dropped_total{cause="refused"}), never retries them,
    and leaves nothing in its spool.
+4. A refused basic-auth password and TLS against a plaintext Connect port:
+   the log line says what to fix, without the password.
 """
 import gzip
 import os
@@ -171,6 +173,27 @@ try:
           "each refused call is one drop, never retried",
           f"{len(refused)} refusals; log: {log[-800:]}")
     check(rc == 0 and not rl.spool_files(spool), "agent exits 0, nothing left in its spool")
+    rcv.stop()
+
+    # ---- 4. delivery errors say what to do --------------------------------
+    rcv = PyroscopeReceiver(os.path.join(d, "r4"), basic=("alice", PASSWORD)).start()
+    wrong = os.path.join(d, "wrong-pw")
+    with open(wrong, "w") as f:
+        f.write("not-the-password\n")
+    for name, remote, want in (
+            ("wrongpw", f"  address: \"http://127.0.0.1:{rcv.http_port}\"\n  protocol: pyroscope\n"
+             f"  basic_auth: {{username: alice, password_file: {wrong}}}\n",
+             "hint: the server refused remote_store.basic_auth"),
+            ("tls2plain", f"  address: \"https://127.0.0.1:{rcv.http_port}\"\n"
+             "  protocol: pyroscope\n  timeout: 2s\n",
+             "hint: TLS handshake with a server that speaks plaintext")):
+        cfg, spool, store = config(name, remote)
+        agent = rl.Agent(cfg, os.path.join(d, name + ".log"))
+        hit = agent.wait_log(want, 20)
+        agent.stop()
+        check(hit, f"{name}: the error carries the hint '{want}'",
+              [ln for ln in agent.log().splitlines() if "error" in ln][-1:])
+        check("not-the-password" not in agent.log(), f"{name}: no password in the log")
     rcv.stop()
 finally:
     gowork.kill()
