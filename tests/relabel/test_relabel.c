@@ -4,14 +4,17 @@
  * intended difference is that pushprof strips "__"-prefixed labels (except
  * __name__) after the rules, which Prometheus does later in scrape.
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <yaml.h>
 
 #include "config.h"
+#include "ppregex.h"
 #include "relabel.h"
 
 static int failures;
@@ -485,6 +488,41 @@ static void run_md5(void)
 	}
 }
 
+/*
+ * A hostile value cannot make a match unbounded: exponential backtracking
+ * stops at the match limit (an error, -E2BIG), quickly; in a rule it counts
+ * as no match.
+ */
+static void run_limits(void)
+{
+	struct pp_regex *re = NULL;
+	char why[200], val[4096];
+	struct timespec t0, t1;
+
+	memset(val, 'a', sizeof(val) - 1);
+	val[sizeof(val) - 1] = '\0';
+	CHECK(pp_regex_compile(&re, "(a|aa)*[bc]", PP_REGEX_FULL, why, sizeof(why)) == 0, "%s", why);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	int rc = pp_regex_match(re, val, 64, NULL, 0);
+	int rc2 = pp_regex_match(re, val, sizeof(val) - 1, NULL, 0);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+	CHECK(rc == -E2BIG && rc2 == -E2BIG, "match limit: rc=%d rc2=%d", rc, rc2);
+	CHECK(s < 2.0, "match limit reached in %.3f s", s);
+	pp_regex_free(re);
+
+	struct pp_err err = { 0 };
+	struct relabel *r = load_rules("- {source_labels: [a], regex: '(a|aa)*[bc]', action: drop}",
+				       "limits", &err);
+	struct pp_labels l = { 0 };
+	val[200] = '\0';
+	pp_labels_set(&l, "a", val);
+	CHECK(r && relabel_apply(r, &l) == 1, "a rule that hits the limit does not match: %s",
+	      err.msg);
+	pp_labels_free(&l);
+	relabel_free(r);
+}
+
 /* The struct constructor the config module uses. */
 static void run_spec(void)
 {
@@ -524,6 +562,7 @@ int main(int argc, char **argv)
 	run_cases();
 	run_bad();
 	run_md5();
+	run_limits();
 	run_spec();
 	if (failures) {
 		fprintf(stderr, "%d failure(s)\n", failures);
