@@ -73,6 +73,18 @@ static void puts_(struct out *o, const char *s)
 	put(o, s, strlen(s));
 }
 
+/* Insert s at offset at (<= o->n). */
+static void insert(struct out *o, size_t at, const char *s)
+{
+	size_t len = strlen(s), tail = o->n - at;
+
+	put(o, s, len);		/* grows the buffer; the bytes are moved below */
+	if (o->oom)
+		return;
+	memmove(o->p + at + len, o->p + at, tail);
+	memcpy(o->p + at, s, len);
+}
+
 static void put_cp(struct out *o, unsigned long cp)
 {
 	char b[16];
@@ -470,12 +482,17 @@ static int translate(struct parser *p)
 {
 	size_t depth = 0;
 	bool can_repeat = false, after_repeat = false;
+	/* output offset of the assertion (^ $ \b \B \A \z) just written, or
+	 * -1: RE2 repeats an assertion ("^*"), PCRE2 only a group holding one */
+	ssize_t assert_out = -1;
 
 	while (p->i < p->len) {
 		size_t at = p->i;
 		char c = p->s[p->i];
 		bool was_repeat = after_repeat;
+		ssize_t was_assert = assert_out;
 		after_repeat = false;
+		assert_out = -1;
 
 		if (c == '*' || c == '+' || c == '?' ||
 		    (c == '{' && counted(p, &(long){ 0 }, &(long){ 0 }))) {
@@ -495,6 +512,10 @@ static int translate(struct parser *p)
 			if (!can_repeat)
 				return bad(p, at, "missing argument to repetition operator %.*s",
 					   (int)n, p->s + at);
+			if (was_assert >= 0) {
+				insert(&p->o, (size_t)was_assert, "(?:");
+				put(&p->o, ")", 1);
+			}
 			put(&p->o, p->s + at, n);
 			p->i += n;
 			if (p->i < p->len && p->s[p->i] == '?')	/* non-greedy */
@@ -528,9 +549,13 @@ static int translate(struct parser *p)
 				continue;
 			}
 			{
+				size_t before = p->o.n;
+				bool as = p->i < p->len && strchr("AzbB", p->s[p->i]) && p->s[p->i];
 				int rc = escape(p, false);
 				if (rc)
 					return rc;
+				if (as)
+					assert_out = (ssize_t)before;
 			}
 			can_repeat = true;
 			break;
@@ -582,6 +607,8 @@ static int translate(struct parser *p)
 			can_repeat = true;
 			break;
 		default:
+			if (c == '^' || c == '$')
+				assert_out = (ssize_t)p->o.n;
 			put(&p->o, &c, 1);
 			can_repeat = true;
 			break;

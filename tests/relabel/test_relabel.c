@@ -152,6 +152,8 @@ static const struct tcase cases[] = {
 	  "- {source_labels: [a], regex: 'a\\12b', action: keep}", "a=a\nb" },
 	{ "a { that is no repetition is a literal", { "a", "x{,3}" },
 	  "- {source_labels: [a], regex: 'x{,3}', action: keep}", "a=x{,3}" },
+	{ "a repeated assertion (RE2 takes x\\b*a; PCRE2 needs a group)", { "a", "xa" },
+	  "- {source_labels: [a], regex: 'x\\b*a', action: keep}", "a=xa" },
 	{ "\\Q...\\E quotes", { "a", "a.b*" },
 	  "- {source_labels: [a], regex: '\\Qa.b*\\E', action: keep}", "a=a.b*" },
 	{ "(?i) folds Unicode", { "a", "École" },
