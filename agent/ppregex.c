@@ -337,6 +337,10 @@ static int char_class(struct parser *p)
 			int rc = escape(p, true);
 			if (rc)
 				return rc;
+		} else if (c == ':' || c == '.' || c == '=') {
+			/* PCRE2 reads "[:x:]" as a misplaced POSIX class; RE2 as text */
+			put(&p->o, "\\", 1);
+			put(&p->o, p->s + p->i++, 1);
 		} else {
 			put(&p->o, p->s + p->i++, 1);
 		}
@@ -408,11 +412,8 @@ static int special_group(struct parser *p, size_t *depth)
 		size_t nl = (size_t)(gt - (p->s + ns));
 		if (!name_ok(p->s + ns, nl))
 			return bad(p, at, "invalid named capture name \"%.*s\"", (int)nl, p->s + ns);
-		for (size_t g = 0; g < p->ngroups; g++)
-			if (p->names[g] && strlen(p->names[g]) == nl &&
-			    !strncmp(p->names[g], p->s + ns, nl))
-				return bad(p, at, "duplicate capture group name \"%.*s\"", (int)nl,
-					   p->s + ns);
+		/* a name may repeat, as in Go (RE2 proper refuses it): $name is
+		 * the first group of that name */
 		if (p->ngroups >= MAX_GROUPS)
 			return bad(p, at, "more than %d groups", MAX_GROUPS);
 		if (p->ngroups == p->ncap) {
@@ -663,13 +664,15 @@ int pp_regex_compile(struct pp_regex **out, const char *src, unsigned flags, cha
 		rc = -ENOMEM;
 		goto fail;
 	}
-	pcre2_set_newline(cctx, PCRE2_NEWLINE_LF);	/* "." and (?m) as in Go */
+	/* "." and (?m) as in Go; with ALT_CIRCUMFLEX, (?m)^ also matches
+	 * after a newline that ends the text, as Go's does */
+	pcre2_set_newline(cctx, PCRE2_NEWLINE_LF);
 	pcre2_set_parens_nest_limit(cctx, 1000);	/* Go's nesting limit */
 	int ec;
 	PCRE2_SIZE eoff;
 	re->code = pcre2_compile((PCRE2_SPTR)p.o.p, p.o.n,
 				 PCRE2_UTF | PCRE2_DOLLAR_ENDONLY | PCRE2_NEVER_BACKSLASH_C |
-				 PCRE2_NEVER_UCP, &ec, &eoff, cctx);
+				 PCRE2_NEVER_UCP | PCRE2_ALT_CIRCUMFLEX, &ec, &eoff, cctx);
 	if (!re->code) {
 		PCRE2_UCHAR msg[160];
 		pcre2_get_error_message(ec, msg, sizeof(msg));
