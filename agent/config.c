@@ -1346,25 +1346,21 @@ static int f_headers(struct ctx *x, const struct ynode *v, void *base, const cha
 
 /* --- targets --------------------------------------------------------- */
 
+/* targets regexes: RE2 syntax, searched anywhere in the string (ppregex.h) */
 static int compile_re(struct ctx *x, const struct ynode *v, const char *path, char **src,
-		      regex_t *re)
+		      struct pp_regex **re)
 {
-	char *s, ebuf[200];
+	char *s, why[256];
 	int rc = get_raw(x, v, path, &s);
 
 	if (rc)
 		return rc;
-	if (regex_check_cost(s, ebuf, sizeof(ebuf))) {
-		rc = errat(x, v, "%s: regular expression refused: %s", path, ebuf);
-		free(s);
-		return rc;
-	}
-	rc = regcomp(re, s, REG_EXTENDED | REG_NOSUB);
+	rc = pp_regex_compile(re, s, 0, why, sizeof(why));
 	if (rc) {
-		regerror(rc, re, ebuf, sizeof(ebuf));
-		regfree(re);
 		free(s);
-		return errat(x, v, "%s: invalid regular expression: %s", path, ebuf);
+		if (rc == -ENOMEM)
+			return rc;
+		return errat(x, v, "%s: invalid regular expression: %s", path, why);
 	}
 	*src = s;
 	return 0;
@@ -1446,12 +1442,9 @@ static const struct field target_fields[] = {
 static void target_free(struct target_config *t)
 {
 	free(t->cgroup);
-	if (t->cgroup_regex)
-		regfree(&t->cgroup_re);
-	if (t->comm_regex)
-		regfree(&t->comm_re);
-	if (t->exe_regex)
-		regfree(&t->exe_re);
+	pp_regex_free(t->cgroup_re);
+	pp_regex_free(t->comm_re);
+	pp_regex_free(t->exe_re);
 	free(t->cgroup_regex);
 	free(t->comm_regex);
 	free(t->exe_regex);
@@ -1495,119 +1488,114 @@ static int f_targets(struct ctx *x, const struct ynode *v, void *base, const cha
 	return 0;
 }
 
-/* --- relabel_configs (validated only; applied once the relabel module lands) --- */
+/* --- relabel_configs ------------------------------------------------ */
 
-static const char *const relabel_actions[] = {
-	"replace", "keep", "drop", "labelmap", "labeldrop", "labelkeep", "hashmod",
-};
-
-struct relabel_tmp {
-	bool has_source, has_target, has_modulus;
-	int action;
-	const struct ynode *action_node;
-};
-
-static int f_rl_source(struct ctx *x, const struct ynode *v, void *base, const char *path)
+/*
+ * The relabel module owns the rules (what the keys mean, which actions
+ * exist, what each needs): this only hands it each entry's values as
+ * written and puts its verdict at the right FILE:LINE:COL.
+ */
+static int relabel_unknown_key(struct ctx *x, const struct ynode *k, const char *path)
 {
-	struct relabel_tmp *r = base;
-	char sub[200], b[64];
+	char b[64], list[200] = "";
+	size_t o = 0;
 
-	if (is_null(v))
-		return 0;
-	if (v->kind != Y_SEQ)
-		return errat(x, v, "%s: expected a list of label names, got %s", path,
-			     show(v, b, sizeof(b)));
-	for (size_t i = 0; i < v->n; i++) {
-		const struct ynode *k = v->kids[i];
-		snprintf(sub, sizeof(sub), "%s[%zu]", path, i);
-		int rc = want_scalar(x, k, sub, "a label name");
-		if (rc)
-			return rc;
-		if (!pp_label_name_valid(k->s))
-			return errat(x, k, "%s: %s is not a valid label name", sub,
-				     show(k, b, sizeof(b)));
-	}
-	r->has_source = v->n > 0;
-	return 0;
+	for (const char *const *kk = relabel_keys; *kk; kk++)
+		if (close_enough(k->s, *kk))
+			return errat(x, k, "unknown key %s in %s (did you mean '%s'?)",
+				     show(k, b, sizeof(b)), path, *kk);
+	for (const char *const *kk = relabel_keys; *kk && o < sizeof(list); kk++)
+		o += (size_t)snprintf(list + o, sizeof(list) - o, "%s%s", o ? ", " : "", *kk);
+	return errat(x, k, "unknown key %s in %s (known keys: %s)", show(k, b, sizeof(b)), path,
+		     list);
 }
 
-static int f_rl_string(struct ctx *x, const struct ynode *v, void *base, const char *path)
+static int relabel_entry(struct ctx *x, const struct ynode *e, const char *sub,
+			 struct relabel *rl)
 {
-	(void)base;
-	if (is_null(v))
-		return 0;
-	return want_scalar(x, v, path, "a string");
-}
-
-static int f_rl_target(struct ctx *x, const struct ynode *v, void *base, const char *path)
-{
-	struct relabel_tmp *r = base;
+	struct relabel_rule_spec sp = { 0 };
+	const char *src[64];
+	const struct ynode *at[8] = { 0 };	/* value node of relabel_keys[i] */
 	char b[64];
 	int rc;
 
-	if (is_null(v))
-		return 0;
-	rc = want_scalar(x, v, path, "a label name");
-	if (rc)
-		return rc;
-	/* Prometheus allows $1-style references in target_label. */
-	for (const char *p = v->s; *p; p++)
-		if (!(isalnum((unsigned char)*p) || *p == '_' || *p == '$' || *p == '{' || *p == '}'))
-			return errat(x, v, "%s: %s is not a valid label name", path,
+	if (e->kind != Y_MAP)
+		return errat(x, e, "%s: expected a mapping, got %s", sub, show(e, b, sizeof(b)));
+	for (size_t i = 0; i + 1 < e->n; i += 2) {
+		const struct ynode *k = e->kids[i], *v = e->kids[i + 1];
+		size_t ki = 0;
+		rc = check_key(x, e, i, sub);
+		if (rc)
+			return rc;
+		while (relabel_keys[ki] && strcmp(relabel_keys[ki], k->s))
+			ki++;
+		if (!relabel_keys[ki])
+			return relabel_unknown_key(x, k, sub);
+		at[ki] = v;
+		/* YAML null is the empty value, as Prometheus decodes it */
+		if (!strcmp(k->s, "source_labels")) {
+			sp.has_source_labels = !is_null(v);
+			if (is_null(v))
+				continue;
+			if (v->kind != Y_SEQ)
+				return errat(x, v, "%s.source_labels: expected a list of label names, "
+					     "got %s", sub, show(v, b, sizeof(b)));
+			if (v->n > 64)
+				return errat(x, v, "%s.source_labels: more than 64 labels", sub);
+			for (size_t j = 0; j < v->n; j++) {
+				if (v->kids[j]->kind != Y_SCALAR)
+					return errat(x, v->kids[j], "%s.source_labels[%zu]: expected a "
+						     "label name, got %s", sub, j,
+						     show(v->kids[j], b, sizeof(b)));
+				src[j] = is_null(v->kids[j]) ? "" : v->kids[j]->s;
+			}
+			sp.source_labels = src;
+			sp.nsource_labels = v->n;
+			continue;
+		}
+		if (v->kind != Y_SCALAR)
+			return errat(x, v, "%s.%s: expected a string, got %s", sub, k->s,
 				     show(v, b, sizeof(b)));
-	r->has_target = v->len > 0;
-	return 0;
-}
-
-/* The regex is compiled by relabel_add() (Prometheus dialect: anchored,
- * (?:...) and \d accepted), which reports errors at the rule. */
-static int f_rl_regex(struct ctx *x, const struct ynode *v, void *base, const char *path)
-{
-	(void)base;
-	if (is_null(v))
-		return 0;
-	return want_scalar(x, v, path, "a regex");
-}
-
-static int f_rl_modulus(struct ctx *x, const struct ynode *v, void *base, const char *path)
-{
-	struct relabel_tmp *r = base;
-	int64_t m;
-	int rc;
-
-	if (is_null(v))
-		return 0;
-	rc = get_i64(x, v, path, 1, UINT32_MAX, &m);
+		const char *val = is_null(v) ? "" : v->s;
+		if (!strcmp(k->s, "separator"))
+			sp.separator = val;
+		else if (!strcmp(k->s, "regex"))
+			sp.regex = val;
+		else if (!strcmp(k->s, "target_label"))
+			sp.target_label = val;
+		else if (!strcmp(k->s, "replacement"))
+			sp.replacement = val;
+		else if (!strcmp(k->s, "action"))
+			sp.action = val;
+		else if (!strcmp(k->s, "modulus") && !is_null(v)) {
+			sp.modulus = val;
+			sp.modulus_quoted = !v->plain;
+		}
+	}
+	struct pp_err rerr = { 0 };
+	struct relabel_fault f;
+	rc = relabel_add(rl, &sp, &rerr, &f);
 	if (!rc)
-		r->has_modulus = true;
-	return rc;
-}
-
-static int f_rl_action(struct ctx *x, const struct ynode *v, void *base, const char *path)
-{
-	struct relabel_tmp *r = base;
-
-	if (is_null(v))
 		return 0;
-	r->action_node = v;
-	return enum_value(x, v, path, relabel_actions,
-			  sizeof(relabel_actions) / sizeof(relabel_actions[0]), &r->action);
+	if (rc == -ENOMEM)
+		return pp_errf(x->err, rc, "%s: out of memory", sub);
+	const struct ynode *n = e;
+	for (size_t ki = 0; f.field && relabel_keys[ki]; ki++)
+		if (!strcmp(relabel_keys[ki], f.field) && at[ki])
+			n = at[ki];
+	if (f.field && !strcmp(f.field, "source_labels") && n->kind == Y_SEQ && f.index < n->n)
+		return errat(x, n->kids[f.index], "%s.source_labels[%zu]: %s", sub, f.index,
+			     rerr.msg);
+	if (f.field && n != e)
+		return errat(x, n, "%s.%s: %s", sub, f.field, rerr.msg);
+	return errat(x, n, "%s: %s", sub, rerr.msg);
 }
-
-static const struct field relabel_fields[] = {
-	{ "source_labels", F_CUSTOM, 0, 0, 0, 0, NULL, f_rl_source },
-	{ "separator", F_CUSTOM, 0, 0, 0, 0, NULL, f_rl_string },
-	{ "regex", F_CUSTOM, 0, 0, 0, 0, NULL, f_rl_regex },
-	{ "target_label", F_CUSTOM, 0, 0, 0, 0, NULL, f_rl_target },
-	{ "replacement", F_CUSTOM, 0, 0, 0, 0, NULL, f_rl_string },
-	{ "modulus", F_CUSTOM, 0, 0, 0, 0, NULL, f_rl_modulus },
-	{ "action", F_CUSTOM, 0, 0, 0, 0, NULL, f_rl_action },
-	{ NULL, 0, 0, 0, 0, 0, NULL, NULL },
-};
 
 static int f_relabel(struct ctx *x, const struct ynode *v, void *base, const char *path)
 {
+	struct config *cfg = base;
 	char sub[200], b[64];
+	int first = 0;
 
 	if (is_null(v))
 		return 0;
@@ -1616,58 +1604,20 @@ static int f_relabel(struct ctx *x, const struct ynode *v, void *base, const cha
 			     show(v, b, sizeof(b)));
 	if (v->n > MAX_LIST_ITEMS)
 		return errat(x, v, "%s: more than %u entries", path, MAX_LIST_ITEMS);
+	if (!cfg->relabel && !(cfg->relabel = relabel_new()))
+		return -ENOMEM;
 	for (size_t i = 0; i < v->n; i++) {
-		const struct ynode *e = v->kids[i];
-		struct relabel_tmp r = { .action = 0 };	/* default action: replace */
 		snprintf(sub, sizeof(sub), "%s[%zu]", path, i);
-		if (e->kind != Y_MAP)
-			return errat(x, e, "%s: expected a mapping, got %s", sub,
-				     show(e, b, sizeof(b)));
-		int rc = walk_map(x, e, sub, relabel_fields, &r);
-		if (rc)
+		int rc = relabel_entry(x, v->kids[i], sub, cfg->relabel);
+		if (rc == -ENOMEM)
 			return rc;
-		const char *act = relabel_actions[r.action];
-		const struct ynode *at = r.action_node ? r.action_node : e;
-		if ((r.action == 0 || r.action == 6) && !r.has_target)
-			return errat(x, at, "%s: action '%s' needs target_label", sub, act);
-		if (r.action == 6 && !r.has_modulus)
-			return errat(x, at, "%s: action 'hashmod' needs a modulus", sub);
-		if ((r.action == 1 || r.action == 2) && !r.has_source)
-			return errat(x, at, "%s: action '%s' needs source_labels", sub, act);
-		struct relabel_rule_spec sp = { 0 };
-		const char *src[64];
-		const struct ynode *regex_node = e;
-		for (size_t k = 0; k + 1 < e->n; k += 2) {
-			const struct ynode *kk = e->kids[k], *vv = e->kids[k + 1];
-			const char *val = is_null(vv) ? NULL : vv->s;
-			if (!strcmp(kk->s, "source_labels")) {
-				if (vv->kind == Y_SEQ && vv->n > 64)
-					return errat(x, vv, "%s.source_labels: more than 64 labels", sub);
-				for (size_t j = 0; vv->kind == Y_SEQ && j < vv->n; j++)
-					src[sp.nsource_labels++] = vv->kids[j]->s;
-				sp.source_labels = src;
-			} else if (!strcmp(kk->s, "separator")) sp.separator = val;
-			else if (!strcmp(kk->s, "regex")) {
-				sp.regex = val;
-				regex_node = vv;
-			}
-			else if (!strcmp(kk->s, "target_label")) sp.target_label = val;
-			else if (!strcmp(kk->s, "replacement")) sp.replacement = val;
-			else if (!strcmp(kk->s, "action")) sp.action = val;
-			else if (!strcmp(kk->s, "modulus") && val) sp.modulus = strtoull(val, NULL, 10);
-		}
-		struct config *cfg = base;
-		struct pp_err rerr = { 0 };
-		if (!cfg->relabel && !(cfg->relabel = relabel_new()))
-			return errat(x, e, "%s: out of memory", sub);
-		if (relabel_add(cfg->relabel, &sp, &rerr) < 0) {
-			if (sp.regex && strstr(rerr.msg, "regex"))
-				return errat(x, regex_node, "%s.regex: invalid regular expression: %s",
-					     sub, rerr.msg);
-			return errat(x, e, "%s: %s", sub, rerr.msg);
+		if (rc) {	/* on to the next rule: every error in one run */
+			note_error(x);
+			if (!first)
+				first = rc;
 		}
 	}
-	return 0;
+	return first;
 }
 
 /* --- sections -------------------------------------------------------- */

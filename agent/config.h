@@ -11,7 +11,6 @@
 #ifndef PUSHPROF_CONFIG_H
 #define PUSHPROF_CONFIG_H
 
-#include <regex.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -20,6 +19,7 @@
 #include "err.h"
 #include "labels.h"
 #include "log.h"
+#include "ppregex.h"
 #include "relabel.h"
 
 /* The wire protocol of remote_store (upload.h). */
@@ -109,8 +109,9 @@ struct snapshot_api_config {
 /* A process matches an entry when every key that is set matches. */
 struct target_config {
 	char *cgroup;			/* path prefix, NULL = unset */
-	char *cgroup_regex, *comm_regex, *exe_regex;	/* sources, NULL = unset */
-	regex_t cgroup_re, comm_re, exe_re;		/* compiled when set */
+	/* RE2 syntax, unanchored (ppregex.h); sources NULL = unset */
+	char *cgroup_regex, *comm_regex, *exe_regex;
+	struct pp_regex *cgroup_re, *comm_re, *exe_re;	/* compiled when set */
 	pid_t *pids;
 	size_t npids;
 };

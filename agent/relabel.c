@@ -3,17 +3,33 @@
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
-#include <regex.h>
+#include <locale.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <yaml.h>
+#include <wctype.h>
+
+#include "log.h"
+#include "ppregex.h"
 
 #define MAX_RULES 4096
-#define MAX_REGEX_LEN 4096
 #define MAX_SOURCE_LABELS 64
+
+/* A replacement or target_label template, split at load: literal text and
+ * references to groups (resolved against the rule's regex then). */
+struct tseg {
+	char *lit;		/* literal text, or NULL for a group reference */
+	size_t len;
+	int group;		/* >= 0: the group; -1: a group that does not exist */
+};
+
+struct tmpl {
+	struct tseg *v;
+	size_t n;
+};
 
 struct rule {
 	enum relabel_action action;
@@ -21,18 +37,21 @@ struct rule {
 	size_t nsource;
 	char *separator;
 	char *regex_src;
-	regex_t re;
-	size_t nmatch;		/* re_nsub + 1 */
-	size_t *group;		/* user group i (1-based) -> POSIX group group[i-1] */
-	size_t ngroup;
+	struct pp_regex *re;
 	char *target;
 	char *replacement;
+	struct tmpl t_target, t_replacement;
 	uint64_t modulus;
 };
 
 struct relabel {
 	struct rule *v;
 	size_t n, cap;
+};
+
+const char *const relabel_keys[] = {
+	"source_labels", "separator", "regex", "target_label", "replacement", "modulus", "action",
+	NULL,
 };
 
 /* ---- MD5 (RFC 1321), only for hashmod ---------------------------------- */
@@ -171,208 +190,136 @@ static const char *sb_str(struct sb *s)
 	return s->p;
 }
 
-/* ---- regex: RE2 subset -> POSIX ERE ----------------------------------- */
+/* ---- templates (Go's Regexp.Expand) ---------------------------------------- */
 
 /*
- * Anchor as Prometheus does ("^(?:" re ")$") with a capturing group instead,
- * turn "(?:" into "(" and remember which POSIX groups the user can name.
+ * Length of the group name at s, as Go's regexp extract() reads it: Unicode
+ * letters, decimal digits and '_'. Non-ASCII names can never name a group,
+ * but their length decides where the literal text resumes.
  */
-static int compile_regex(struct rule *r, const char *src, struct pp_err *err)
+static size_t name_len(const char *s)
 {
-	size_t len = strlen(src), cap = 0;
-	struct sb o = { 0 };
-	size_t posix = 1;	/* group 1 is our anchor group */
-	bool in_br = false, after_quant = false;
-	int rc;
+	size_t i = 0;
+	struct pp_regex *word = NULL;
+	char why[8];
 
-	if (len > MAX_REGEX_LEN)
-		return pp_errf(err, -EINVAL, "regex longer than %d bytes", MAX_REGEX_LEN);
-	sb_add(&o, "^(", 2);
-	for (size_t i = 0; i < len; i++) {
-		char c = src[i];
-		if (in_br) {
-			if (c == '[' && i + 1 < len && (src[i + 1] == ':' || src[i + 1] == '.' ||
-							src[i + 1] == '=')) {
-				/* [:class:] - copy through the closing ":]" */
-				const char *end = strstr(src + i + 2, (char[]){ src[i + 1], ']', 0 });
-				size_t stop = end ? (size_t)(end - src) + 2 : len;
-				sb_add(&o, src + i, stop - i);
-				i = stop - 1;
-				continue;
-			}
-			sb_add(&o, &c, 1);
-			if (c == ']')
-				in_br = false;
-			continue;
-		}
-		/*
-		 * RE2 (and so Prometheus) rejects a repetition of a repetition
-		 * ("a**", "a+{2}") and counts above 1000; glibc accepts them and
-		 * can take exponential time compiling them, so refuse them too.
-		 */
-		bool quant = c == '*' || c == '+' || c == '?' || c == '{';
-		if (quant && after_quant) {
-			free(o.p);
-			return pp_errf(err, -EINVAL, "regex \"%s\": bad repetition operator at "
-				       "offset %zu", src, i);
-		}
-		if (c == '{') {
-			const char *q = src + i + 1;
-			while (*q && *q != '}') {
-				if (isdigit((unsigned char)*q) && strtoul(q, NULL, 10) > 1000) {
-					free(o.p);
-					return pp_errf(err, -EINVAL, "regex \"%s\": repeat count "
-						       "above 1000", src);
-				}
-				while (isdigit((unsigned char)*q))
-					q++;
-				if (*q && *q != '}')
-					q++;
-			}
-		}
-		after_quant = quant;
-		if (c == '{') {
-			/* copy the whole bound so its digits do not reset after_quant */
-			const char *end = strchr(src + i, '}');
-			size_t stop = end ? (size_t)(end - src) + 1 : len;
-			sb_add(&o, src + i, stop - i);
-			i = stop - 1;
-			continue;
-		}
-		if (c == '\\' && i + 1 < len) {
-			char n = src[i + 1];
-			if (n == 'd')
-				sb_add(&o, "[0-9]", 5);
-			else if (n == 'D')
-				sb_add(&o, "[^0-9]", 6);
-			else
-				sb_add(&o, src + i, 2);
+	while (s[i]) {
+		unsigned char c = (unsigned char)s[i];
+		if (c < 0x80) {
+			if (!isalnum(c) && c != '_')
+				break;
 			i++;
 			continue;
 		}
-		if (c == '[') {
-			in_br = true;
-			sb_add(&o, "[", 1);
-			if (i + 1 < len && src[i + 1] == '^')
-				sb_add(&o, src + ++i, 1);
-			if (i + 1 < len && src[i + 1] == ']')	/* literal ']' first */
-				sb_add(&o, src + ++i, 1);
-			continue;
-		}
-		if (c == '(') {
-			posix++;
-			if (i + 1 < len && src[i + 1] == '?') {
-				if (i + 2 < len && src[i + 2] == ':') {
-					i += 2;
-					sb_add(&o, "(", 1);
-					continue;
-				}
-				free(o.p);
-				free(r->group);
-				r->group = NULL;
-				return pp_errf(err, -EINVAL,
-					       "regex \"%s\": \"(?\" flags and named groups are "
-					       "not supported (POSIX extended regex)", src);
-			}
-			if (r->ngroup == cap) {
-				cap = cap ? cap * 2 : 8;
-				size_t *ng = realloc(r->group, cap * sizeof(*ng));
-				if (!ng) {
-					free(o.p);
-					return pp_errf(err, -ENOMEM, "out of memory");
-				}
-				r->group = ng;
-			}
-			r->group[r->ngroup++] = posix;
-		}
-		sb_add(&o, &c, 1);
+		/* load time only: a name with non-ASCII letters */
+		if (!word && pp_regex_compile(&word, "\\A[\\p{L}\\p{Nd}]", 0, why, sizeof(why)))
+			break;
+		ssize_t m[2];
+		size_t rest = strlen(s + i);
+		if (pp_regex_match(word, s + i, rest > 4 ? 4 : rest, m, 1) != 1)
+			break;
+		i += (size_t)m[1];
 	}
-	sb_add(&o, ")$", 2);
-	if (o.oom) {
-		free(o.p);
-		return pp_errf(err, -ENOMEM, "out of memory");
-	}
-	char why[160];
-	if (regex_check_cost(src, why, sizeof(why))) {
-		free(o.p);
-		return pp_errf(err, -EINVAL, "regex \"%s\": %s", src, why);
-	}
-	rc = regcomp(&r->re, o.p, REG_EXTENDED);
-	free(o.p);
-	if (rc) {
-		char msg[200];
-		regerror(rc, &r->re, msg, sizeof(msg));
-		return pp_errf(err, -EINVAL, "regex \"%s\": %s", src, msg);
-	}
-	r->nmatch = r->re.re_nsub + 1;
+	pp_regex_free(word);
+	return i;
+}
+
+static void tmpl_free(struct tmpl *t)
+{
+	for (size_t i = 0; i < t->n; i++)
+		free(t->v[i].lit);
+	free(t->v);
+	t->v = NULL;
+	t->n = 0;
+}
+
+static int tmpl_add(struct tmpl *t, const char *lit, size_t len, int group)
+{
+	if (lit && !len)
+		return 0;
+	struct tseg *nv = realloc(t->v, (t->n + 1) * sizeof(*nv));
+	if (!nv)
+		return -ENOMEM;
+	t->v = nv;
+	t->v[t->n] = (struct tseg){ .lit = NULL, .len = len, .group = group };
+	if (lit && !(t->v[t->n].lit = strndup(lit, len)))
+		return -ENOMEM;
+	t->n++;
 	return 0;
 }
 
-/* ---- template expansion (Go regexp.Expand rules) ---------------------- */
-
-static bool is_word(char c)
+/* Split src at its $ references; groups are looked up in re. */
+static int tmpl_parse(struct tmpl *t, const char *src, const struct pp_regex *re)
 {
-	return isalnum((unsigned char)c) || c == '_';
-}
+	const char *p = src;
+	int rc = 0;
 
-static void expand(const struct rule *r, const char *tmpl, const char *val,
-		   const regmatch_t *m, struct sb *out)
-{
-	const char *p = tmpl;
-
-	while (*p) {
+	while (!rc && *p) {
 		const char *d = strchr(p, '$');
-		if (!d) {
-			sb_add(out, p, strlen(p));
-			break;
-		}
-		sb_add(out, p, (size_t)(d - p));
+		if (!d)
+			return tmpl_add(t, p, strlen(p), 0);
+		rc = tmpl_add(t, p, (size_t)(d - p), 0);
 		p = d + 1;
+		if (rc)
+			break;
 		if (*p == '$') {
-			sb_add(out, "$", 1);
+			rc = tmpl_add(t, "$", 1, 0);
 			p++;
 			continue;
 		}
 		bool brace = *p == '{';
-		const char *name = p + brace, *e = name;
-		while (is_word(*e))
-			e++;
-		if (e == name || (brace && *e != '}')) {
-			sb_add(out, "$", 1);	/* malformed: '$' is literal */
+		const char *name = p + brace;
+		size_t nl = name_len(name);
+		if (!nl || (brace && name[nl] != '}')) {
+			rc = tmpl_add(t, "$", 1, 0);	/* malformed: '$' is literal */
 			continue;
 		}
-		p = e + brace;
+		p = name + nl + brace;
 		long num = 0;
-		for (const char *q = name; q < e; q++) {
-			if (!isdigit((unsigned char)*q) || num >= 100000000) {
+		for (size_t i = 0; i < nl; i++) {
+			if (name[i] < '0' || name[i] > '9' || num >= 100000000) {
 				num = -1;
 				break;
 			}
-			num = num * 10 + (*q - '0');
+			num = num * 10 + (name[i] - '0');
 		}
-		if (name[0] == '0' && e - name > 1)
-			num = -1;
-		if (num < 0 || (size_t)num > r->ngroup)
-			continue;	/* named or missing group: nothing */
-		size_t g = num == 0 ? 1 : r->group[num - 1];
-		if (g < r->nmatch && m[g].rm_so >= 0)
-			sb_add(out, val + m[g].rm_so, (size_t)(m[g].rm_eo - m[g].rm_so));
+		if (name[0] == '0' && nl > 1)
+			num = -1;	/* Go: no leading zeros, so a name */
+		int g = -1;
+		if (num >= 0)
+			g = (size_t)num <= pp_regex_groups(re) ? (int)num : -1;
+		else
+			g = pp_regex_group_index(re, name, nl);
+		rc = tmpl_add(t, NULL, 0, g);
 	}
+	return rc;
 }
 
-static bool match(const struct rule *r, const char *s, regmatch_t *m)
+static void expand(const struct tmpl *t, const char *val, const ssize_t *m, struct sb *out)
 {
-	return regexec(&r->re, s, m ? r->nmatch : 0, m, 0) == 0;
+	out->n = 0;
+	sb_add(out, "", 0);
+	for (size_t i = 0; i < t->n; i++) {
+		const struct tseg *s = &t->v[i];
+		if (s->lit)
+			sb_add(out, s->lit, s->len);
+		else if (s->group >= 0 && m[2 * s->group] >= 0)
+			sb_add(out, val + m[2 * s->group],
+			       (size_t)(m[2 * s->group + 1] - m[2 * s->group]));
+	}
 }
 
 /* ---- building rules ------------------------------------------------------ */
 
 static const char *const action_names[] = {
 	[RELABEL_REPLACE] = "replace",	   [RELABEL_KEEP] = "keep",
-	[RELABEL_DROP] = "drop",	   [RELABEL_LABELMAP] = "labelmap",
+	[RELABEL_DROP] = "drop",	   [RELABEL_KEEPEQUAL] = "keepequal",
+	[RELABEL_DROPEQUAL] = "dropequal", [RELABEL_LOWERCASE] = "lowercase",
+	[RELABEL_UPPERCASE] = "uppercase", [RELABEL_LABELMAP] = "labelmap",
 	[RELABEL_LABELDROP] = "labeldrop", [RELABEL_LABELKEEP] = "labelkeep",
 	[RELABEL_HASHMOD] = "hashmod",
 };
+#define NACTIONS (sizeof(action_names) / sizeof(action_names[0]))
 
 /* Prometheus's relabelTarget: ^(?:(?:[a-zA-Z_]|\$(?:\{\w+\}|\w+))+\w*)+$ */
 static bool target_template_valid(const char *s)
@@ -388,14 +335,14 @@ static bool target_template_valid(const char *s)
 			p++;
 			if (*p == '{') {
 				const char *q = ++p;
-				while (is_word(*p))
+				while (isalnum((unsigned char)*p) || *p == '_')
 					p++;
 				if (p == q || *p != '}')
 					return false;
 				p++;
 			} else {
 				const char *q = p;
-				while (is_word(*p))
+				while (isalnum((unsigned char)*p) || *p == '_')
 					p++;
 				if (p == q)
 					return false;
@@ -415,12 +362,12 @@ static void rule_free(struct rule *r)
 		free(r->source[i]);
 	free(r->source);
 	free(r->separator);
-	if (r->regex_src)
-		regfree(&r->re);
+	pp_regex_free(r->re);
 	free(r->regex_src);
-	free(r->group);
 	free(r->target);
 	free(r->replacement);
+	tmpl_free(&r->t_target);
+	tmpl_free(&r->t_replacement);
 	memset(r, 0, sizeof(*r));
 }
 
@@ -444,55 +391,165 @@ void relabel_free(struct relabel *r)
 	free(r);
 }
 
-int relabel_add(struct relabel *rl, const struct relabel_rule_spec *s, struct pp_err *err)
+/* Edit distance (bounded inputs): for the "did you mean" of an action. */
+static size_t edits(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b), row[32];
+
+	if (la >= 31 || lb >= 31)
+		return 99;
+	for (size_t j = 0; j <= lb; j++)
+		row[j] = j;
+	for (size_t i = 1; i <= la; i++) {
+		size_t prev = row[0];
+		row[0] = i;
+		for (size_t j = 1; j <= lb; j++) {
+			size_t v = prev + (tolower((unsigned char)a[i - 1]) != b[j - 1]);
+			if (row[j] + 1 < v)
+				v = row[j] + 1;
+			if (row[j - 1] + 1 < v)
+				v = row[j - 1] + 1;
+			prev = row[j];
+			row[j] = v;
+		}
+	}
+	return row[lb];
+}
+
+static int fault(struct relabel_fault *f, const char *field, size_t index);
+
+/* A rule refused after its regex was compiled. */
+static int invalid(struct rule *r, struct relabel_fault *f, const char *field, size_t index)
+{
+	rule_free(r);
+	return fault(f, field, index);
+}
+
+static int fault(struct relabel_fault *f, const char *field, size_t index)
+{
+	if (f) {
+		f->field = field;
+		f->index = index;
+	}
+	return -EINVAL;
+}
+
+int relabel_add(struct relabel *rl, const struct relabel_rule_spec *s, struct pp_err *err,
+		struct relabel_fault *flt)
 {
 	struct rule r = { .action = RELABEL_REPLACE };
+	uint64_t modulus = 0;
 	const char *act;
+	char why[256];
 	int rc;
 
+	if (flt)
+		*flt = (struct relabel_fault){ 0 };
 	if (rl->n >= MAX_RULES)
 		return pp_errf(err, -E2BIG, "more than %d relabel rules", MAX_RULES);
-	if (s->action && *s->action) {
+	if (s->action) {
 		size_t i;
-		for (i = 0; i < sizeof(action_names) / sizeof(action_names[0]); i++)
+		for (i = 0; i < NACTIONS; i++)
 			if (strcasecmp(s->action, action_names[i]) == 0)
 				break;
-		if (i == sizeof(action_names) / sizeof(action_names[0]))
-			return pp_errf(err, -EINVAL, "unknown relabel action \"%s\" (one of replace, "
-				       "keep, drop, labelmap, labeldrop, labelkeep, hashmod)",
-				       s->action);
+		if (!*s->action) {
+			pp_errf(err, -EINVAL, "relabel action cannot be empty");
+			return fault(flt, "action", 0);
+		}
+		if (i == NACTIONS) {
+			for (i = 0; i < NACTIONS; i++)
+				if (edits(s->action, action_names[i]) <= 2)
+					break;
+			if (i < NACTIONS)
+				pp_errf(err, -EINVAL, "unknown relabel action \"%s\" (did you mean "
+					"'%s'?)", s->action, action_names[i]);
+			else
+				pp_errf(err, -EINVAL, "unknown relabel action \"%s\" (one of replace, "
+					"keep, drop, keepequal, dropequal, lowercase, uppercase, "
+					"labelmap, labeldrop, labelkeep, hashmod)", s->action);
+			return fault(flt, "action", 0);
+		}
 		r.action = (enum relabel_action)i;
 	}
 	act = action_names[r.action];
-	if (s->nsource_labels > MAX_SOURCE_LABELS)
-		return pp_errf(err, -E2BIG, "more than %d source_labels", MAX_SOURCE_LABELS);
+	enum relabel_action a = r.action;
+	if (s->nsource_labels > MAX_SOURCE_LABELS) {
+		pp_errf(err, -E2BIG, "more than %d source_labels", MAX_SOURCE_LABELS);
+		return fault(flt, "source_labels", 0);
+	}
 	for (size_t i = 0; i < s->nsource_labels; i++)
-		if (!s->source_labels[i] || !pp_label_name_valid(s->source_labels[i]))
-			return pp_errf(err, -EINVAL, "source_labels: \"%s\" is not a valid label name",
-				       s->source_labels[i] ? s->source_labels[i] : "(null)");
-	if ((r.action == RELABEL_REPLACE || r.action == RELABEL_HASHMOD) &&
-	    (!s->target_label || !*s->target_label))
-		return pp_errf(err, -EINVAL, "relabel action %s requires 'target_label'", act);
-	if (r.action == RELABEL_REPLACE && !target_template_valid(s->target_label))
-		return pp_errf(err, -EINVAL, "\"%s\" is invalid 'target_label' for replace action",
-			       s->target_label);
-	if (r.action == RELABEL_HASHMOD && !pp_label_name_valid(s->target_label))
-		return pp_errf(err, -EINVAL, "\"%s\" is invalid 'target_label' for hashmod action",
-			       s->target_label);
-	if (r.action == RELABEL_HASHMOD && s->modulus == 0)
-		return pp_errf(err, -EINVAL, "relabel action hashmod requires a non-zero 'modulus'");
-	if (r.action == RELABEL_LABELMAP && s->replacement &&
-	    !target_template_valid(s->replacement))
-		return pp_errf(err, -EINVAL, "\"%s\" is invalid 'replacement' for labelmap action",
-			       s->replacement);
-	if ((r.action == RELABEL_LABELDROP || r.action == RELABEL_LABELKEEP) &&
-	    (s->nsource_labels || (s->target_label && *s->target_label) || s->modulus ||
+		if (!s->source_labels[i] || !pp_label_name_valid(s->source_labels[i])) {
+			pp_errf(err, -EINVAL, "\"%s\" is not a valid label name",
+				s->source_labels[i] ? s->source_labels[i] : "");
+			return fault(flt, "source_labels", i);
+		}
+	if (s->modulus) {
+		char *end;
+		errno = 0;
+		modulus = strtoull(s->modulus, &end, 10);
+		if (s->modulus_quoted || !isdigit((unsigned char)s->modulus[0]) || errno || *end) {
+			pp_errf(err, -EINVAL, "expected a non-negative integer, got %s\"%s\"",
+				s->modulus_quoted ? "the quoted string " : "", s->modulus);
+			return fault(flt, "modulus", 0);
+		}
+	}
+	/* The regex is compiled first, as Prometheus does when it reads the
+	 * YAML, before Config.Validate */
+	rc = pp_regex_compile(&r.re, s->regex ? s->regex : "(.*)", PP_REGEX_FULL, why,
+			      sizeof(why));
+	if (rc == -ENOMEM)
+		return pp_errf(err, rc, "out of memory");
+	if (rc) {
+		pp_errf(err, -EINVAL, "invalid regular expression \"%s\": %s",
+			s->regex ? s->regex : "(.*)", why);
+		return fault(flt, "regex", 0);
+	}
+	/* Validation as Prometheus's Config.Validate, in its order */
+	if (a == RELABEL_HASHMOD && !modulus) {
+		pp_errf(err, -EINVAL, "relabel configuration for hashmod requires non-zero modulus");
+		return invalid(&r, flt, s->modulus ? "modulus" : "action", 0);
+	}
+	bool needs_target = a == RELABEL_REPLACE || a == RELABEL_HASHMOD ||
+			    a == RELABEL_LOWERCASE || a == RELABEL_UPPERCASE ||
+			    a == RELABEL_KEEPEQUAL || a == RELABEL_DROPEQUAL;
+	if (needs_target && (!s->target_label || !*s->target_label)) {
+		pp_errf(err, -EINVAL, "relabel configuration for %s action requires "
+			"'target_label' value", act);
+		return invalid(&r, flt, s->target_label ? "target_label" : "action", 0);
+	}
+	if ((a == RELABEL_REPLACE && !target_template_valid(s->target_label)) ||
+	    (needs_target && a != RELABEL_REPLACE && !pp_label_name_valid(s->target_label))) {
+		pp_errf(err, -EINVAL, "\"%s\" is invalid 'target_label' for %s action",
+			s->target_label, act);
+		return invalid(&r, flt, "target_label", 0);
+	}
+	bool equal_or_case = a == RELABEL_LOWERCASE || a == RELABEL_UPPERCASE ||
+			     a == RELABEL_KEEPEQUAL || a == RELABEL_DROPEQUAL;
+	if (equal_or_case && s->replacement && strcmp(s->replacement, "$1")) {
+		pp_errf(err, -EINVAL, "'replacement' can not be set for %s action", act);
+		return invalid(&r, flt, "replacement", 0);
+	}
+	if (a == RELABEL_LABELMAP && !target_template_valid(s->replacement ? s->replacement : "$1")) {
+		pp_errf(err, -EINVAL, "\"%s\" is invalid 'replacement' for %s action",
+			s->replacement, act);
+		return invalid(&r, flt, "replacement", 0);
+	}
+	if ((a == RELABEL_KEEPEQUAL || a == RELABEL_DROPEQUAL) &&
+	    ((s->regex && strcmp(s->regex, "(.*)")) || modulus ||
+	     (s->separator && strcmp(s->separator, ";")))) {
+		pp_errf(err, -EINVAL, "%s action requires only 'source_labels' and `target_label`, "
+			"and no other fields", act);
+		return invalid(&r, flt, NULL, 0);
+	}
+	if ((a == RELABEL_LABELDROP || a == RELABEL_LABELKEEP) &&
+	    (s->has_source_labels || (s->target_label && *s->target_label) || modulus ||
 	     (s->separator && strcmp(s->separator, ";")) ||
-	     (s->replacement && strcmp(s->replacement, "$1"))))
-		return pp_errf(err, -EINVAL, "%s action requires only 'regex', and no other fields",
-			       act);
+	     (s->replacement && strcmp(s->replacement, "$1")))) {
+		pp_errf(err, -EINVAL, "%s action requires only 'regex', and no other fields", act);
+		return invalid(&r, flt, NULL, 0);
+	}
 
-	r.modulus = s->modulus;
+	r.modulus = modulus;
 	r.separator = strdup(s->separator ? s->separator : ";");
 	r.replacement = strdup(s->replacement ? s->replacement : "$1");
 	r.target = strdup(s->target_label ? s->target_label : "");
@@ -505,13 +562,9 @@ int relabel_add(struct relabel *rl, const struct relabel_rule_spec *s, struct pp
 			goto oom;
 		r.nsource++;
 	}
-	rc = compile_regex(&r, r.regex_src, err);
-	if (rc) {
-		free(r.regex_src);
-		r.regex_src = NULL;	/* nothing compiled to free */
-		rule_free(&r);
-		return rc;
-	}
+	if (tmpl_parse(&r.t_target, r.target, r.re) ||
+	    tmpl_parse(&r.t_replacement, r.replacement, r.re))
+		goto oom;
 	if (rl->n == rl->cap) {
 		size_t cap = rl->cap ? rl->cap * 2 : 8;
 		struct rule *nv = realloc(rl->v, cap * sizeof(*nv));
@@ -523,10 +576,6 @@ int relabel_add(struct relabel *rl, const struct relabel_rule_spec *s, struct pp
 	rl->v[rl->n++] = r;
 	return 0;
 oom:
-	if (r.regex_src && !r.nmatch) {
-		free(r.regex_src);
-		r.regex_src = NULL;
-	}
 	rule_free(&r);
 	return pp_errf(err, -ENOMEM, "out of memory");
 }
@@ -606,10 +655,93 @@ static int set_or_del(struct pp_labels *l, const char *name, const char *value)
 	return pp_labels_set(l, name, value);
 }
 
-static int apply_one(const struct rule *r, struct pp_labels *l, regmatch_t *m)
+/* 1 match, 0 none; a limit hit is logged and counts as no match (relabel.h). */
+static int match(const struct rule *r, const char *s, ssize_t *m)
+{
+	int rc = pp_regex_match(r->re, s, strlen(s), m, m ? pp_regex_groups(r->re) + 1 : 0);
+	if (rc == -E2BIG) {
+		/* logged on the 1st, 2nd, 4th, 8th... hit: visible, never a flood */
+		static unsigned long hits;
+		unsigned long n = __atomic_add_fetch(&hits, 1, __ATOMIC_RELAXED);
+		if (!(n & (n - 1)))
+			pp_log(PP_WARN, "relabel: regex match limit hit, rule treated as not "
+			       "matching", "regex=%s value_bytes=%zu hits=%lu", pp_q(r->regex_src),
+			       strlen(s), n);
+		return 0;
+	}
+	return rc;
+}
+
+static locale_t utf8_locale;
+static pthread_once_t utf8_once = PTHREAD_ONCE_INIT;
+
+static void utf8_locale_init(void)
+{
+	utf8_locale = newlocale(LC_CTYPE_MASK, "C.UTF-8", (locale_t)0);
+}
+
+/*
+ * Go's strings.ToLower / ToUpper: every rune through the simple Unicode case
+ * mapping (glibc's C.UTF-8 tables; ASCII only if that locale is missing),
+ * a byte outside valid UTF-8 becomes U+FFFD.
+ */
+static void change_case(const char *s, bool upper, struct sb *out)
+{
+	const unsigned char *p = (const unsigned char *)s;
+
+	pthread_once(&utf8_once, utf8_locale_init);
+	out->n = 0;
+	sb_add(out, "", 0);
+	while (*p) {
+		uint32_t cp;
+		size_t n = 1;
+		if (*p < 0x80) {
+			cp = *p;
+		} else {
+			size_t need = (*p & 0xe0) == 0xc0 ? 1 : (*p & 0xf0) == 0xe0 ? 2 :
+				      (*p & 0xf8) == 0xf0 ? 3 : 0;
+			uint32_t min = need == 1 ? 0x80 : need == 2 ? 0x800 : 0x10000;
+			cp = *p & (0x3f >> need);
+			for (size_t k = 1; need && k <= need; k++) {
+				if ((p[k] & 0xc0) != 0x80) {
+					need = 0;
+					break;
+				}
+				cp = cp << 6 | (p[k] & 0x3f);
+			}
+			if (!need || cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+				cp = 0xfffd;
+			else
+				n = need + 1;
+		}
+		if (utf8_locale)
+			cp = upper ? (uint32_t)towupper_l((wint_t)cp, utf8_locale) :
+				     (uint32_t)towlower_l((wint_t)cp, utf8_locale);
+		else if (cp < 0x80)
+			cp = (uint32_t)(upper ? toupper((int)cp) : tolower((int)cp));
+		char b[4];
+		size_t bl;
+		if (cp < 0x80) {
+			b[0] = (char)cp, bl = 1;
+		} else if (cp < 0x800) {
+			b[0] = (char)(0xc0 | cp >> 6), b[1] = (char)(0x80 | (cp & 0x3f)), bl = 2;
+		} else if (cp < 0x10000) {
+			b[0] = (char)(0xe0 | cp >> 12), b[1] = (char)(0x80 | (cp >> 6 & 0x3f));
+			b[2] = (char)(0x80 | (cp & 0x3f)), bl = 3;
+		} else {
+			b[0] = (char)(0xf0 | cp >> 18), b[1] = (char)(0x80 | (cp >> 12 & 0x3f));
+			b[2] = (char)(0x80 | (cp >> 6 & 0x3f)), b[3] = (char)(0x80 | (cp & 0x3f));
+			bl = 4;
+		}
+		sb_add(out, b, bl);
+		p += n;
+	}
+}
+
+static int apply_one(const struct rule *r, struct pp_labels *l, ssize_t *m)
 {
 	struct sb val = { 0 }, t = { 0 }, res = { 0 };
-	int ret = 1;
+	int ret = 1, mr;
 
 	for (size_t i = 0; i < r->nsource; i++) {
 		const char *v = pp_labels_get(l, r->source[i]);
@@ -626,23 +758,40 @@ static int apply_one(const struct rule *r, struct pp_labels *l, regmatch_t *m)
 
 	switch (r->action) {
 	case RELABEL_DROP:
-		ret = !match(r, vs, NULL);
+		mr = match(r, vs, NULL);
+		ret = mr < 0 ? mr : !mr;
 		break;
 	case RELABEL_KEEP:
 		ret = match(r, vs, NULL);
 		break;
+	case RELABEL_KEEPEQUAL:
+	case RELABEL_DROPEQUAL: {
+		const char *tv = pp_labels_get(l, r->target);
+		bool eq = !strcmp(tv ? tv : "", vs);
+		ret = eq == (r->action == RELABEL_KEEPEQUAL);
+		break;
+	}
 	case RELABEL_REPLACE:
-		if (!match(r, vs, m))
+		mr = match(r, vs, m);
+		if (mr <= 0) {
+			ret = mr < 0 ? mr : 1;
 			break;
-		expand(r, r->target, vs, m, &t);
-		expand(r, r->replacement, vs, m, &res);
-		if (!sb_str(&t) || !sb_str(&res)) {
+		}
+		expand(&r->t_target, vs, m, &t);
+		expand(&r->t_replacement, vs, m, &res);
+		if (t.oom || res.oom) {
 			ret = -ENOMEM;
 			break;
 		}
 		if (!pp_label_name_valid(t.p))
 			break;
 		if (set_or_del(l, t.p, res.p))
+			ret = -ENOMEM;
+		break;
+	case RELABEL_LOWERCASE:
+	case RELABEL_UPPERCASE:
+		change_case(vs, r->action == RELABEL_UPPERCASE, &res);
+		if (res.oom || set_or_del(l, r->target, res.p))
 			ret = -ENOMEM;
 		break;
 	case RELABEL_HASHMOD: {
@@ -661,11 +810,13 @@ static int apply_one(const struct rule *r, struct pp_labels *l, regmatch_t *m)
 			break;
 		}
 		for (size_t i = 0; i < snap.n && ret == 1; i++) {
-			if (!match(r, snap.v[i].name, m))
+			mr = match(r, snap.v[i].name, m);
+			if (mr <= 0) {
+				ret = mr < 0 ? mr : 1;
 				continue;
-			res.n = 0;
-			expand(r, r->replacement, snap.v[i].name, m, &res);
-			if (!sb_str(&res))
+			}
+			expand(&r->t_replacement, snap.v[i].name, m, &res);
+			if (res.oom)
 				ret = -ENOMEM;
 			else if (pp_label_name_valid(res.p) && set_or_del(l, res.p, snap.v[i].value))
 				ret = -ENOMEM;
@@ -675,9 +826,11 @@ static int apply_one(const struct rule *r, struct pp_labels *l, regmatch_t *m)
 	}
 	case RELABEL_LABELDROP:
 	case RELABEL_LABELKEEP:
-		for (size_t i = l->n; i-- > 0;) {
-			bool mt = match(r, l->v[i].name, NULL);
-			if (mt == (r->action == RELABEL_LABELDROP))
+		for (size_t i = l->n; i-- > 0 && ret == 1;) {
+			mr = match(r, l->v[i].name, NULL);
+			if (mr < 0)
+				ret = mr;
+			else if ((mr == 1) == (r->action == RELABEL_LABELDROP))
 				pp_labels_del(l, l->v[i].name);
 		}
 		break;
@@ -692,13 +845,13 @@ out:
 int relabel_apply(const struct relabel *r, struct pp_labels *labels)
 {
 	size_t maxm = 1;
-	regmatch_t *m;
+	ssize_t *m;
 	int ret = 1;
 
 	for (size_t i = 0; r && i < r->n; i++)
-		if (r->v[i].nmatch > maxm)
-			maxm = r->v[i].nmatch;
-	m = calloc(maxm, sizeof(*m));
+		if (pp_regex_groups(r->v[i].re) + 1 > maxm)
+			maxm = pp_regex_groups(r->v[i].re) + 1;
+	m = calloc(2 * maxm, sizeof(*m));
 	if (!m)
 		return -ENOMEM;
 	for (size_t i = 0; r && i < r->n && ret == 1; i++)
@@ -712,191 +865,4 @@ int relabel_apply(const struct relabel *r, struct pp_labels *labels)
 			pp_labels_del(labels, n);
 	}
 	return 1;
-}
-
-/* ---- YAML ---------------------------------------------------------------- */
-
-static bool y_null(const yaml_node_t *n)
-{
-	if (!n || n->type != YAML_SCALAR_NODE)
-		return false;
-	if (n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
-		return false;
-	const char *s = (const char *)n->data.scalar.value;
-	return !*s || !strcmp(s, "~") || !strcmp(s, "null") || !strcmp(s, "Null") ||
-	       !strcmp(s, "NULL");
-}
-
-static int yerr(struct pp_err *err, const char *name, const yaml_node_t *n, const char *fmt,
-		const char *a)
-{
-	char msg[300];
-	snprintf(msg, sizeof(msg), fmt, a);
-	return pp_errf(err, -EINVAL, "%s:%zu:%zu: %s", name, n->start_mark.line + 1,
-		       n->start_mark.column + 1, msg);
-}
-
-static int parse_rule(struct relabel *r, yaml_document_t *doc, yaml_node_t *map,
-		      const char *name, struct pp_err *err)
-{
-	struct relabel_rule_spec s = { 0 };
-	const char *src[MAX_SOURCE_LABELS];
-	int rc;
-
-	if (map->type != YAML_MAPPING_NODE)
-		return yerr(err, name, map, "%s", "expected a mapping (one relabel rule)");
-	for (yaml_node_pair_t *p = map->data.mapping.pairs.start;
-	     p < map->data.mapping.pairs.top; p++) {
-		yaml_node_t *k = yaml_document_get_node(doc, p->key);
-		yaml_node_t *v = yaml_document_get_node(doc, p->value);
-		if (!k || !v || k->type != YAML_SCALAR_NODE)
-			return yerr(err, name, map, "%s", "expected string keys");
-		const char *key = (const char *)k->data.scalar.value;
-		if (!strcmp(key, "source_labels")) {
-			if (y_null(v))
-				continue;
-			if (v->type != YAML_SEQUENCE_NODE)
-				return yerr(err, name, v, "%s", "source_labels: expected a list");
-			for (yaml_node_item_t *it = v->data.sequence.items.start;
-			     it < v->data.sequence.items.top; it++) {
-				yaml_node_t *e = yaml_document_get_node(doc, *it);
-				if (!e || e->type != YAML_SCALAR_NODE)
-					return yerr(err, name, v, "%s",
-						    "source_labels: expected label names");
-				if (s.nsource_labels == MAX_SOURCE_LABELS)
-					return yerr(err, name, v, "%s", "source_labels: too many");
-				src[s.nsource_labels++] = (const char *)e->data.scalar.value;
-			}
-			s.source_labels = src;
-			continue;
-		}
-		static const char *const known[] = { "separator", "regex", "target_label",
-						     "replacement", "action", "modulus" };
-		bool ok = false;
-		for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
-			ok |= !strcmp(key, known[i]);
-		if (!ok)
-			return yerr(err, name, k, "unknown relabel key \"%s\"", key);
-		if (v->type != YAML_SCALAR_NODE)
-			return yerr(err, name, v, "%s: expected a scalar", key);
-		const char *val = y_null(v) ? NULL : (const char *)v->data.scalar.value;
-		if (!strcmp(key, "separator"))
-			s.separator = val;
-		else if (!strcmp(key, "regex"))
-			s.regex = val;
-		else if (!strcmp(key, "target_label"))
-			s.target_label = val;
-		else if (!strcmp(key, "replacement"))
-			s.replacement = val;
-		else if (!strcmp(key, "action"))
-			s.action = val;
-		else if (!strcmp(key, "modulus")) {
-			char *end;
-			if (!val || !isdigit((unsigned char)val[0]))
-				return yerr(err, name, v, "modulus: expected a positive integer, got \"%s\"",
-					    (const char *)v->data.scalar.value);
-			errno = 0;
-			s.modulus = strtoull(val, &end, 10);
-			if (errno || *end)
-				return yerr(err, name, v, "modulus: expected a positive integer, got \"%s\"",
-					    val);
-		}
-	}
-	rc = relabel_add(r, &s, err);
-	if (rc)
-		pp_err_wrap(err, "%s:%zu:%zu", name, map->start_mark.line + 1,
-			    map->start_mark.column + 1);
-	return rc;
-}
-
-int relabel_parse_yaml(struct relabel *r, const char *buf, size_t len, const char *name,
-		       struct pp_err *err)
-{
-	yaml_parser_t parser;
-	yaml_document_t doc;
-	yaml_node_t *root;
-	int rc = 0;
-
-	if (!yaml_parser_initialize(&parser))
-		return pp_errf(err, -ENOMEM, "out of memory");
-	yaml_parser_set_input_string(&parser, (const unsigned char *)buf, len);
-	if (!yaml_parser_load(&parser, &doc)) {
-		rc = pp_errf(err, -EINVAL, "%s:%zu:%zu: %s", name, parser.problem_mark.line + 1,
-			     parser.problem_mark.column + 1,
-			     parser.problem ? parser.problem : "YAML error");
-		yaml_parser_delete(&parser);
-		return rc;
-	}
-	root = yaml_document_get_root_node(&doc);
-	if (root && !y_null(root)) {
-		if (root->type != YAML_SEQUENCE_NODE) {
-			rc = yerr(err, name, root, "%s", "expected a list of relabel rules");
-		} else {
-			for (yaml_node_item_t *it = root->data.sequence.items.start;
-			     !rc && it < root->data.sequence.items.top; it++)
-				rc = parse_rule(r, &doc, yaml_document_get_node(&doc, *it), name,
-						err);
-		}
-	}
-	yaml_document_delete(&doc);
-	yaml_parser_delete(&parser);
-	return rc;
-}
-
-int regex_check_cost(const char *src, char *why, size_t wlen)
-{
-	size_t len = strlen(src);
-	int counted = 0;
-	bool after_quant = false;
-
-	if (len > 1024) {
-		snprintf(why, wlen, "longer than 1024 bytes (%zu)", len);
-		return -EINVAL;
-	}
-	for (const char *p = src; *p; p++) {
-		if (*p == '\\' && p[1]) {	/* an escaped character is a literal */
-			p++;
-			after_quant = false;
-			continue;
-		}
-		if (*p == '[') {		/* a bracket expression: no operators inside */
-			const char *q = p + 1;
-			if (*q == '^')
-				q++;
-			if (*q == ']')
-				q++;
-			while (*q && *q != ']')
-				q++;
-			p = *q ? q : p;
-			after_quant = false;
-			continue;
-		}
-		bool quant = *p == '*' || *p == '+' || *p == '?' || *p == '{';
-		if (quant && after_quant) {
-			snprintf(why, wlen, "a repetition right after another at offset %zu "
-				 "(its compilation can take unbounded memory)", (size_t)(p - src));
-			return -EINVAL;
-		}
-		if (*p == '{') {
-			char *end;
-			unsigned long a = strtoul(p + 1, &end, 10), b = a;
-			if (*end == ',')
-				b = end[1] == '}' ? a : strtoul(end + 1, &end, 10);
-			if (a > 255 || b > 255) {
-				snprintf(why, wlen, "a repetition count above 255 at offset %zu",
-					 (size_t)(p - src));
-				return -EINVAL;
-			}
-			if (++counted > 2) {
-				snprintf(why, wlen, "more than two counted repetitions {..} (their "
-					 "copies multiply)");
-				return -EINVAL;
-			}
-			const char *close = strchr(p, '}');
-			if (close)
-				p = close;
-		}
-		after_quant = quant;
-	}
-	return 0;
 }

@@ -1,34 +1,42 @@
 /*
  * relabel.h - Prometheus relabel_configs over a series' labels.
  *
- * Users filter and rename series exactly as they do in Prometheus and Parca
- * Agent, so the semantics follow Prometheus's model/relabel: source label
- * values joined with `separator` (default ";"), matched against `regex`
- * anchored at both ends (default "(.*)"), `replacement` (default "$1")
- * expanded like Go's Regexp.Expand ($1, ${1}, $$; "$1x" names the unknown
- * group "1x" and expands to nothing, as in Prometheus), actions replace
- * (default), keep, drop, labelmap, labeldrop, labelkeep and hashmod (md5 of
- * the joined value, last 8 bytes big-endian, modulo `modulus`).
+ * Users filter and rename series exactly as they do in Prometheus 3 and
+ * Parca Agent, so the semantics are Prometheus's model/relabel: source
+ * label values joined with `separator` (default ";"), matched against
+ * `regex` (default "(.*)"), which must match the whole value as Prometheus
+ * wraps it, ^(?s:REGEX)$ ("." matches a newline too); `replacement`
+ * (default "$1") and a replace rule's `target_label` are expanded like Go's
+ * Regexp.Expand: $1, ${1}, $name, ${name} ((?P<name>...) groups), $$ for
+ * "$"; a group that does not exist or did not take part is empty, and "$1x"
+ * names the group "1x". Regexes are RE2 syntax (ppregex.h).
  *
- * Regexes are POSIX extended (regcomp), not RE2: "(?:" groups are accepted
- * and turned into plain groups with $N numbering kept as the user wrote it,
- * "\d" / "\D" become "[0-9]" / "[^0-9]", "\w", "\s" work as in glibc.
- * Other RE2-only syntax ("(?i)", lazy quantifiers, "\pL") fails to compile
- * with a message. Submatch boundaries follow POSIX leftmost-longest rules,
- * which only differs from RE2 for ambiguous alternations.
+ * Actions: replace (default), keep, drop, keepequal, dropequal (keep/drop
+ * the series when the joined value equals / differs from target_label's
+ * value), lowercase, uppercase (set target_label to the joined value with
+ * Unicode simple case mapping, as Go's strings.ToLower/ToUpper), labelmap,
+ * labeldrop, labelkeep and hashmod (md5 of the joined value, the last 8
+ * bytes big-endian, modulo `modulus`). Action names are case-insensitive.
  *
- * A label set to "" is deleted (Prometheus treats an empty value as absent).
- * After all rules ran and the series is kept, relabel_apply() removes every
- * label starting with "__" except "__name__": that is how __meta_* labels
- * are offered to the rules without ever being sent.
+ * Setting a label to "" deletes it (Prometheus's labels.Builder), so a
+ * replace whose expanded replacement is empty deletes the target label.
+ * Label names are Prometheus's legacy set ([a-zA-Z_][a-zA-Z0-9_]*): an
+ * expanded target (replace, labelmap) outside it is skipped. After all
+ * rules ran and the series is kept, relabel_apply() removes every label
+ * starting with "__" except "__name__": that is how __meta_* labels are
+ * offered to the rules without ever being sent.
  *
- * Rules are built either from the config module's parsed fields through
- * relabel_add() (one struct relabel_rule_spec per list entry) or from a YAML
- * list with relabel_parse_yaml() (tests, tools).
+ * A regex match that hits ppregex's limits (a hostile value) counts as no
+ * match for that rule and is logged; the other rules still run.
+ *
+ * relabel_add() validates and compiles one rule from its fields as written
+ * (the config module hands them over key by key, without knowing what they
+ * mean); relabel_dump() writes the rules back.
  */
 #ifndef PUSHPROF_RELABEL_H
 #define PUSHPROF_RELABEL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -36,36 +44,55 @@
 #include "err.h"
 #include "labels.h"
 
+/*
+ * One relabel_configs entry as written in YAML. NULL means "key absent"
+ * (the default applies); a key given as YAML null is "" (Prometheus
+ * decodes null to the zero value: `regex:` alone is the empty regex).
+ */
 enum relabel_action {
 	RELABEL_REPLACE,
 	RELABEL_KEEP,
 	RELABEL_DROP,
+	RELABEL_KEEPEQUAL,
+	RELABEL_DROPEQUAL,
+	RELABEL_LOWERCASE,
+	RELABEL_UPPERCASE,
 	RELABEL_LABELMAP,
 	RELABEL_LABELDROP,
 	RELABEL_LABELKEEP,
 	RELABEL_HASHMOD,
 };
 
-/* One relabel_configs entry as written; NULL / 0 means "not set" (default). */
 struct relabel_rule_spec {
 	const char *const *source_labels;
 	size_t nsource_labels;
-	const char *separator;		/* NULL -> ";" */
-	const char *regex;		/* NULL -> "(.*)" */
-	const char *target_label;	/* required by replace and hashmod */
-	const char *replacement;	/* NULL -> "$1" */
-	uint64_t modulus;		/* required (> 0) by hashmod */
-	const char *action;		/* NULL -> "replace"; case-insensitive */
+	bool has_source_labels;		/* the key was given (even as []) */
+	const char *separator;
+	const char *regex;
+	const char *target_label;
+	const char *replacement;
+	const char *modulus;		/* decimal text */
+	bool modulus_quoted;		/* "8" is a string, not an integer */
+	const char *action;
+};
+
+/* The keys relabel_add() understands, NULL-terminated (for "did you mean"). */
+extern const char *const relabel_keys[];
+
+/* Which key a relabel_add() error is about: field NULL for the rule as a
+ * whole; index is the source_labels entry for field "source_labels". */
+struct relabel_fault {
+	const char *field;
+	size_t index;
 };
 
 struct relabel;				/* opaque: compiled rules */
 
 struct relabel *relabel_new(void);
-/* Validate and compile one rule, appended after the existing ones. */
-int relabel_add(struct relabel *r, const struct relabel_rule_spec *spec, struct pp_err *err);
-/* A YAML sequence of rule mappings (the value of relabel_configs). Adds to r. */
-int relabel_parse_yaml(struct relabel *r, const char *buf, size_t len, const char *name,
-		       struct pp_err *err);
+/* Validate and compile one rule, appended after the existing ones. On
+ * failure err says why (without a position) and *fault (optional) which key. */
+int relabel_add(struct relabel *r, const struct relabel_rule_spec *spec, struct pp_err *err,
+		struct relabel_fault *fault);
 size_t relabel_count(const struct relabel *r);
 /*
  * Print the rules as YAML list items ("- action: ...") indented by `indent`
@@ -76,17 +103,6 @@ size_t relabel_count(const struct relabel *r);
  */
 int relabel_dump(const struct relabel *r, FILE *out, int indent);
 void relabel_free(struct relabel *r);
-
-/*
- * Refuse a POSIX extended regex whose compilation could take unbounded
- * memory (glibc copies the tree of a repeated group once per repetition,
- * so "a+++..." grows exponentially and "x{255}{255}{255}" multiplies):
- * longer than 1024 bytes, a repetition operator right after another, more
- * than two counted repetitions {..}, or a count above 255. Shared by every
- * regex the config compiles (targets, relabel_configs). 0, or -EINVAL with
- * the reason in why.
- */
-int regex_check_cost(const char *src, char *why, size_t wlen);
 
 /*
  * Run every rule in order over labels (modified in place).

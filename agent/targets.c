@@ -129,6 +129,12 @@ bool targets_whole_host(const struct targets *t)
 	return t->nentries == 0;
 }
 
+/* A match limit hit (a hostile comm or path) or no memory: not a match. */
+static bool re_hit(const struct pp_regex *re, const char *s)
+{
+	return pp_regex_match(re, s, strlen(s), NULL, 0) == 1;
+}
+
 bool target_entry_matches(const struct target_config *e, const struct target_facts *f)
 {
 	if (e->npids) {
@@ -138,9 +144,9 @@ bool target_entry_matches(const struct target_config *e, const struct target_fac
 		if (!hit)
 			return false;
 	}
-	if (e->comm_regex && (!f->comm || regexec(&e->comm_re, f->comm, 0, NULL, 0) != 0))
+	if (e->comm_regex && (!f->comm || !re_hit(e->comm_re, f->comm)))
 		return false;
-	if (e->exe_regex && (!f->exe || !*f->exe || regexec(&e->exe_re, f->exe, 0, NULL, 0) != 0))
+	if (e->exe_regex && (!f->exe || !*f->exe || !re_hit(e->exe_re, f->exe)))
 		return false;
 	if (e->cgroup) {
 		size_t pl = strlen(e->cgroup);
@@ -153,7 +159,7 @@ bool target_entry_matches(const struct target_config *e, const struct target_fac
 	if (e->cgroup_regex) {
 		bool hit = false;
 		for (size_t i = 0; i < f->ncgroups && !hit; i++)
-			hit = regexec(&e->cgroup_re, f->cgroup_paths[i], 0, NULL, 0) == 0;
+			hit = re_hit(e->cgroup_re, f->cgroup_paths[i]);
 		if (!hit)
 			return false;
 	}

@@ -33,7 +33,7 @@ BIN=$ROOT/usr/bin/pushprof
 [ -x "$BIN" ] || { echo "build-deb: $BIN missing after meson install" >&2; exit 1; }
 strip --strip-debug "$BIN"
 
-DEPENDS="libbpf1, libelf1, libprotobuf-c1, libgrpc29, libyaml-0-2, libzstd1, zlib1g, libmicrohttpd12, libc6"
+DEPENDS="libbpf1, libelf1, libprotobuf-c1, libgrpc29, libyaml-0-2, libzstd1, zlib1g, libmicrohttpd12, libcurl4, libpcre2-8-0, libc6"
 if command -v dpkg-shlibdeps >/dev/null; then
   mkdir -p "$STAGE/shl/debian"
   printf 'Source: pushprof\n\nPackage: pushprof\nArchitecture: any\n' > "$STAGE/shl/debian/control"

@@ -8,7 +8,7 @@ PKGS=(
   meson ninja-build pkg-config gcc clang llvm
   libbpf-dev bpftool libelf-dev zlib1g-dev libzstd-dev libyaml-dev
   libprotobuf-c-dev protobuf-c-compiler libgrpc-dev libmicrohttpd-dev libssl-dev
-  libcurl4-openssl-dev
+  libcurl4-openssl-dev libpcre2-dev
   # tests: Go workloads and `go tool pprof`, the gRPC test receiver, TLS certs
   golang-go python3 python3-grpcio python3-protobuf protobuf-compiler openssl
   libclang-rt-14-dev procps util-linux

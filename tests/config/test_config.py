@@ -263,6 +263,23 @@ def test_default_config():
           "defaults: 19 Hz, 10s windows")
 
 
+def test_parca_relabel_files():
+    """Parca Agent's shipped relabel files load unchanged (issue 13)."""
+    files = sorted(glob.glob(os.path.join(SOURCE_DIR, "tests", "relabel", "parca", "*.yaml")))
+    check(len(files) >= 2, f"Parca Agent relabel files present ({len(files)})")
+    for path in files:
+        name = "parca/" + os.path.basename(path)
+        with open(path) as f:
+            text = f.read()
+        r = dump_of(DEST + text, dest=False)
+        check(r.returncode == 0, f"{name}: loads (exit 0)", r.stderr.strip())
+        want = sum(1 for ln in text.splitlines() if ln.startswith("- "))
+        got = sum(1 for ln in r.stdout.splitlines() if ln.startswith("  - action: "))
+        check(got == want, f"{name}: {want} rules in the dump ({got})")
+        if r.returncode == 0:
+            round_trip(name, r.stdout)
+
+
 def main():
     if not os.path.exists(PUSHPROF):
         print(f"binary {PUSHPROF} missing")
@@ -272,6 +289,7 @@ def main():
     test_env_expansion()
     test_cli()
     test_default_config()
+    test_parca_relabel_files()
     done()
 
 

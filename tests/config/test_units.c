@@ -111,8 +111,8 @@ static void api(void)
 	CHECK(c.cpu.frequency_hz == 97 && c.cpu.interval_ns == 90000000000ull, "cpu values");
 	CHECK(c.ntargets == 1 && c.targets[0].npids == 2 && c.targets[0].pids[1] == 9,
 	      "targets parsed");
-	CHECK(c.ntargets == 1 && regexec(&c.targets[0].comm_re, "web", 0, NULL, 0) == 0 &&
-	      regexec(&c.targets[0].comm_re, "webx", 0, NULL, 0) != 0,
+	CHECK(c.ntargets == 1 && pp_regex_match(c.targets[0].comm_re, "web", 3, NULL, 0) == 1 &&
+	      pp_regex_match(c.targets[0].comm_re, "webx", 4, NULL, 0) == 0,
 	      "comm_regex compiled and matching");
 	CHECK(!strcmp(pp_labels_get(&c.external_labels, "cluster"), "eu"), "external label");
 	CHECK(!strcmp(c.path, "mem"), "path is the given name");

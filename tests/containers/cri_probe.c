@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "containers.h"
+#include "config.h"
 #include "relabel.h"
 
 static void print_labels(struct pp_labels *l)
@@ -36,16 +37,21 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	if (argc > 2 && argv[2][0]) {
+		/* a list of rules, read as a config's relabel_configs */
 		FILE *f = fopen(argv[2], "r");
-		static char buf[65536];
-		size_t n = f ? fread(buf, 1, sizeof(buf), f) : 0;
+		static char buf[65536] = "relabel_configs:\n";
+		size_t hl = strlen(buf);
+		size_t n = f ? fread(buf + hl, 1, sizeof(buf) - hl - 1, f) : 0;
+		struct config cfg = { 0 };
 		if (f)
 			fclose(f);
-		rl = relabel_new();
-		if (!f || relabel_parse_yaml(rl, buf, n, argv[2], &err)) {
+		if (!f || config_parse(buf, hl + n, argv[2], &cfg, &err)) {
 			fprintf(stderr, "relabel: %s\n", f ? err.msg : "cannot open");
 			return 2;
 		}
+		rl = cfg.relabel ? cfg.relabel : relabel_new();
+		cfg.relabel = NULL;
+		config_free(&cfg);
 	}
 	uint64_t ttl = argc > 3 ? strtoull(argv[3], NULL, 10) * 1000000ull : 0;
 	const char *sock = !strcmp(argv[1], "auto") ? NULL : argv[1];

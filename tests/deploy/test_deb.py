@@ -17,7 +17,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import deploylib as dl  # noqa: E402
 
 RUNTIME_LIBS = ["libbpf1", "libelf1", "libprotobuf-c1", "libgrpc29", "libyaml-0-2",
-                "libzstd1", "zlib1g", "libmicrohttpd12", "libcurl4"]
+                "libzstd1", "zlib1g", "libmicrohttpd12", "libcurl4", "libpcre2-8-0"]
 
 
 def sh(args, timeout=300):

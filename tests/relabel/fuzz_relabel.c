@@ -1,12 +1,13 @@
 /*
  * fuzz_relabel.c - libFuzzer target for relabel rule parsing and applying.
  *
- * The input is split at the first NUL: the part before is a YAML list of
- * relabel rules, the part after a label set ("name=value" lines). Rules
- * either fail with a "fuzz:..." or plain message, or load; loaded rules are
- * applied, and a kept result must hold only valid label names, no empty
- * values and no "__" label except __name__. relabel_dump() output must
- * parse back and dump to the same text. Built with -Dfuzz=true:
+ * The input is split at the first NUL: the part before is the value of a
+ * config's relabel_configs (read through config_parse, the one way rules
+ * are read), the part after a label set ("name=value" lines). Rules either
+ * fail with a message or load; loaded rules are applied, and a kept result
+ * must hold only valid label names, no empty values and no "__" label
+ * except __name__. relabel_dump() output must parse back and dump to the
+ * same text. Built with -Dfuzz=true:
  *   ./scripts/fuzz.sh 60 fuzz_relabel
  */
 #include <stdint.h>
@@ -14,22 +15,41 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config.h"
 #include "relabel.h"
+
+/* rules (a relabel_configs value) -> compiled rules, or NULL with err set */
+static struct relabel *load(const char *y, size_t len, struct pp_err *err)
+{
+	static const char key[] = "relabel_configs:\n";
+	char *buf = malloc(sizeof(key) + len);
+	struct config c = { 0 };
+	struct relabel *r = NULL;
+
+	if (!buf)
+		abort();
+	memcpy(buf, key, sizeof(key) - 1);
+	memcpy(buf + sizeof(key) - 1, y, len);
+	if (config_parse(buf, sizeof(key) - 1 + len, "fuzz", &c, err) == 0) {
+		r = c.relabel ? c.relabel : relabel_new();
+		c.relabel = NULL;
+		config_free(&c);
+	}
+	free(buf);
+	return r;
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	const char *nul = memchr(data, 0, size);
 	size_t ylen = nul ? (size_t)(nul - (const char *)data) : size;
-	struct relabel *r = relabel_new();
 	struct pp_err err = { 0 };
 	struct pp_labels l = { 0 };
+	struct relabel *r = load((const char *)data, ylen, &err);
 
-	if (!r)
-		abort();
-	if (relabel_parse_yaml(r, (const char *)data, ylen, "fuzz", &err) < 0) {
+	if (!r) {
 		if (!err.msg[0])
 			abort();	/* every failure says why */
-		relabel_free(r);
 		return 0;
 	}
 	/* the dump parses back to rules that dump identically */
@@ -39,9 +59,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FILE *f = open_memstream(&d1, &l1);
 		relabel_dump(r, f, 0);
 		fclose(f);
-		struct relabel *r2 = relabel_new();
-		if (relabel_parse_yaml(r2, d1, l1, "dump", &err) < 0)
+		/* no rules dump as nothing: an empty relabel_configs, null */
+		struct relabel *r2 = load(d1, l1, &err);
+		if (!r2) {
+			fprintf(stderr, "dump does not load: %s\n%s", err.msg, d1);
 			abort();
+		}
 		f = open_memstream(&d2, &l2);
 		relabel_dump(r2, f, 0);
 		fclose(f);

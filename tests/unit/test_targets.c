@@ -10,7 +10,6 @@
  * program never came when the fork event was read after the exec.
  */
 #include <errno.h>
-#include <regex.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -114,7 +113,9 @@ static void reuse_case(int how)
 	struct calls c = { 0 };
 	const char *what = how ? "scan" : "event";
 
-	CHECK(regcomp(&e.exe_re, e.exe_regex, REG_EXTENDED | REG_NOSUB) == 0, "regcomp");
+	char why[200];
+	CHECK(pp_regex_compile(&e.exe_re, e.exe_regex, 0, why, sizeof(why)) == 0, "compile: %s",
+	      why);
 	struct targets *t = targets_new(&e, 1);
 	pid_t a = start_sleep();
 	CHECK(t && a > 0, "%s: start A", what);
@@ -156,7 +157,7 @@ out:
 	if (a > 0)
 		stop(a);
 	targets_free(t);
-	regfree(&e.exe_re);
+	pp_regex_free(e.exe_re);
 }
 
 int main(void)
