@@ -120,10 +120,13 @@ struct scratch {
 	 * sampled, the fl_procs value of proc_tgid at generation proc_gen */
 	__u32 proc_tgid, proc_gen;
 	struct cpu_fl_proc proc;
-	/* the one before (whole host): a CPU that alternates between the
-	 * profiled process and others finds it here, not in fl_procs */
-	__u32 prev_tgid, prev_gen;
-	struct cpu_fl_proc prev;
+	/* whole host: fl_procs values of the last processes sampled, by tgid
+	 * (a CPU that runs the profiled process between others finds it
+	 * here, not in fl_procs) */
+	struct {
+		__u32 tgid, gen;
+		struct cpu_fl_proc p;
+	} procs[CPU_PROC_SLOTS];
 	struct fl_cache cache;
 	struct cpu_stack user;
 	struct cpu_stack kern;
@@ -551,23 +554,20 @@ static __always_inline __u64 grab_user_stack(struct bpf_perf_event_data *ctx,
 	} else if (!filter_tgids && (sc->proc_gen != gen || sc->proc_tgid != tgid)) {
 		/* whole host: fl_procs, unless the last sample's process (or
 		 * the one before) it is */
-		__u32 ot = sc->proc_tgid, og = sc->proc_gen;
+		__u32 slot = tgid & (CPU_PROC_SLOTS - 1);
 
-		if (sc->prev_gen == gen && sc->prev_tgid == tgid) {
-			struct cpu_fl_proc t = sc->prev;
-
-			sc->prev = sc->proc;
-			sc->proc = t;
+		if (sc->procs[slot].gen == gen && sc->procs[slot].tgid == tgid) {
+			sc->proc = sc->procs[slot].p;
 		} else {
-			sc->prev = sc->proc;
 			fl = bpf_map_lookup_elem(&fl_procs, &tgid);
 			if (fl)
 				sc->proc = *fl;
 			else
 				__builtin_memset(&sc->proc, 0, sizeof(sc->proc));
+			sc->procs[slot].p = sc->proc;
+			sc->procs[slot].tgid = tgid;
+			sc->procs[slot].gen = gen;
 		}
-		sc->prev_tgid = ot;
-		sc->prev_gen = og;
 		sc->proc_tgid = tgid;
 		sc->proc_gen = gen;
 	} else if (filter_tgids) {

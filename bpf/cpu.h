@@ -114,20 +114,24 @@
  * each "in the table at tab, offsets [lo, hi) have entry e" (a range, the
  * gap between two ranges, or a run of chunks without any, so that a
  * function body is one answer, not one per chunk); and, when the whole
- * host is sampled, the last two processes' fl_procs values (a CPU that
- * runs the profiled process between others finds it there). Measured in
+ * host is sampled, the fl_procs values of the last processes sampled,
+ * CPU_PROC_SLOTS slots picked by tgid (a CPU that runs the profiled
+ * process between others finds it there). Measured in
  * an experiment build (counters, and bpf_ktime_get_ns around fl_search,
  * on a host busy with other sessions), with eight direct-mapped slots of
  * one chunk each: 0.30 (leaves.go) and 0.53 (gcstack.go) cache misses per
  * sample, each ~0.6-1 us of cold table lines (two hot leaves, or a leaf
  * and other code, taking one slot in turn), and a fl_procs lookup on 0.46
- * samples in 1 (the sampled process changes); now 0.18, 0.24 and 0.17.
+ * samples in 1 (the sampled process changes); then 0.18, 0.24 and,
+ * keeping only the process before, 0.17; in a later run (busier host)
+ * the slots by tgid took the lookups from 0.26 to 0.12 per sample.
  * A slot or the process is used only while its generation equals fl_gen
  * (.bss), which user space bumps after every write to fl_bits, fl_cfa,
  * fl_procs or allowed_tgids values: a table's pool space is reused
  * only after the processes using it were dropped (a bump), so a cached
  * answer never outlives what it was read from.
  */
+#define CPU_PROC_SLOTS 8			/* power of two */
 #define CPU_FL_SETS 16				/* power of two */
 #define CPU_FL_WAYS 2				/* slots per set: 64 bytes */
 #define CPU_FL_CHUNK_SHIFT 5			/* 32-byte chunks */
