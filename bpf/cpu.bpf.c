@@ -107,8 +107,11 @@ struct fl_slot {
 	__u64 e;
 };
 
+/* CPU_FL_WAYS slots of one set share a cache line (64 bytes): a lookup
+ * touches one line, and two answers wanted in turn (two hot leaves whose
+ * PCs pick the same set) both stay */
 struct fl_cache {
-	struct fl_slot slots[CPU_FL_SLOTS];
+	struct fl_slot slots[CPU_FL_SETS][CPU_FL_WAYS];
 };
 
 struct scratch {
@@ -117,6 +120,13 @@ struct scratch {
 	 * sampled, the fl_procs value of proc_tgid at generation proc_gen */
 	__u32 proc_tgid, proc_gen;
 	struct cpu_fl_proc proc;
+	/* whole host: fl_procs values of the last processes sampled, by tgid
+	 * (a CPU that runs the profiled process between others finds it
+	 * here, not in fl_procs) */
+	struct {
+		__u32 tgid, gen;
+		struct cpu_fl_proc p;
+	} procs[CPU_PROC_SLOTS];
 	struct fl_cache cache;
 	struct cpu_stack user;
 	struct cpu_stack kern;
@@ -199,6 +209,33 @@ struct {
 	__type(value, __u64);
 } fl_cfa SEC(".maps");
 
+/* Bits set in x (no popcount instruction in BPF). */
+static __always_inline __u64 popcount64(__u64 x)
+{
+	x = x - ((x >> 1) & 0x5555555555555555ULL);
+	x = (x & 0x3333333333333333ULL) + ((x >> 2) & 0x3333333333333333ULL);
+	x = (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0fULL;
+	return (x * 0x0101010101010101ULL) >> 56;
+}
+
+/* 1 + the index of x's highest set bit (x != 0) */
+static __always_inline __u64 fls64(__u64 x)
+{
+	x |= x >> 1;
+	x |= x >> 2;
+	x |= x >> 4;
+	x |= x >> 8;
+	x |= x >> 16;
+	x |= x >> 32;
+	return popcount64(x);
+}
+
+/* the index of x's lowest set bit (x != 0) */
+static __always_inline __u64 ctz64(__u64 x)
+{
+	return popcount64((x & -x) - 1);
+}
+
 /*
  * The table entry (cpu.h) whose range holds ip, 0 if none: the chunk's
  * bit first (the pre-filter: no further lookup for most PCs), then a
@@ -220,9 +257,14 @@ static __always_inline __u64 fl_search(const struct cpu_fl_proc *fl, __u64 ip, _
 	if (!bits)
 		return 0;
 	if (!((*bits >> (chunk & 63)) & 1)) {
-		/* no range in the chunk; none in the whole 2 KiB without a bit */
-		*lo_off = (*bits ? chunk : chunk & ~63ULL) << CPU_FL_CHUNK_SHIFT;
-		*hi_off = (*bits ? chunk + 1 : (chunk | 63) + 1) << CPU_FL_CHUNK_SHIFT;
+		/* no range in the chunk, nor in the run of unmarked chunks
+		 * around it (the whole 2 KiB without a bit): one cached
+		 * answer for a function body, not one per chunk */
+		__u64 b = *bits, c = chunk & 63;
+		__u64 below = b & ((1ULL << c) - 1), above = c < 63 ? b >> (c + 1) : 0;
+		__u64 base = chunk & ~63ULL;
+		*lo_off = (base + (below ? fls64(below) : 0)) << CPU_FL_CHUNK_SHIFT;
+		*hi_off = (chunk + 1 + (above ? ctz64(above) : 63 - c)) << CPU_FL_CHUNK_SHIFT;
 		return 0;
 	}
 	__u64 *win = bpf_map_lookup_elem(&fl_bits, &wi);
@@ -297,17 +339,25 @@ __noinline __u64 pp_leaf_find(const struct cpu_fl_proc *fl, __u64 ip, struct fl_
 	if (!fl || !cache || !fl->ntab || ip < fl->start || ip >= fl->end)
 		return 0;
 	__u64 off = ip - fl->start, chunk = off >> CPU_FL_CHUNK_SHIFT;
-	struct fl_slot *c = &cache->slots[(chunk ^ (chunk >> 6) ^ fl->tab) & (CPU_FL_SLOTS - 1)];
+	struct fl_slot *c = cache->slots[(chunk ^ (chunk >> 6) ^ fl->tab) & (CPU_FL_SETS - 1)];
 
-	if (c->gen == gen && c->tab == fl->tab && off >= c->lo && off < c->hi)
-		return c->e;
+	if (c[0].gen == gen && c[0].tab == fl->tab && off >= c[0].lo && off < c[0].hi)
+		return c[0].e;
+	if (c[1].gen == gen && c[1].tab == fl->tab && off >= c[1].lo && off < c[1].hi) {
+		struct fl_slot t = c[1];	/* most recent first */
+
+		c[1] = c[0];
+		c[0] = t;
+		return t.e;
+	}
 	__u64 lo = 0, hi = 0, e = fl_search(fl, ip, &lo, &hi);
 	if (hi > lo) {
-		c->tab = fl->tab;
-		c->gen = gen;
-		c->lo = lo;
-		c->hi = hi;
-		c->e = e;
+		c[1] = c[0];
+		c[0].tab = fl->tab;
+		c[0].gen = gen;
+		c[0].lo = lo;
+		c[0].hi = hi;
+		c[0].e = e;
 	}
 	return e;
 }
@@ -483,7 +533,7 @@ static __always_inline __u64 grab_user_stack(struct bpf_perf_event_data *ctx,
 	__u32 n;
 
 	st->len = 0;
-	if (BPF_CORE_READ(task, flags) & PF_KTHREAD)
+	if (task->flags & PF_KTHREAD)	/* a trusted pointer: a load, no helper call */
 		return CPU_STACK_NONE;
 	if (in_user) {
 		ip = r[16];	/* x86-64 pt_regs: ip */
@@ -502,12 +552,22 @@ static __always_inline __u64 grab_user_stack(struct bpf_perf_event_data *ctx,
 		sc->proc = *fl;
 		sc->proc_gen = 0;
 	} else if (!filter_tgids && (sc->proc_gen != gen || sc->proc_tgid != tgid)) {
-		/* whole host: fl_procs, unless the last sample's process it is */
-		fl = bpf_map_lookup_elem(&fl_procs, &tgid);
-		if (fl)
-			sc->proc = *fl;
-		else
-			__builtin_memset(&sc->proc, 0, sizeof(sc->proc));
+		/* whole host: fl_procs, unless the last sample's process (or
+		 * the one before) it is */
+		__u32 slot = tgid & (CPU_PROC_SLOTS - 1);
+
+		if (sc->procs[slot].gen == gen && sc->procs[slot].tgid == tgid) {
+			sc->proc = sc->procs[slot].p;
+		} else {
+			fl = bpf_map_lookup_elem(&fl_procs, &tgid);
+			if (fl)
+				sc->proc = *fl;
+			else
+				__builtin_memset(&sc->proc, 0, sizeof(sc->proc));
+			sc->procs[slot].p = sc->proc;
+			sc->procs[slot].tgid = tgid;
+			sc->procs[slot].gen = gen;
+		}
 		sc->proc_tgid = tgid;
 		sc->proc_gen = gen;
 	} else if (filter_tgids) {

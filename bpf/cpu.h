@@ -108,17 +108,32 @@
  * workload has evicted since the last sample 10 ms ago (bench/bpf_ab.py:
  * about 450 ns per sample on leaves.go, most of what the tables cost), and
  * a hot leaf is sampled in the same few ranges again and again. So the
- * per-CPU scratch value keeps the last answers: CPU_FL_SLOTS slots, picked
- * by the PC's chunk, each "in the table at tab, offsets [lo, hi) have entry
- * e" (a range, the gap between two ranges, or a chunk or 2 KiB without
- * any), and, when the whole host is sampled, the last tgid's fl_procs
- * value. A slot or the process is used only while its generation equals
- * fl_gen (.bss), which user space bumps after every write to fl_bits,
- * fl_cfa, fl_procs or allowed_tgids values: a table's pool space is reused
+ * per-CPU scratch value keeps the last answers: CPU_FL_SETS sets of
+ * CPU_FL_WAYS slots (one 64-byte line per set, so a lookup touches one
+ * line), the set picked by the PC's chunk, the most recent answer first,
+ * each "in the table at tab, offsets [lo, hi) have entry e" (a range, the
+ * gap between two ranges, or a run of chunks without any, so that a
+ * function body is one answer, not one per chunk); and, when the whole
+ * host is sampled, the fl_procs values of the last processes sampled,
+ * CPU_PROC_SLOTS slots picked by tgid (a CPU that runs the profiled
+ * process between others finds it there). Measured in
+ * an experiment build (counters, and bpf_ktime_get_ns around fl_search,
+ * on a host busy with other sessions), with eight direct-mapped slots of
+ * one chunk each: 0.30 (leaves.go) and 0.53 (gcstack.go) cache misses per
+ * sample, each ~0.6-1 us of cold table lines (two hot leaves, or a leaf
+ * and other code, taking one slot in turn), and a fl_procs lookup on 0.46
+ * samples in 1 (the sampled process changes); then 0.18, 0.24 and,
+ * keeping only the process before, 0.17; in a later run (busier host)
+ * the slots by tgid took the lookups from 0.26 to 0.12 per sample.
+ * A slot or the process is used only while its generation equals fl_gen
+ * (.bss), which user space bumps after every write to fl_bits, fl_cfa,
+ * fl_procs or allowed_tgids values: a table's pool space is reused
  * only after the processes using it were dropped (a bump), so a cached
  * answer never outlives what it was read from.
  */
-#define CPU_FL_SLOTS 8				/* power of two */
+#define CPU_PROC_SLOTS 8			/* power of two */
+#define CPU_FL_SETS 16				/* power of two */
+#define CPU_FL_WAYS 2				/* slots per set: 64 bytes */
 #define CPU_FL_CHUNK_SHIFT 5			/* 32-byte chunks */
 #define CPU_FL_WORD_BYTES (64u << CPU_FL_CHUNK_SHIFT)	/* text per word: 2 KiB */
 #define CPU_FL_POOL_WORDS (1u << 19)		/* 4 MiB of words: 512 MiB of text */
