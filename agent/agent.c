@@ -183,6 +183,15 @@ static void promote(struct pp_labels *l, const char *meta, const char *name)
 		pp_labels_set(l, name, v);
 }
 
+/* As check-config warns: a rule reading a __meta_* label nobody sets. */
+static void warn_meta(size_t rule, const char *label, void *arg)
+{
+	(void)arg;
+	if (!strncmp(label, "__meta_", 7) && !pp_meta_label_known(label))
+		pp_log(PP_WARN, "relabel rule reads a label pushprof never sets; it is always empty",
+		       "rule=%zu label=%s", rule, pp_q(label));
+}
+
 /*
  * Pyroscope groups everything by service_name. Unless the config set one
  * (external_labels), derive it as Grafana Alloy's pyroscope.ebpf does:
@@ -747,6 +756,8 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 	       pp_q(*cfg->spool.directory ? cfg->spool.directory : "none"),
 	       pp_q(cfg->path ? cfg->path : ""),
 	       pp_q(version_string()), pp_q(version_commit()));
+
+	relabel_each_source(cfg->relabel, warn_meta, NULL);
 
 	uint64_t start = a.window_start_mono, next_scan = start + scan_every;
 	uint64_t next_young = scan_every > SCAN_NS ? start + SCAN_NS : UINT64_MAX;

@@ -31,6 +31,17 @@ static void usage(FILE *f)
 		"FILE:LINE:COL: message, goes to stderr)\n");
 }
 
+/* A rule reading a __meta_* label the agent never sets reads "" forever:
+ * most often a label of another agent's (node labels from the API server)
+ * or a typo. Valid all the same, so a warning on stderr. */
+static void warn_meta(size_t rule, const char *label, void *arg)
+{
+	if (!strncmp(label, "__meta_", 7) && !pp_meta_label_known(label))
+		fprintf(stderr, "pushprof: warning: %s: relabel_configs[%zu].source_labels: %s is "
+			"never set by pushprof, so it is always empty (docs/labels.md lists the "
+			"__meta_* labels it sets)\n", (const char *)arg, rule, label);
+}
+
 /* The config from stdin (e.g. `helm template ... | pushprof check-config -`). */
 static int load_stdin(const struct config_load_opts *o, struct config *c, struct pp_err *err)
 {
@@ -106,6 +117,7 @@ int cmd_check_config(int argc, char **argv)
 		fprintf(stderr, "pushprof: %s\n", err.msg[0] ? err.msg : "invalid config");
 		return EXIT_USAGE;
 	}
+	relabel_each_source(c.relabel, warn_meta, (void *)path);
 	int rc = config_dump(&c, stdout);
 	config_free(&c);
 	if (rc < 0 || fflush(stdout) != 0) {

@@ -91,6 +91,33 @@ void pp_labels_free(struct pp_labels *l)
 	l->n = l->cap = 0;
 }
 
+bool pp_meta_label_known(const char *name)
+{
+	/* who sets them: agent.c (process, system), cpu_profile.c (executable
+	 * facts), containers.c (cgroup path and the CRI) */
+	static const char *const names[] = {
+		"__meta_process_pid", "__meta_process_comm", "__meta_process_executable",
+		"__meta_process_cgroup", "__meta_process_executable_name",
+		"__meta_process_executable_build_id", "__meta_process_executable_compiler",
+		"__meta_process_executable_static", "__meta_process_executable_stripped",
+		"__meta_system_kernel_release", "__meta_system_kernel_machine",
+		"__meta_systemd_unit", "__meta_container_id", "__meta_container_runtime",
+		"__meta_kubernetes_namespace", "__meta_kubernetes_pod_name",
+		"__meta_kubernetes_pod_uid", "__meta_kubernetes_pod_qos_class",
+		"__meta_kubernetes_pod_container_id", "__meta_kubernetes_pod_container_name",
+	};
+	static const char *const prefixes[] = {
+		"__meta_kubernetes_pod_label_", "__meta_kubernetes_pod_annotation_",
+	};
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (!strcmp(name, names[i]))
+			return true;
+	for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++)
+		if (!strncmp(name, prefixes[i], strlen(prefixes[i])) && name[strlen(prefixes[i])])
+			return true;
+	return false;
+}
+
 bool pp_label_name_valid(const char *name)
 {
 	if (!name || !*name)

@@ -376,6 +376,14 @@ struct relabel *relabel_new(void)
 	return calloc(1, sizeof(struct relabel));
 }
 
+void relabel_each_source(const struct relabel *r,
+			 void (*fn)(size_t rule, const char *label, void *arg), void *arg)
+{
+	for (size_t i = 0; r && i < r->n; i++)
+		for (size_t j = 0; j < r->v[i].nsource; j++)
+			fn(i, r->v[i].source[j], arg);
+}
+
 size_t relabel_count(const struct relabel *r)
 {
 	return r ? r->n : 0;

@@ -94,6 +94,9 @@ struct relabel *relabel_new(void);
 int relabel_add(struct relabel *r, const struct relabel_rule_spec *spec, struct pp_err *err,
 		struct relabel_fault *fault);
 size_t relabel_count(const struct relabel *r);
+/* fn(rule index, label) for every source label of every rule, in order. */
+void relabel_each_source(const struct relabel *r,
+			 void (*fn)(size_t rule, const char *label, void *arg), void *arg);
 /*
  * Print the rules as YAML list items ("- action: ...") indented by `indent`
  * spaces, every key explicit and strings double-quoted; the caller prints

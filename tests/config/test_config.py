@@ -8,6 +8,7 @@ kernel.perf_event_max_stack.
 """
 import glob
 import os
+import re
 import subprocess
 import sys
 
@@ -276,6 +277,14 @@ def test_parca_relabel_files():
         want = sum(1 for ln in text.splitlines() if ln.startswith("- "))
         got = sum(1 for ln in r.stdout.splitlines() if ln.startswith("  - action: "))
         check(got == want, f"{name}: {want} rules in the dump ({got})")
+        # the rules that read a __meta_* label pushprof never sets (Parca
+        # Agent's node labels come from the API server, the container image
+        # from the pod spec) are warned about, and only those
+        unknown = sorted(set(re.findall(r"__meta_kubernetes_(?:node_label_\w+|pod_container_image)",
+                                        text)))
+        warned = sorted(set(re.findall(r"source_labels: (__meta_\w+) is never set", r.stderr)))
+        check(warned == unknown, f"{name}: a warning for each __meta_* label never set",
+              f"warned {warned}, want {unknown}")
         if r.returncode == 0:
             round_trip(name, r.stdout)
 
