@@ -1663,13 +1663,13 @@ static int url_address(struct ctx *x, const struct ynode *v, struct remote_store
 		       const char *path)
 {
 	bool tls = !strncmp(r->address, "https://", 8);
-	const char *hp = r->address + (tls ? 8 : 7);
-	size_t hl = strcspn(hp, "/?#");
-	const char *rest = hp + hl;
 	char b[64];
 
 	if (!tls && strncmp(r->address, "http://", 7))
-		return 0;
+		return 0;	/* (before anything looks past the scheme) */
+	const char *hp = r->address + (tls ? 8 : 7);
+	size_t hl = strcspn(hp, "/?#");
+	const char *rest = hp + hl;
 	const struct ynode *at = map_val(v, "address") ? map_val(v, "address") : v;
 	if (r->protocol != STORE_PYROSCOPE)
 		return errat(x, at, "%s.address: a URL is for protocol: pyroscope (Connect over "

@@ -90,19 +90,21 @@ func main() {
 	loadCatalog()
 	openSessions()
 	fmt.Println("ready")
-	// Of every 10 ms of this thread's CPU time, 7 go to pricing orders and
-	// 3 to rendering reports. CPU time, not wall time: on a busy machine
-	// the thread is descheduled at random, which would skew a wall-clock
-	// split. GC assists run on this thread and count where they happen.
+	// Of every 100 ms of this thread's CPU time, 70 go to pricing orders
+	// and 30 to rendering reports. CPU time, not wall time: on a busy
+	// machine the thread is descheduled at random, which would skew a
+	// wall-clock split. GC assists run on this thread and count where they
+	// happen. 100 ms, not 10: a cycle as long as the sampling period (10 ms
+	// at 99 Hz) locks onto the sampler's phase and biases the split.
 	runtime.LockOSThread()
 	end := time.Now().Add(time.Duration(secs) * time.Second)
 	for time.Now().Before(end) {
 		t := threadCPU()
-		for threadCPU()-t < 7*time.Millisecond {
+		for threadCPU()-t < 70*time.Millisecond {
 			priceOrders(50)
 		}
 		t = threadCPU()
-		for threadCPU()-t < 3*time.Millisecond {
+		for threadCPU()-t < 30*time.Millisecond {
 			renderReport(5)
 		}
 	}
