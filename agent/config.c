@@ -515,43 +515,10 @@ static int expand_env(struct ctx *x, const struct ynode *n, const char *path, ch
 	return 0;
 }
 
-/* Damerau-free Levenshtein on lower-cased, '-'->'_' keys. */
-static unsigned edit_distance(const char *a, const char *b)
-{
-	size_t la = strlen(a), lb = strlen(b);
-	unsigned row[65];
-
-	if (la > 64 || lb > 64)
-		return 1000;
-	for (size_t j = 0; j <= lb; j++)
-		row[j] = (unsigned)j;
-	for (size_t i = 1; i <= la; i++) {
-		unsigned prev = row[0];
-		row[0] = (unsigned)i;
-		for (size_t j = 1; j <= lb; j++) {
-			unsigned ca = (unsigned char)tolower((unsigned char)a[i - 1]);
-			unsigned cb = (unsigned char)tolower((unsigned char)b[j - 1]);
-			if (ca == '-')
-				ca = '_';
-			if (cb == '-')
-				cb = '_';
-			unsigned cost = ca != cb;
-			unsigned v = prev + cost;
-			if (row[j] + 1 < v)
-				v = row[j] + 1;
-			if (row[j - 1] + 1 < v)
-				v = row[j - 1] + 1;
-			prev = row[j];
-			row[j] = v;
-		}
-	}
-	return row[lb];
-}
-
 static bool close_enough(const char *typed, const char *known)
 {
 	size_t lt = strlen(typed), lk = strlen(known);
-	unsigned d = edit_distance(typed, known);
+	unsigned d = pp_edit_distance(typed, known);
 	unsigned maxd = lk <= 4 ? 1 : lk <= 8 ? 2 : 3;
 
 	if (d <= maxd)
@@ -903,7 +870,7 @@ static int unknown_key(struct ctx *x, const struct ynode *k, const char *path,
 	for (const struct field *f = fields; f->key; f++) {
 		if (!close_enough(k->s, f->key))
 			continue;
-		unsigned d = edit_distance(k->s, f->key);
+		unsigned d = pp_edit_distance(k->s, f->key);
 		if (d < bestd) {
 			bestd = d;
 			best = f->key;

@@ -1,5 +1,6 @@
 #include "err.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -37,4 +38,35 @@ int pp_err_wrap(struct pp_err *err, const char *fmt, ...)
 	memcpy(err->msg + pl + 2, old, ol);
 	err->msg[pl + 2 + ol] = '\0';
 	return err->code;
+}
+
+unsigned pp_edit_distance(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	unsigned row[65];
+
+	if (la > 64 || lb > 64)
+		return 1000;
+	for (size_t j = 0; j <= lb; j++)
+		row[j] = (unsigned)j;
+	for (size_t i = 1; i <= la; i++) {
+		unsigned prev = row[0];
+		row[0] = (unsigned)i;
+		for (size_t j = 1; j <= lb; j++) {
+			unsigned ca = (unsigned char)tolower((unsigned char)a[i - 1]);
+			unsigned cb = (unsigned char)tolower((unsigned char)b[j - 1]);
+			if (ca == '-')
+				ca = '_';
+			if (cb == '-')
+				cb = '_';
+			unsigned v = prev + (ca != cb);
+			if (row[j] + 1 < v)
+				v = row[j] + 1;
+			if (row[j - 1] + 1 < v)
+				v = row[j - 1] + 1;
+			prev = row[j];
+			row[j] = v;
+		}
+	}
+	return row[lb];
 }

@@ -34,4 +34,11 @@ static inline void pp_err_clear(struct pp_err *err)
 	}
 }
 
+/*
+ * Levenshtein distance for "did you mean" suggestions: case-insensitive,
+ * '-' equal to '_' (a typed "frequency-hz" is one key away from none).
+ * Inputs over 64 bytes are never close: 1000.
+ */
+unsigned pp_edit_distance(const char *a, const char *b);
+
 #endif

@@ -119,6 +119,28 @@ static int bad(struct parser *p, size_t at, const char *fmt, ...)
 	return -EINVAL;
 }
 
+/* One more capturing group, named (name: malloc'd, owned from here on) or
+ * not (NULL): numbered as written, at most MAX_GROUPS. */
+static int add_group(struct parser *p, size_t at, char *name)
+{
+	if (p->ngroups >= MAX_GROUPS) {
+		free(name);
+		return bad(p, at, "more than %d groups", MAX_GROUPS);
+	}
+	if (p->ngroups == p->ncap) {
+		size_t cap = p->ncap ? p->ncap * 2 : 8;
+		char **nn = realloc(p->names, cap * sizeof(*nn));
+		if (!nn) {
+			free(name);
+			return -ENOMEM;
+		}
+		p->names = nn;
+		p->ncap = cap;
+	}
+	p->names[p->ngroups++] = name;
+	return 0;
+}
+
 static bool is_alnum(char c)
 {
 	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
@@ -414,19 +436,10 @@ static int special_group(struct parser *p, size_t *depth)
 			return bad(p, at, "invalid named capture name \"%.*s\"", (int)nl, p->s + ns);
 		/* a name may repeat, as in Go (RE2 proper refuses it): $name is
 		 * the first group of that name */
-		if (p->ngroups >= MAX_GROUPS)
-			return bad(p, at, "more than %d groups", MAX_GROUPS);
-		if (p->ngroups == p->ncap) {
-			size_t cap = p->ncap ? p->ncap * 2 : 8;
-			char **nn = realloc(p->names, cap * sizeof(*nn));
-			if (!nn)
-				return -ENOMEM;
-			p->names = nn;
-			p->ncap = cap;
-		}
-		if (!(p->names[p->ngroups] = strndup(p->s + ns, nl)))
-			return -ENOMEM;
-		p->ngroups++;
+		char *name = strndup(p->s + ns, nl);
+		int rc = name ? add_group(p, at, name) : -ENOMEM;
+		if (rc < 0)
+			return rc;
 		put(&p->o, "(", 1);	/* numbered as written; the name stays here */
 		p->i = (size_t)(gt + 1 - p->s);
 		(*depth)++;
@@ -577,17 +590,9 @@ static int translate(struct parser *p)
 				can_repeat = false;
 				break;
 			}
-			if (p->ngroups >= MAX_GROUPS)
-				return bad(p, at, "more than %d groups", MAX_GROUPS);
-			if (p->ngroups == p->ncap) {
-				size_t cap = p->ncap ? p->ncap * 2 : 8;
-				char **nn = realloc(p->names, cap * sizeof(*nn));
-				if (!nn)
-					return -ENOMEM;
-				p->names = nn;
-				p->ncap = cap;
-			}
-			p->names[p->ngroups++] = NULL;
+			int grc = add_group(p, at, NULL);
+			if (grc < 0)
+				return grc;
 			put(&p->o, "(", 1);
 			depth++;
 			can_repeat = false;

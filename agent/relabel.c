@@ -399,31 +399,6 @@ void relabel_free(struct relabel *r)
 	free(r);
 }
 
-/* Edit distance (bounded inputs): for the "did you mean" of an action. */
-static size_t edits(const char *a, const char *b)
-{
-	size_t la = strlen(a), lb = strlen(b), row[32];
-
-	if (la >= 31 || lb >= 31)
-		return 99;
-	for (size_t j = 0; j <= lb; j++)
-		row[j] = j;
-	for (size_t i = 1; i <= la; i++) {
-		size_t prev = row[0];
-		row[0] = i;
-		for (size_t j = 1; j <= lb; j++) {
-			size_t v = prev + (tolower((unsigned char)a[i - 1]) != b[j - 1]);
-			if (row[j] + 1 < v)
-				v = row[j] + 1;
-			if (row[j - 1] + 1 < v)
-				v = row[j - 1] + 1;
-			prev = row[j];
-			row[j] = v;
-		}
-	}
-	return row[lb];
-}
-
 static int fault(struct relabel_fault *f, const char *field, size_t index);
 
 /* A rule refused after its regex was compiled. */
@@ -466,7 +441,7 @@ int relabel_add(struct relabel *rl, const struct relabel_rule_spec *s, struct pp
 		}
 		if (i == NACTIONS) {
 			for (i = 0; i < NACTIONS; i++)
-				if (edits(s->action, action_names[i]) <= 2)
+				if (pp_edit_distance(s->action, action_names[i]) <= 2)
 					break;
 			if (i < NACTIONS)
 				pp_errf(err, -EINVAL, "unknown relabel action \"%s\" (did you mean "
