@@ -20,6 +20,7 @@
 
 #include "cpu.h"
 #include "containers.h"
+#include "nodemeta.h"
 #include "debuginfo.h"
 #include "frameless.h"
 #include "cpu_profile.h"
@@ -36,6 +37,7 @@
 #include "symbolize.h"
 #include "targets.h"
 #include "version.h"
+#include "ppclock.h"
 
 /* Full /proc scans: every second without process events; with them (forks
  * and execs arrive as they happen) a scan only catches exits, cgroup moves
@@ -55,6 +57,7 @@ struct agent {
 	struct http_server *http;	/* NULL: no http_address */
 	struct gotrack *go;		/* NULL: go_heap disabled */
 	struct containers *meta;	/* container/pod names (CRI) and cgroup facts */
+	struct node_meta *nodes;	/* the node's Kubernetes labels; NULL: unavailable */
 	struct oom_watch *oom;		/* NULL: go_heap.on_oom off or unavailable */
 	struct procev *procev;		/* BPF process events (no netlink connector) */
 	struct debuginfo *dbg;		/* NULL: no remote store or debuginfo_upload off */
@@ -66,13 +69,6 @@ struct agent {
 	uint64_t windows;
 	int allow_errors;
 };
-
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static int64_t real_ns(void)
 {
@@ -137,7 +133,7 @@ static void on_procev(enum procev_kind kind, pid_t pid, void *arg)
 	/* whole host: a fork's child has its parent's facts until it execs */
 	if (kind == PROCEV_KIND_FORK && targets_whole_host(a->targets))
 		return;
-	targets_event(a->targets, pid, mono_ns(), on_target_change, a);
+	targets_event(a->targets, pid, pp_mono_ns(), on_target_change, a);
 }
 
 static void forget_pid(pid_t pid, void *arg)
@@ -151,16 +147,33 @@ static void forget_pid(pid_t pid, void *arg)
 		gotrack_remove(a->go, pid);
 }
 
-static int emit_profile(const struct pp_labels *labels, const uint8_t *gz, size_t len, pid_t pid,
-			uint64_t samples, void *arg)
+/* report_cpu's argument: the window's profiles of one protocol's
+ * encoding (all = true: the stores all have that protocol) */
+struct emit_ctx {
+	struct agent *a;
+	enum store_protocol protocol;
+	bool all;
+};
+
+/* The CPU profiles' reporter (the main loop's thread): the outbox, to the
+ * stores of the protocol they were encoded for. Never durable. */
+static int report_cpu(void *arg, const struct pp_labels *labels, const uint8_t *gz, size_t len,
+		      bool durable, struct pp_err *err)
+{
+	struct emit_ctx *e = arg;
+	(void)durable;
+	return e->all ? outbox_submit(e->a->outbox, labels, gz, len, err)
+		      : outbox_submit_protocol(e->a->outbox, e->protocol, labels, gz, len, err);
+}
+
+/* The reporter of the heap producers (gotrack's worker, the OOM watcher):
+ * the outbox; durable ones (OOM captures) are on disk before it returns. */
+static int report_profile(void *arg, const struct pp_labels *labels, const uint8_t *gz,
+			  size_t len, bool durable, struct pp_err *err)
 {
 	struct agent *a = arg;
-	struct pp_err err = { 0 };
-	(void)samples;
-	if (outbox_submit(a->outbox, labels, gz, len, &err) < 0)
-		pp_log(PP_WARN, "cannot hand over a CPU profile", "pid=%d error=%s", (int)pid,
-		       pp_q(err.msg));
-	return 0;
+	return durable ? outbox_submit_durable(a->outbox, labels, gz, len, err)
+		       : outbox_submit(a->outbox, labels, gz, len, err);
 }
 
 /* SIGTERM/SIGINT are blocked (they go to the signalfd): while the loop is
@@ -173,6 +186,24 @@ static bool stop_pending(void *arg)
 		return true;
 	return sigpending(&set) == 0 && (sigismember(&set, SIGTERM) == 1 ||
 					 sigismember(&set, SIGINT) == 1);
+}
+
+/* A per-sample string label switch (cpu.thread_labels, cpu.cpu_label) in
+ * the profiles for protocol p: auto (-1) is on, except for Pyroscope, which
+ * makes a series of every string sample label. */
+static bool sample_label_on(int v, enum store_protocol p)
+{
+	return v < 0 ? p != STORE_PYROSCOPE : v;
+}
+
+/* The switch for what the sampler records: on when any store's profiles
+ * carry the label (a Pyroscope store's encoding leaves it out). */
+static bool sample_label_any(const struct config *cfg, int v)
+{
+	bool on = sample_label_on(v, cfg->remote_store.protocol);
+	for (size_t i = 0; i < cfg->nmore_stores; i++)
+		on = on || sample_label_on(v, cfg->more_stores[i].protocol);
+	return on;
 }
 
 /* Copy a __meta_* label to the plain name users expect, unless set. */
@@ -219,11 +250,12 @@ static void service_name(struct pp_labels *l)
  * Every series on its way out (outbox labeler): __meta_* labels from the
  * process and its container, the container/pod labels Parca users expect
  * (namespace, pod, container, container_id, systemd_unit), then the user's
- * relabel_configs, which may still rename, drop or filter them. The cgroup
+ * relabel_configs, which may still rename, drop or filter them; Pyroscope
+ * stores get service_name too (called per protocol). The cgroup
  * label is parsed rather than /proc re-read, so OOM victims that are
  * already gone keep their pod names.
  */
-static int label_series(struct pp_labels *l, void *arg)
+static int label_series(struct pp_labels *l, enum store_protocol protocol, void *arg)
 {
 	static const char *const per_process[] = { "pid", "executable", "cgroup",
 						   "container_id" };
@@ -253,6 +285,7 @@ static int label_series(struct pp_labels *l, void *arg)
 		if (cgroup_info_from_path(path, &ci) == 0)
 			containers_meta_labels_ci(a->meta, &ci, l);
 	}
+	node_meta_labels(a->nodes, l);
 	promote(l, "__meta_kubernetes_namespace", "namespace");
 	promote(l, "__meta_kubernetes_pod_name", "pod");
 	promote(l, "__meta_kubernetes_pod_container_name", "container");
@@ -268,7 +301,7 @@ static int label_series(struct pp_labels *l, void *arg)
 	if (!trig || !strcmp(trig, "interval"))
 		for (size_t i = 0; i < sizeof(per_process) / sizeof(per_process[0]); i++)
 			pp_labels_del(l, per_process[i]);
-	if (a->cfg->remote_store.protocol == STORE_PYROSCOPE)
+	if (protocol == STORE_PYROSCOPE)	/* the store's, see outbox.h */
 		service_name(l);
 	return relabel_apply(a->cfg->relabel, l);
 }
@@ -365,6 +398,14 @@ static int http_snapshot(void *arg, pid_t pid, const char *view_s, uint8_t **out
 	return status;
 }
 
+/* A store's protocol and transport as the start line names them. */
+static const char *wire_name(const struct remote_store_config *rs)
+{
+	if (rs->protocol != STORE_PYROSCOPE)
+		return "parca/grpc";
+	return rs->http ? "pyroscope/http" : "pyroscope/grpc";
+}
+
 /* A mapping left unnamed: its file, as mapped now, goes to the debuginfo
  * worker (a hash-set lookup when the build id is known). */
 static void on_unresolved(pid_t pid, const struct sym_mapping *m, void *arg)
@@ -381,7 +422,7 @@ static void window(struct agent *a)
 {
 	struct pp_err err = { 0 };
 	uint64_t cpu0 = cpu_time_ns();
-	uint64_t end_mono = mono_ns();
+	uint64_t end_mono = pp_mono_ns();
 	int64_t start_real = a->window_start_real;
 	int64_t dur = (int64_t)(end_mono - a->window_start_mono);
 	a->window_start_mono = end_mono;
@@ -399,24 +440,38 @@ static void window(struct agent *a)
 	else if (changed)
 		pp_log(PP_INFO, "online CPUs changed", "cpus=%u", cpu_sampler_ncpus(a->cpu));
 
-	struct cpu_profile_opts po = {
-		.node = a->cfg->node,
-		.external_labels = &a->cfg->external_labels,
-		.frequency_hz = a->cfg->cpu.frequency_hz,
-		.pyroscope = a->cfg->remote_store.protocol == STORE_PYROSCOPE,
-		.thread_labels = a->cfg->cpu.thread_labels < 0
-				 ? a->cfg->remote_store.protocol != STORE_PYROSCOPE
-				 : a->cfg->cpu.thread_labels,
-		.time_nanos = start_real,
-		.duration_nanos = dur,
-		.sym = a->sym,
-		.unresolved = a->dbg ? on_unresolved : NULL,
-		.unresolved_arg = a,
-	};
-	struct cpu_profile_stats ps;
-	pp_err_clear(&err);
-	if (cpu_profiles_build(&a->win, a->targets, &po, emit_profile, a, &ps, &err) < 0)
-		pp_log(PP_ERROR, "building CPU profiles failed", "error=%s", pp_q(err.msg));
+	/* CPU profiles are encoded per protocol (names, sample types, thread
+	 * labels): stores of both Parca and Pyroscope get a build each, the
+	 * first store's protocol first (local_store keeps that one) */
+	unsigned protos = outbox_protocols(a->outbox);
+	enum store_protocol first = a->cfg->remote_store.protocol;
+	struct cpu_profile_stats ps = { 0 };
+	for (int k = 0; k < 2; k++) {
+		enum store_protocol p = k ? (enum store_protocol)!first : first;
+		if (k && !(protos & (1u << p)))
+			break;
+		struct emit_ctx ec = { .a = a, .protocol = p, .all = !(protos & ~(1u << p)) };
+		struct cpu_profile_opts po = {
+			.node = a->cfg->node,
+			.external_labels = &a->cfg->external_labels,
+			.frequency_hz = a->cfg->cpu.frequency_hz,
+			.pyroscope = p == STORE_PYROSCOPE,
+			.thread_labels = sample_label_on(a->cfg->cpu.thread_labels, p),
+			.cpu_label = sample_label_on(a->cfg->cpu.cpu_label, p),
+			.time_nanos = start_real,
+			.duration_nanos = dur,
+			.sym = a->sym,
+			.unresolved = a->dbg && !k ? on_unresolved : NULL,
+			.unresolved_arg = a,
+		};
+		struct cpu_profile_stats ks;
+		pp_err_clear(&err);
+		if (cpu_profiles_build(&a->win, a->targets, &po, &(struct pp_reporter){ report_cpu, &ec },
+				       &ks, &err) < 0)
+			pp_log(PP_ERROR, "building CPU profiles failed", "error=%s", pp_q(err.msg));
+		if (!k)		/* the window's figures, not each encoding's */
+			ps = ks;
+	}
 	pp_err_clear(&err);
 	int fr = outbox_flush(a->outbox, &err);
 	targets_forget_gone(a->targets, forget_pid, a);
@@ -586,11 +641,20 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 		a.meta = containers_new(cfg->cri_socket, 0, 0, &merr);
 		if (!a.meta)
 			pp_log(PP_WARN, "container metadata unavailable", "error=%s", pp_q(merr.msg));
+		pp_err_clear(&merr);
+		a.nodes = node_meta_new(cfg->node_labels, cfg->node, &merr);
+		if (!a.nodes)
+			pp_log(PP_WARN, "node labels unavailable", "error=%s", pp_q(merr.msg));
 	}
-	if (cfg->remote_store.address && cfg->remote_store.address[0] &&
-	    cfg->remote_store.debuginfo_upload && cfg->cpu.enabled) {
+	/* debuginfo: to the first store that takes it (Parca's DebuginfoService;
+	 * Pyroscope stores have debuginfo_upload off) */
+	const struct remote_store_config *dstore = NULL;
+	for (size_t i = 0; i < config_nstores(cfg) && !dstore; i++)
+		if (config_store(cfg, i)->debuginfo_upload)
+			dstore = config_store(cfg, i);
+	if (dstore && cfg->cpu.enabled) {
 		struct pp_err derr = { 0 };
-		a.dbg = debuginfo_new(&cfg->remote_store, NULL, &derr);
+		a.dbg = debuginfo_new(dstore, NULL, &derr);
 		if (!a.dbg)
 			pp_log(PP_WARN, "debuginfo upload unavailable", "error=%s", pp_q(derr.msg));
 	}
@@ -613,6 +677,7 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 			.frequency_hz = cfg->cpu.frequency_hz,
 			.max_depth = cfg->cpu.max_stack_depth,
 			.kernel_stacks = cfg->cpu.kernel_stacks,
+			.cpu_label = sample_label_any(cfg, cfg->cpu.cpu_label),
 			.filter = !targets_whole_host(a.targets),
 			.interval_ns = cfg->cpu.interval_ns,
 		};
@@ -620,7 +685,7 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 		if (r < 0)
 			goto out;
 		/* Frameless Go leaves, C/C++ prologues, epilogues and
-		 * frameless leaves (bpf/cpu.h); off: plain frame-pointer
+		 * frameless leaves (bpf/cpu_abi.h); off: plain frame-pointer
 		 * stacks, go: Go only (no .eh_frame tables), for comparisons */
 		const char *fl = getenv("PUSHPROF_FRAMELESS");
 		if (!(fl && !strcmp(fl, "off"))) {
@@ -670,7 +735,7 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 	 * whole host needs no filter updates: labels are read per window.
 	 */
 	if (cfg->go_heap.enabled) {
-		a.go = gotrack_new(cfg);
+		a.go = gotrack_new(cfg, &(struct pp_reporter){ report_profile, &a });
 		if (!a.go) {
 			r = pp_errf(err, -ENOMEM, "out of memory");
 			goto out;
@@ -690,6 +755,7 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 			.mirror_interval_ns = 1000000000ull,
 			.node = cfg->node,
 			.extra_labels = &cfg->external_labels,
+			.report = { report_profile, &a },
 		};
 		struct pp_err oerr = { 0 };
 		if (oom_watch_new(&oo, &a.oom, &oerr) < 0) {
@@ -728,17 +794,32 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 	bool go_host = a.go && targets_whole_host(a.targets);
 	if (go_host || a.fl)
 		targets_set_observer(a.targets, on_target_seen, &a);
-	uint64_t now = mono_ns();
+	uint64_t now = pp_mono_ns();
 	r = targets_scan(a.targets, now, on_target_change, &a, err);
 	if (r < 0)
 		goto out;
-	a.window_start_mono = mono_ns();
+	a.window_start_mono = pp_mono_ns();
 	a.window_start_real = real_ns();
 	/* ready = config loaded, BPF attached and the first window built (a
 	 * sampler that attaches but cannot drain is not ready) */
 	if (a.http)
 		http_set_ready(a.http, !a.cpu, a.cpu ? "waiting for the first CPU window" : NULL);
 	size_t matched = 0, procs = targets_count(a.targets, &matched);
+	/* each store: remote_store=name=address,... with a list */
+	char stores[1024] = "", protocols[256] = "";
+	for (size_t i = 0, so = 0, po = 0; i < config_nstores(cfg); i++) {
+		const struct remote_store_config *rs = config_store(cfg, i);
+		const char *pr = wire_name(rs);
+		int n1 = cfg->remote_store_list
+			 ? snprintf(stores + so, sizeof(stores) - so, "%s%s=%s", i ? "," : "",
+				    rs->name, rs->address)
+			 : snprintf(stores + so, sizeof(stores) - so, "%s", rs->address);
+		int n2 = snprintf(protocols + po, sizeof(protocols) - po, "%s%s", i ? "," : "", pr);
+		so = n1 > 0 && (size_t)n1 < sizeof(stores) - so ? so + (size_t)n1 : so;
+		po = n2 > 0 && (size_t)n2 < sizeof(protocols) - po ? po + (size_t)n2 : po;
+	}
+	if (!protocols[0])
+		snprintf(protocols, sizeof(protocols), "%s", wire_name(&cfg->remote_store));
 	pp_log(PP_INFO, "agent started",
 	       "node=%s cpu=%s frequency_hz=%u interval_ms=%llu cpus=%u targets=%s matched=%zu "
 	       "processes=%zu proc_events=%s bpf_prog_id=%d http_port=%d remote_store=%s "
@@ -749,9 +830,7 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 	       a.cpu ? cpu_sampler_ncpus(a.cpu) : 0,
 	       targets_whole_host(a.targets) ? "whole-host" : "filtered", matched, procs, evsrc,
 	       a.cpu ? cpu_sampler_prog_id(a.cpu) : 0, a.http ? http_port(a.http) : 0,
-	       pp_q(*cfg->remote_store.address ? cfg->remote_store.address : "none"),
-	       cfg->remote_store.protocol == STORE_PYROSCOPE
-	       ? (cfg->remote_store.http ? "pyroscope/http" : "pyroscope/grpc") : "parca/grpc",
+	       pp_q(stores[0] ? stores : "none"), protocols,
 	       pp_q(*cfg->local_store.directory ? cfg->local_store.directory : "none"),
 	       pp_q(*cfg->spool.directory ? cfg->spool.directory : "none"),
 	       pp_q(cfg->path ? cfg->path : ""),
@@ -779,7 +858,7 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 	bool stop = false, terminate = false;
 
 	while (!stop) {
-		now = mono_ns();
+		now = pp_mono_ns();
 		uint64_t wake = next_scan;
 		if (next_window < wake)
 			wake = next_window;
@@ -820,14 +899,14 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 		if (pr > 0 && (pfd[1].revents & POLLIN)) {
 			/* an OOM capture: on disk first (durable), then pushed at once */
 			struct pp_err oerr = { 0 };
-			if (oom_watch_deliver(a.oom, a.outbox, &oerr) > 0 &&
+			if (oom_watch_deliver(a.oom, &oerr) > 0 &&
 			    outbox_flush(a.outbox, &oerr) < 0)
 				pp_log(PP_WARN, "push of an OOM profile failed; it stays in the spool",
 				       "error=%s", pp_q(oerr.msg));
 		}
 		if (pr > 0 && evfd >= 0 && (pfd[2].revents & POLLIN)) {
-			if (targets_events_read(a.targets, mono_ns(), on_target_change, &a) == -ENOBUFS)
-				next_scan = mono_ns();	/* events lost: rescan now */
+			if (targets_events_read(a.targets, pp_mono_ns(), on_target_change, &a) == -ENOBUFS)
+				next_scan = pp_mono_ns();	/* events lost: rescan now */
 			if (a.go && !go_host && next_recheck == UINT64_MAX)
 				next_recheck = last_recheck + RECHECK_NS;
 		}
@@ -844,7 +923,7 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 				stop = terminate = true;
 			}
 		}
-		now = mono_ns();
+		now = pp_mono_ns();
 		if (now >= deadline)
 			stop = true;
 		if (now >= next_scan && !stop) {
@@ -878,13 +957,13 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 		if (now >= next_press && !stop) {
 			/* queued for gotrack's worker; pushed when collected, or with
 			 * the next window */
-			gotrack_check_pressure(a.go, a.outbox, now);
+			gotrack_check_pressure(a.go, now);
 			while (next_press <= now)
 				next_press += press_every;
 		}
 		if (now >= next_heap && !stop) {
 			/* queued for gotrack's worker: the loop goes on at once */
-			gotrack_snapshot_all(a.go, a.outbox);
+			gotrack_snapshot_all(a.go);
 			while (next_heap <= now)
 				next_heap += heap_every;
 		}
@@ -899,7 +978,7 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 		 * pushes get 3 s, then what is left goes to the spool */
 		if (stop) {
 			atomic_store(&a.stopping, true);
-			outbox_set_deadline(a.outbox, mono_ns() + 3000000000ull);
+			outbox_set_deadline(a.outbox, pp_mono_ns() + 3000000000ull);
 		}
 		if (now >= next_window || (stop && a.cpu)) {
 			window(&a);
@@ -925,7 +1004,7 @@ out:
 	if (a.oom) {
 		struct pp_err oerr = { 0 };
 		if (a.outbox)
-			oom_watch_deliver(a.oom, a.outbox, &oerr);
+			oom_watch_deliver(a.oom, &oerr);
 		oom_watch_free(a.oom);
 	}
 	/* the worker hands profiles to the outbox: joined first; what it
@@ -952,6 +1031,7 @@ out:
 	targets_free(a.targets);
 	gotrack_free(a.go);
 	containers_free(a.meta);
+	node_meta_free(a.nodes);
 	if (sfd >= 0)
 		close(sfd);
 	return r;

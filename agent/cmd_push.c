@@ -25,6 +25,7 @@
 
 #include "commands.h"
 #include "config.h"
+#include "fileutil.h"
 #include "labels.h"
 #include "pprof.h"
 #include "upload.h"
@@ -80,48 +81,6 @@ static int split_kv(const char *arg, char **k, const char **v)
 	*k = strndup(arg, eq - arg);
 	*v = eq + 1;
 	return *k ? 0 : -ENOMEM;
-}
-
-static int read_file(const char *path, uint8_t **out, size_t *len, struct pp_err *err)
-{
-	struct stat st;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-
-	*out = NULL;
-	if (fd < 0)
-		return pp_errf(err, -errno, "cannot open: %s", strerror(errno));
-	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
-		close(fd);
-		return pp_errf(err, -EINVAL, "not a regular file");
-	}
-	if ((uint64_t)st.st_size > PUSH_MAX_FILE_BYTES) {
-		close(fd);
-		return pp_errf(err, -EFBIG, "larger than %u bytes", PUSH_MAX_FILE_BYTES);
-	}
-	uint8_t *buf = malloc(st.st_size ? st.st_size : 1);
-	size_t n = 0;
-	if (!buf) {
-		close(fd);
-		return pp_errf(err, -ENOMEM, "out of memory");
-	}
-	while (n < (size_t)st.st_size) {
-		ssize_t r = read(fd, buf + n, st.st_size - n);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0) {
-			int e = errno;
-			close(fd);
-			free(buf);
-			return pp_errf(err, -e, "read failed: %s", strerror(e));
-		}
-		if (r == 0)
-			break;
-		n += r;
-	}
-	close(fd);
-	*out = buf;
-	*len = n;
-	return 0;
 }
 
 enum {
@@ -334,10 +293,13 @@ int cmd_push(int argc, char **argv)
 		const char *path = argv[optind + i];
 		uint8_t *buf;
 		size_t len = 0;
-		if (read_file(path, &buf, &len, &err)) {
-			fprintf(stderr, "pushprof push: %s: %s\n", path, err.msg);
+		char *text;
+		if (pp_read_small_file(path, PUSH_MAX_FILE_BYTES, &text, &len, NULL, "profile",
+				       &err)) {
+			fprintf(stderr, "pushprof push: %s\n", err.msg);
 			goto out;
 		}
+		buf = (uint8_t *)text;
 		bufs[i] = buf;
 		if (pprof_validate(buf, len, &err)) {
 			fprintf(stderr, "pushprof push: %s: not a valid pprof profile: %s\n", path,

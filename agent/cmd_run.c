@@ -12,7 +12,12 @@
 #include "agent.h"
 #include "commands.h"
 #include "config.h"
+#include "cpu.h"		/* CPU_HZ_MIN, CPU_HZ_MAX */
 #include "log.h"
+
+/* a macro's value as a string literal, for help texts */
+#define PP_STR(x) #x
+#define PP_XSTR(x) PP_STR(x)
 
 /*
  * Every flag of `run`, for parsing and for the usage text alike: run's own
@@ -59,7 +64,7 @@ static const struct {
 	{ "--profiling-duration", FLAG_KEY, "cpu.interval", "D", false, false,
 	  "length of one CPU profile window, e.g. 10s" },
 	{ "--profiling-cpu-sampling-frequency", FLAG_KEY, "cpu.frequency_hz", "N", true, false,
-	  "samples per second per CPU (1..1000)" },
+	  "samples per second per CPU (" PP_XSTR(CPU_HZ_MIN) ".." PP_XSTR(CPU_HZ_MAX) ")" },
 	{ "--http-address", FLAG_KEY, "http_address", "VALUE", false, false,
 	  "host:port of /metrics, /healthz, /readyz (\"\" turns it off)" },
 	{ "--log-level", FLAG_KEY, "log.level", "VALUE", false, false,

@@ -29,6 +29,11 @@ enum store_protocol {
 };
 
 struct remote_store_config {
+	/* Names the store in logs, metrics (store="...") and its spool
+	 * subdirectory: [A-Za-z0-9_.-], at most 64; default (name: "")
+	 * "<protocol>-<address>" with other characters as '_', e.g.
+	 * parca-127.0.0.1_7070. Unique within a list. */
+	char *name;
 	char *address;		/* host:port; "" -> no push */
 	enum store_protocol protocol;	/* default parca */
 	bool http;		/* transport: Connect over HTTP/1.1 (connect.h), not gRPC */
@@ -55,13 +60,14 @@ struct store_config {
 
 struct cpu_config {
 	bool enabled;
-	uint32_t frequency_hz;		/* 1..1000, default 19 */
+	uint32_t frequency_hz;		/* CPU_HZ_MIN..CPU_HZ_MAX (cpu.h), default 19 */
 	uint64_t interval_ns;		/* default 10s */
 	uint32_t max_stack_depth;	/* default 127; <= perf_event_max_stack */
 	bool kernel_stacks;		/* default true */
 	/* thread_id/thread_name sample labels: -1 auto (on for Parca; off for
 	 * Pyroscope, which makes a series of every string sample label), 0, 1 */
 	int thread_labels;
+	int cpu_label;			/* `cpu` sample label: -1 auto (as thread_labels), 0, 1 */
 };
 
 struct pressure_config {
@@ -124,7 +130,12 @@ struct config {
 	char *http_address;
 	bool http_optional;		/* false: exit when http_address cannot be bound */
 	struct pp_labels external_labels;
+	/* remote_store: the mapping, or the first item when it is a list;
+	 * the other items in more_stores (see config_store()) */
 	struct remote_store_config remote_store;
+	struct remote_store_config *more_stores;
+	size_t nmore_stores;
+	bool remote_store_list;		/* written as a YAML sequence */
 	struct store_config local_store;	/* directory "" -> off */
 	struct store_config spool;
 	struct cpu_config cpu;
@@ -134,7 +145,8 @@ struct config {
 	struct target_config *targets;
 	size_t ntargets;
 	char *cri_socket;		/* metadata.cri_socket: "" auto, "none" off */
-	/* relabel_configs: parsed and validated by the relabel module (issue 7) */
+	char *node_labels;		/* metadata.node_labels: "auto", "none", a file (nodemeta.h) */
+	/* relabel_configs: parsed and validated by the relabel module (relabel.h) */
 	struct relabel *relabel;
 };
 
@@ -209,6 +221,14 @@ int config_check_files(const struct config *c, struct pp_err *err);
 /* True when a listener on host:port can only be reached from this host
  * (127.0.0.0/8, ::1, localhost); ":port", 0.0.0.0 and [::] are not. */
 bool config_address_is_loopback(const char *address);
+
+/*
+ * The remote stores profiles are pushed to: none (remote_store.address
+ * ""), the one mapping, or each item of a list, in the config's order.
+ * config_store(c, 0) is c->remote_store.
+ */
+size_t config_nstores(const struct config *c);
+const struct remote_store_config *config_store(const struct config *c, size_t i);
 
 /* Parsing helpers shared with the command line ("10s", "4MiB"). */
 int parse_duration(const char *s, uint64_t *ns);

@@ -11,13 +11,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <grpc/byte_buffer_reader.h>
-#include <grpc/grpc.h>
-#include <grpc/grpc_security.h>
-#include <grpc/support/alloc.h>
-#include <grpc/support/time.h>
+#include <grpc/status.h>
 
+#include "grpcc.h"
 #include "proto/runtime.pb-c.h"
+#include "ppclock.h"
 
 #define CGROUP_FILE_MAX (64 * 1024)
 #define CRI_MAX_MESSAGE (64 * 1024 * 1024)
@@ -302,13 +300,6 @@ int cgroup_info_for_pid(pid_t pid, struct cgroup_info *ci)
 	return rc;
 }
 
-void meta_label_sanitize(char *s)
-{
-	for (; *s; s++)
-		if (!(isalnum((unsigned char)*s) || *s == '_'))
-			*s = '_';
-}
-
 int cgroup_info_meta_labels(const struct cgroup_info *ci, struct pp_labels *out)
 {
 	int rc = 0;
@@ -367,14 +358,16 @@ struct cri_pod {
 
 struct cri_ctr {
 	char *id, *sandbox_id, *name;
+	/* the image as the pod spec names it ("" unknown); image_id: the id to
+	 * look up with ListImages while image is "" */
+	char *image, *image_id;
 };
 
 struct containers {
 	pthread_mutex_t mu;
 	bool enabled;
 	char socket[256];
-	grpc_channel *ch;
-	grpc_completion_queue *cq;
+	struct grpcc_channel *ch;	/* calls under mu: one at a time */
 	uint64_t ttl_ns, timeout_ns;
 	uint64_t last_attempt_ns;	/* 0 = never */
 	bool version_known;
@@ -388,112 +381,33 @@ struct containers {
 	struct containers_stats st;
 };
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static int cri_call(struct containers *c, const char *method, const ProtobufCMessage *req,
 		    uint8_t **resp, size_t *resp_len, struct pp_err *err)
 {
 	size_t n = protobuf_c_message_get_packed_size(req);
 	uint8_t *buf = malloc(n ? n : 1);
-	grpc_metadata_array init_md, trail_md;
-	grpc_byte_buffer *send, *recv = NULL;
-	grpc_status_code status = GRPC_STATUS_UNKNOWN;
-	grpc_slice details = grpc_empty_slice();
-	grpc_call *call;
-	grpc_op ops[6];
-	grpc_event ev;
-	int rc = 0;
+	struct grpcc_result r;
 
 	*resp = NULL;
 	*resp_len = 0;
 	if (!buf)
 		return pp_errf(err, -ENOMEM, "out of memory");
 	protobuf_c_message_pack(req, buf);
-	grpc_slice s = grpc_slice_from_copied_buffer((const char *)buf, n);
+	struct grpcc_call call = {
+		.method = method, .msg = buf, .len = n, .timeout_ns = c->timeout_ns,
+		.want_resp = true,
+	};
+	int rc = grpcc_call(c->ch, &call, &r, err);
 	free(buf);
-	send = grpc_raw_byte_buffer_create(&s, 1);
-	grpc_slice_unref(s);
-
-	gpr_timespec deadline = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
-					     gpr_time_from_nanos((int64_t)c->timeout_ns, GPR_TIMESPAN));
-	grpc_slice m = grpc_slice_from_static_string(method);
-	call = grpc_channel_create_call(c->ch, NULL, GRPC_PROPAGATE_DEFAULTS, c->cq, m, NULL,
-					deadline, NULL);
-	grpc_metadata_array_init(&init_md);
-	grpc_metadata_array_init(&trail_md);
-	memset(ops, 0, sizeof(ops));
-	ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
-	ops[1].op = GRPC_OP_SEND_MESSAGE;
-	ops[1].data.send_message.send_message = send;
-	ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
-	ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
-	ops[3].data.recv_initial_metadata.recv_initial_metadata = &init_md;
-	ops[4].op = GRPC_OP_RECV_MESSAGE;
-	ops[4].data.recv_message.recv_message = &recv;
-	ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
-	ops[5].data.recv_status_on_client.trailing_metadata = &trail_md;
-	ops[5].data.recv_status_on_client.status = &status;
-	ops[5].data.recv_status_on_client.status_details = &details;
-
-	if (!call || grpc_call_start_batch(call, ops, 6, (void *)c, NULL) != GRPC_CALL_OK) {
-		rc = pp_errf(err, -EIO, "%s: cannot start gRPC call", method);
-		goto out;
-	}
-	/* The deadline makes the call finish; wait a little longer for its event. */
-	ev = grpc_completion_queue_pluck(c->cq, (void *)c,
-					 gpr_time_add(deadline, gpr_time_from_seconds(5, GPR_TIMESPAN)),
-					 NULL);
-	if (ev.type != GRPC_OP_COMPLETE) {
-		grpc_call_cancel(call, NULL);
-		ev = grpc_completion_queue_pluck(c->cq, (void *)c,
-						 gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
-		rc = pp_errf(err, -ETIMEDOUT, "%s: no answer from %s", method, c->socket);
-		goto out;
-	}
-	if (status != GRPC_STATUS_OK) {
-		char *d = grpc_slice_to_c_string(details);
-		rc = pp_errf(err, status == GRPC_STATUS_DEADLINE_EXCEEDED ? -ETIMEDOUT : -EIO,
-			     "%s on %s: gRPC status %d: %.200s", method, c->socket, (int)status,
-			     d ? d : "");
-		gpr_free(d);
-		goto out;
-	}
-	if (!recv) {
-		rc = pp_errf(err, -EPROTO, "%s: no response message", method);
-		goto out;
-	}
-	grpc_byte_buffer_reader rd;
-	if (!grpc_byte_buffer_reader_init(&rd, recv)) {
-		rc = pp_errf(err, -EPROTO, "%s: unreadable response", method);
-		goto out;
-	}
-	grpc_slice all = grpc_byte_buffer_reader_readall(&rd);
-	grpc_byte_buffer_reader_destroy(&rd);
-	size_t len = GRPC_SLICE_LENGTH(all);
-	*resp = malloc(len ? len : 1);
-	if (!*resp) {
-		rc = pp_errf(err, -ENOMEM, "out of memory");
-	} else {
-		memcpy(*resp, GRPC_SLICE_START_PTR(all), len);
-		*resp_len = len;
-	}
-	grpc_slice_unref(all);
-out:
-	if (send)
-		grpc_byte_buffer_destroy(send);
-	if (recv)
-		grpc_byte_buffer_destroy(recv);
-	grpc_metadata_array_destroy(&init_md);
-	grpc_metadata_array_destroy(&trail_md);
-	grpc_slice_unref(details);
-	if (call)
-		grpc_call_unref(call);
-	return rc;
+	if (rc)
+		return rc;
+	if (r.status != GRPC_STATUS_OK)
+		return pp_errf(err, r.status == GRPC_STATUS_DEADLINE_EXCEEDED ? -ETIMEDOUT : -EIO,
+			       "%s on %s: gRPC status %d: %.200s", method, c->socket, r.status,
+			       r.details);
+	*resp = r.resp;
+	*resp_len = r.resp_len;
+	return 0;
 }
 
 static void free_lists(struct cri_ctr *ctrs, size_t nctrs, struct cri_pod *pods, size_t npods)
@@ -502,6 +416,8 @@ static void free_lists(struct cri_ctr *ctrs, size_t nctrs, struct cri_pod *pods,
 		free(ctrs[i].id);
 		free(ctrs[i].sandbox_id);
 		free(ctrs[i].name);
+		free(ctrs[i].image);
+		free(ctrs[i].image_id);
 	}
 	free(ctrs);
 	for (size_t i = 0; i < npods; i++) {
@@ -561,6 +477,84 @@ static int fetch_version(struct containers *c, struct pp_err *err)
 	return 0;
 }
 
+static const struct cri_ctr *find_ctr(const struct containers *c, const char *id)
+{
+	struct cri_ctr key = { .id = (char *)id };
+	return c->nctrs ? bsearch(&key, c->ctrs, c->nctrs, sizeof(key), cmp_ctr) : NULL;
+}
+
+/* An image id ("sha256:<64 hex>" or 64 hex) rather than a name users wrote. */
+static bool image_is_id(const char *s)
+{
+	if (!strncmp(s, "sha256:", 7))
+		s += 7;
+	return strlen(s) == 64 && all_hex(s, 64);
+}
+
+/*
+ * The image a container's pod spec names, as __meta_kubernetes_pod_container_image
+ * has it: ImageSpec.user_specified_image (kubelet 1.28+, if the runtime
+ * keeps it), else ImageSpec.image unless it is an id (kubelet passes the
+ * resolved image id there; CRI-O and tools pass the name). NULL: only an
+ * id is known, resolved by resolve_images().
+ */
+static const char *listed_image(const Runtime__V1__Container *x)
+{
+	const Runtime__V1__ImageSpec *im = x->image;
+	if (im && im->user_specified_image && im->user_specified_image[0])
+		return im->user_specified_image;
+	if (im && im->image && im->image[0] && !image_is_id(im->image))
+		return im->image;
+	return NULL;
+}
+
+/*
+ * Name the containers listed by image id only: one ListImages call, the
+ * image's first repo tag (what the runtime's ContainerStatus and so the
+ * pod's status.containerStatuses[].image show), else its first digest.
+ * A failure leaves those images unnamed; it is counted, the refresh stands.
+ */
+static void resolve_images(struct containers *c, struct cri_ctr *ctrs, size_t n)
+{
+	Runtime__V1__ListImagesRequest req = RUNTIME__V1__LIST_IMAGES_REQUEST__INIT;
+	Runtime__V1__ListImagesResponse *r;
+	struct pp_err err = { 0 };
+	uint8_t *buf;
+	size_t len;
+
+	if (cri_call(c, "/runtime.v1.ImageService/ListImages", &req.base, &buf, &len, &err)) {
+		c->st.errors++;
+		snprintf(c->st.last_error, sizeof(c->st.last_error), "%.255s", err.msg);
+		return;
+	}
+	r = runtime__v1__list_images_response__unpack(NULL, len, buf);
+	free(buf);
+	if (!r) {
+		c->st.errors++;
+		snprintf(c->st.last_error, sizeof(c->st.last_error),
+			 "ListImages: malformed response");
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (ctrs[i].image[0] || !ctrs[i].image_id[0])
+			continue;
+		for (size_t k = 0; k < r->n_images; k++) {
+			const Runtime__V1__Image *im = r->images[k];
+			if (!im->id || strcmp(im->id, ctrs[i].image_id))
+				continue;
+			const char *name = im->n_repo_tags ? im->repo_tags[0]
+					   : im->n_repo_digests ? im->repo_digests[0] : NULL;
+			char *v = name ? strdup(name) : NULL;
+			if (v) {
+				free(ctrs[i].image);
+				ctrs[i].image = v;
+			}
+			break;
+		}
+	}
+	runtime__v1__list_images_response__free_unpacked(r, NULL);
+}
+
 /* Called with mu held. */
 static int refresh_locked(struct containers *c, struct pp_err *uerr)
 {
@@ -572,12 +566,12 @@ static int refresh_locked(struct containers *c, struct pp_err *uerr)
 	Runtime__V1__ListContainersResponse *cr = NULL;
 	struct cri_pod *pods = NULL;
 	struct cri_ctr *ctrs = NULL;
-	size_t npods = 0, nctrs = 0;
+	size_t npods = 0, nctrs = 0, unnamed = 0;
 	uint8_t *buf = NULL;
 	size_t len;
 	int rc;
 
-	c->last_attempt_ns = now_ns();
+	c->last_attempt_ns = pp_mono_ns();
 	if (!c->version_known) {
 		rc = fetch_version(c, err);
 		if (rc)
@@ -637,9 +631,20 @@ static int refresh_locked(struct containers *c, struct pp_err *uerr)
 		t->id = dup_or_empty(x->id);
 		t->sandbox_id = dup_or_empty(x->pod_sandbox_id);
 		t->name = dup_or_empty(x->metadata ? x->metadata->name : NULL);
-		if (!t->id || !t->sandbox_id || !t->name)
+		const char *img = listed_image(x);
+		const struct cri_ctr *old = img ? NULL : find_ctr(c, t->id);
+		if (!img && old && old->image[0])
+			img = old->image;	/* resolved at an earlier refresh */
+		t->image = dup_or_empty(img);
+		t->image_id = dup_or_empty(img ? NULL
+					   : x->image && x->image->image && x->image->image[0]
+					   ? x->image->image : x->image_ref);
+		if (!t->id || !t->sandbox_id || !t->name || !t->image || !t->image_id)
 			goto oom;
+		unnamed += !img && t->image_id[0];
 	}
+	if (unnamed)
+		resolve_images(c, ctrs, nctrs);
 	c->nmiss = 0;
 	qsort(pods, npods, sizeof(*pods), cmp_pod);
 	qsort(ctrs, nctrs, sizeof(*ctrs), cmp_ctr);
@@ -698,18 +703,9 @@ struct containers *containers_new(const char *socket, uint64_t ttl_ns, uint64_t 
 	strcpy(c->st.socket, socket);
 	snprintf(target, sizeof(target), "unix://%s", socket);
 
-	grpc_init();
-	grpc_arg args[1];
-	args[0].type = GRPC_ARG_INTEGER;
-	args[0].key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
-	args[0].value.integer = CRI_MAX_MESSAGE;
-	grpc_channel_args ca = { 1, args };
-	grpc_channel_credentials *creds = grpc_insecure_credentials_create();
-	c->ch = grpc_channel_create(target, creds, &ca);
-	grpc_channel_credentials_release(creds);
-	c->cq = grpc_completion_queue_create_for_pluck(NULL);
-	if (!c->ch || !c->cq) {
-		pp_errf(err, -EIO, "cannot create gRPC channel to %s", target);
+	struct grpcc_channel_opts o = { .max_receive_bytes = CRI_MAX_MESSAGE };
+	c->ch = grpcc_channel_new(target, &o, err);
+	if (!c->ch) {
 		containers_free(c);
 		return NULL;
 	}
@@ -722,14 +718,7 @@ void containers_free(struct containers *c)
 	if (!c)
 		return;
 	free_lists(c->ctrs, c->nctrs, c->pods, c->npods);
-	if (c->ch)
-		grpc_channel_destroy(c->ch);
-	if (c->cq) {
-		grpc_completion_queue_shutdown(c->cq);
-		grpc_completion_queue_destroy(c->cq);
-	}
-	if (c->socket[0])
-		grpc_shutdown();
+	grpcc_channel_free(c->ch);
 	pthread_mutex_destroy(&c->mu);
 	free(c);
 }
@@ -751,12 +740,6 @@ void containers_get_stats(struct containers *c, struct containers_stats *st)
 	pthread_mutex_lock(&c->mu);
 	*st = c->st;
 	pthread_mutex_unlock(&c->mu);
-}
-
-static const struct cri_ctr *find_ctr(const struct containers *c, const char *id)
-{
-	struct cri_ctr key = { .id = (char *)id };
-	return c->nctrs ? bsearch(&key, c->ctrs, c->nctrs, sizeof(key), cmp_ctr) : NULL;
 }
 
 static const struct cri_pod *find_pod(const struct containers *c, const char *id)
@@ -797,7 +780,7 @@ int containers_meta_labels_ci(struct containers *c, const struct cgroup_info *ci
 
 	pthread_mutex_lock(&c->mu);
 	const char *id = ci->container_id;
-	uint64_t now = now_ns();
+	uint64_t now = pp_mono_ns();
 	bool stale = !c->last_attempt_ns || now - c->last_attempt_ns >= c->ttl_ns;
 	const struct cri_ctr *t = id[0] ? find_ctr(c, id) : NULL;
 	/* a sandbox's own (pause) process carries the sandbox id */
@@ -829,6 +812,8 @@ int containers_meta_labels_ci(struct containers *c, const struct cgroup_info *ci
 		p = find_pod_by_uid(c, ci->pod_uid);
 	if (t && t->name[0])
 		rc |= pp_labels_set(out, "__meta_kubernetes_pod_container_name", t->name);
+	if (t && t->image[0])
+		rc |= pp_labels_set(out, "__meta_kubernetes_pod_container_image", t->image);
 	if (t && !ci->runtime[0] && c->st.runtime_name[0]) {
 		/* cgroupfs paths hold a bare id: the runtime that listed it says who runs it */
 		char v[CONTAINER_ID_MAX + 80];

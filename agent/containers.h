@@ -8,7 +8,9 @@
  *     asking anyone. Works with no container runtime reachable.
  *  2. The container runtime's CRI API (runtime.v1 ListContainers and
  *     ListPodSandbox over gRPC on its unix socket) gives the names users
- *     filter on: namespace, pod, container, pod labels. Both lists are
+ *     filter on: namespace, pod, container, image, pod labels; ListImages
+ *     names the images kubelet gave the runtime by id only (a name found is
+ *     kept across refreshes: ListImages runs only while one is unnamed). Both lists are
  *     cached and refreshed at most once per TTL (and once more, rate
  *     limited, when an unknown container shows up), so a profile costs no
  *     RPC. A missing or broken runtime degrades to cgroup-derived labels:
@@ -63,9 +65,6 @@ int cgroup_info_for_pid(pid_t pid, struct cgroup_info *ci);
  */
 int cgroup_info_meta_labels(const struct cgroup_info *ci, struct pp_labels *out);
 
-/* Prometheus's label-name sanitising: every byte outside [a-zA-Z0-9_] -> '_'. */
-void meta_label_sanitize(char *name);
-
 /* ---- CRI metadata ----------------------------------------------------------- */
 
 /* Sockets tried in order when none is configured. */
@@ -101,6 +100,7 @@ void containers_free(struct containers *c);
  * Add every __meta_* label known for pid: cgroup-derived ones plus, when
  * the runtime knows the container, __meta_kubernetes_namespace,
  * __meta_kubernetes_pod_name, __meta_kubernetes_pod_container_name,
+ * __meta_kubernetes_pod_container_image,
  * __meta_kubernetes_pod_label_<name>, __meta_kubernetes_pod_annotation_<name>
  * (values up to 256 bytes). Thread-safe. -ENOENT when the process is gone,
  * -ENOMEM; a CRI failure is not an error here.

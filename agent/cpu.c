@@ -2,6 +2,8 @@
  * cpu.c - load, attach, filter and drain the on-CPU sampler (see cpu.h).
  */
 #include "cpu.h"
+#include "fileutil.h"
+#include "procinfo.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -27,7 +29,7 @@ struct cpu_sampler {
 	uint32_t frequency_hz;
 	int possible;			/* for per-CPU map values */
 	uint64_t last_stats[CPU_STAT_MAX];
-	int counts_fd[2], stacks_fd[2];
+	int counts_fd[2], stacks_fd[2], sstacks_fd[2];	/* sstacks: small stacks (bpf/cpu_abi.h) */
 	uint32_t ncounts, nstacks;	/* max_entries of each map set */
 	bool filter;			/* allowed_tgids in use (it holds fl ranges) */
 };
@@ -38,33 +40,16 @@ void cpu_sampler_capacity(const struct cpu_sampler *s, uint32_t *counts, uint32_
 	*stacks = s->nstacks;
 }
 
-static int read_small(const char *path, char *buf, size_t len)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	ssize_t n = read(fd, buf, len - 1);
-	int e = errno;
-	close(fd);
-	if (n < 0)
-		return -e;
-	buf[n] = '\0';
-	return (int)n;
-}
-
 int cpu_check_depth(uint32_t depth, struct pp_err *err)
 {
-	char buf[32];
 	if (depth < 1 || depth > CPU_MAX_DEPTH)
 		return pp_errf(err, -EINVAL, "cpu.max_stack_depth %u out of range 1..%d", depth,
 			       CPU_MAX_DEPTH);
-	if (read_small("/proc/sys/kernel/perf_event_max_stack", buf, sizeof(buf)) > 0) {
-		long k = strtol(buf, NULL, 10);
-		if (k > 0 && depth > (unsigned long)k)
-			return pp_errf(err, -EINVAL,
-				       "cpu.max_stack_depth %u exceeds the kernel's limit "
-				       "(/proc/sys/kernel/perf_event_max_stack = %ld)", depth, k);
-	}
+	uint32_t k = proc_perf_max_stack();
+	if (k && depth > k)
+		return pp_errf(err, -EINVAL,
+			       "cpu.max_stack_depth %u exceeds the kernel's limit "
+			       "(/proc/sys/kernel/perf_event_max_stack = %u)", depth, k);
 	return 0;
 }
 
@@ -112,7 +97,7 @@ static int open_perf_event(int cpu, uint32_t hz)
 int cpu_sampler_sync_cpus(struct cpu_sampler *s, bool *changed, struct pp_err *err)
 {
 	char buf[4096];
-	int r = read_small("/sys/devices/system/cpu/online", buf, sizeof(buf));
+	int r = (int)pp_read_kernel_file("/sys/devices/system/cpu/online", buf, sizeof(buf));
 	if (changed)
 		*changed = false;
 	if (r < 0)
@@ -176,9 +161,9 @@ int cpu_sampler_new(const struct cpu_sampler_opts *o, struct cpu_sampler **out,
 {
 	int r;
 	*out = NULL;
-	if (o->frequency_hz < 1 || o->frequency_hz > 1000)
-		return pp_errf(err, -EINVAL, "cpu.frequency_hz %u out of range 1..1000",
-			       o->frequency_hz);
+	if (o->frequency_hz < CPU_HZ_MIN || o->frequency_hz > CPU_HZ_MAX)
+		return pp_errf(err, -EINVAL, "cpu.frequency_hz %u out of range %d..%d",
+			       o->frequency_hz, CPU_HZ_MIN, CPU_HZ_MAX);
 	r = cpu_check_depth(o->max_depth, err);
 	if (r < 0)
 		return r;
@@ -208,13 +193,15 @@ int cpu_sampler_new(const struct cpu_sampler_opts *o, struct cpu_sampler **out,
 	}
 	s->skel->rodata->max_depth = o->max_depth;
 	s->skel->rodata->kernel_stacks = o->kernel_stacks;
+	s->skel->rodata->cpu_label = o->cpu_label;
 	s->skel->rodata->filter_tgids = o->filter;
 	s->skel->bss->fl_gen = 1;	/* cached answers are zeroed: generation 0 */
 
 	/*
 	 * Maps are preallocated: allocating in the perf event's interrupt
 	 * context can fail when the allocator's per-CPU cache runs dry. Room
-	 * for two windows of samples on every CPU; stacks (1 KiB each) are
+	 * for two windows of samples on every CPU; stacks (264 bytes, or 1 KiB
+	 * for the few of more than CPU_SMALL_DEPTH frames) are
 	 * fewer than samples in practice and capped at 64k per set. What does
 	 * not fit is counted (CPU_STAT_*), never dropped silently.
 	 */
@@ -226,9 +213,11 @@ int cpu_sampler_new(const struct cpu_sampler_opts *o, struct cpu_sampler **out,
 	uint32_t nstacks = clamp_entries(2 * per_window, 2048, 1u << 16);
 	struct bpf_map *m[] = { s->skel->maps.counts0, s->skel->maps.counts1 };
 	struct bpf_map *st[] = { s->skel->maps.stacks0, s->skel->maps.stacks1 };
+	struct bpf_map *sst[] = { s->skel->maps.sstacks0, s->skel->maps.sstacks1 };
 	for (int i = 0; i < 2; i++) {
 		bpf_map__set_max_entries(m[i], ncounts);
 		bpf_map__set_max_entries(st[i], nstacks);
+		bpf_map__set_max_entries(sst[i], nstacks);
 	}
 	s->ncounts = ncounts;
 	s->nstacks = nstacks;
@@ -246,6 +235,7 @@ int cpu_sampler_new(const struct cpu_sampler_opts *o, struct cpu_sampler **out,
 	for (int i = 0; i < 2; i++) {
 		s->counts_fd[i] = bpf_map__fd(m[i]);
 		s->stacks_fd[i] = bpf_map__fd(st[i]);
+		s->sstacks_fd[i] = bpf_map__fd(sst[i]);
 	}
 	r = cpu_sampler_sync_cpus(s, NULL, err);
 	if (r < 0)
@@ -312,7 +302,7 @@ static int pool_write(int fd, uint32_t limit, uint32_t at, const uint64_t *vals,
 }
 
 /* After any change to the leaf tables: BPF's per-CPU cached answers of
- * an older generation are not used (bpf/cpu.h, "Per-CPU cache"). */
+ * an older generation are not used (bpf/cpu_abi.h, "Per-CPU cache"). */
 static int fl_bump(struct cpu_sampler *s, int rc)
 {
 	__atomic_add_fetch(&s->skel->bss->fl_gen, 1, __ATOMIC_SEQ_CST);
@@ -410,7 +400,8 @@ static int stacks_grow(struct cpu_window *w)
 	return 0;
 }
 
-static int stacks_put(struct cpu_window *w, uint64_t id, const struct cpu_stack *st)
+static int stacks_put(struct cpu_window *w, uint64_t id, uint32_t len, const __u64 *frames,
+		      uint32_t depth)
 {
 	if (id < CPU_STACK_RESERVED)
 		return 0;
@@ -421,11 +412,12 @@ static int stacks_put(struct cpu_window *w, uint64_t id, const struct cpu_stack 
 		j = (j + 1) & (w->stacks_cap - 1);
 	if (w->stacks[j].id)
 		return 0;	/* cannot happen: ids are unique per map */
-	uint32_t len = st->len > CPU_MAX_DEPTH ? CPU_MAX_DEPTH : st->len;
+	if (len > depth)
+		len = depth;
 	uint64_t *ips = malloc((len ? len : 1) * sizeof(*ips));
 	if (!ips)
 		return -ENOMEM;
-	memcpy(ips, st->ips, len * sizeof(*ips));
+	memcpy(ips, frames, len * sizeof(*ips));
 	w->stacks[j].id = id;
 	w->stacks[j].len = len;
 	w->stacks[j].ips = ips;
@@ -550,7 +542,20 @@ static int take_stacks(void *keys, void *vals, __u32 n, void *arg)
 	const __u64 *k = keys;
 	const struct cpu_stack *v = vals;
 	for (__u32 i = 0; i < n; i++) {
-		int r = stacks_put(w, k[i], &v[i]);
+		int r = stacks_put(w, k[i], v[i].len, v[i].ips, CPU_MAX_DEPTH);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+static int take_small_stacks(void *keys, void *vals, __u32 n, void *arg)
+{
+	struct cpu_window *w = arg;
+	const __u64 *k = keys;
+	const struct cpu_stack_small *v = vals;
+	for (__u32 i = 0; i < n; i++) {
+		int r = stacks_put(w, k[i], v[i].len, v[i].ips, CPU_SMALL_DEPTH);
 		if (r < 0)
 			return r;
 	}
@@ -598,6 +603,10 @@ int cpu_sampler_drain(struct cpu_sampler *s, struct cpu_window *w, struct pp_err
 
 	int r = drain_map(s->counts_fd[old], sizeof(struct cpu_sample_key), sizeof(__u64),
 			  take_counts, w, err);
+	if (r < 0)
+		return r;
+	r = drain_map(s->sstacks_fd[old], sizeof(__u64), sizeof(struct cpu_stack_small),
+		      take_small_stacks, w, err);
 	if (r < 0)
 		return r;
 	return drain_map(s->stacks_fd[old], sizeof(__u64), sizeof(struct cpu_stack), take_stacks,

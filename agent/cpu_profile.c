@@ -10,9 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "log.h"
 #include "pprof.h"
 #include "procinfo.h"
 #include "symbolize.h"
+#include "grow.h"
 
 #define KERNEL_START 0xffff800000000000ull
 #define KERNEL_FILE "[kernel.kallsyms]"
@@ -47,14 +49,8 @@ static inline uint64_t lookup_addr(const uint64_t *ips, uint32_t i)
 
 static int addr_set_add(struct addr_set *s, uint64_t a)
 {
-	if (s->n == s->cap) {
-		size_t cap = s->cap ? s->cap * 2 : 256;
-		uint64_t *n = realloc(s->a, cap * sizeof(*n));
-		if (!n)
-			return -ENOMEM;
-		s->a = n;
-		s->cap = cap;
-	}
+	if (pp_grow(&s->a, &s->cap, s->n + 1, sizeof(*s->a), 256))
+		return -ENOMEM;
 	s->a[s->n++] = a;
 	return 0;
 }
@@ -349,7 +345,7 @@ static int set_series_labels(struct pp_labels *l, const struct cpu_profile_opts 
 
 static int build_one(const struct cpu_window *w, struct cpu_record *const *recs, size_t n,
 		     struct targets *t, const struct cpu_profile_opts *o, struct addr_set *kern,
-		     cpu_profile_emit_fn emit, void *arg, struct cpu_profile_stats *st,
+		     const struct pp_reporter *rep, struct cpu_profile_stats *st,
 		     struct pp_err *err)
 {
 	pid_t pid = (pid_t)recs[0]->key.tgid;
@@ -418,14 +414,20 @@ static int build_one(const struct cpu_window *w, struct cpu_record *const *recs,
 			r = pp_errf(err, -ENOMEM, "out of memory building a CPU profile");
 			goto out;
 		}
-		char tid[16];
-		snprintf(tid, sizeof(tid), "%u", rec->key.pid);
-		struct pprof_label pl[2] = {
-			{ .key = "thread_id", .str = tid },
-			{ .key = "thread_name", .str = rec->key.comm },
-		};
+		char tid[16], cpu[16];
+		struct pprof_label pl[3];
+		size_t npl = 0;
+		if (o->thread_labels) {
+			snprintf(tid, sizeof(tid), "%u", rec->key.pid);
+			pl[npl++] = (struct pprof_label){ .key = "thread_id", .str = tid };
+			pl[npl++] = (struct pprof_label){ .key = "thread_name", .str = rec->key.comm };
+		}
+		if (o->cpu_label) {
+			snprintf(cpu, sizeof(cpu), "%u", rec->key.cpu);
+			pl[npl++] = (struct pprof_label){ .key = "cpu", .str = cpu };
+		}
 		int64_t v = (int64_t)rec->count * (o->pyroscope ? period : 1);
-		if (pprof_add_sample(c.p, locs, nl, &v, pl, o->thread_labels ? 2 : 0) < 0) {
+		if (pprof_add_sample(c.p, locs, nl, &v, pl, npl) < 0) {
 			r = pp_errf(err, -ENOMEM, "out of memory adding a sample");
 			goto out;
 		}
@@ -442,7 +444,11 @@ static int build_one(const struct cpu_window *w, struct cpu_record *const *recs,
 	st->profiles++;
 	st->samples += samples;
 	st->bytes += gzlen;
-	r = emit(&labels, gz, gzlen, pid, samples, arg);
+	struct pp_err rerr = { 0 };
+	if (rep->fn(rep->arg, &labels, gz, gzlen, false, &rerr) < 0)
+		pp_log(PP_WARN, "cannot hand over a CPU profile", "pid=%d error=%s", (int)pid,
+		       pp_q(rerr.msg));
+	r = 0;
 out:
 	free(gz);
 	pp_labels_free(&labels);
@@ -454,7 +460,7 @@ out:
 }
 
 int cpu_profiles_build(const struct cpu_window *w, struct targets *t,
-		       const struct cpu_profile_opts *o, cpu_profile_emit_fn emit, void *arg,
+		       const struct cpu_profile_opts *o, const struct pp_reporter *rep,
 		       struct cpu_profile_stats *st, struct pp_err *err)
 {
 	memset(st, 0, sizeof(*st));
@@ -485,7 +491,7 @@ int cpu_profiles_build(const struct cpu_window *w, struct targets *t,
 		size_t j = i + 1;
 		while (j < w->nrecs && order[j]->key.tgid == order[i]->key.tgid)
 			j++;
-		r = build_one(w, order + i, j - i, t, o, o->sym ? &kern : NULL, emit, arg, st, err);
+		r = build_one(w, order + i, j - i, t, o, o->sym ? &kern : NULL, rep, st, err);
 		i = j;
 	}
 out:

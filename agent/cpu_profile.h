@@ -4,7 +4,8 @@
  * __name__=parca_agent, samples/count, period cpu/nanoseconds of
  * 1e9/frequency_hz, time = window start, duration = window length; series
  * labels node, pid, comm, executable, cgroup + external_labels; per-sample
- * string labels thread_id and thread_name; stacks leaf first, kernel frames
+ * string labels thread_id, thread_name and cpu (Parca Agent's: the CPU
+ * number the sample was taken on); stacks leaf first, kernel frames
  * (mapping "[kernel.kallsyms]") below the user frames.
  *
  * Samples whose stack could not be stored still count, under a pseudo frame
@@ -29,6 +30,7 @@
 #include "cpu.h"
 #include "err.h"
 #include "labels.h"
+#include "report.h"
 #include "targets.h"
 
 struct symbolizer;
@@ -44,6 +46,7 @@ struct cpu_profile_opts {
 	 * as process_cpu:cpu:nanoseconds:cpu:nanoseconds. */
 	bool pyroscope;
 	bool thread_labels;		/* thread_id, thread_name sample labels */
+	bool cpu_label;			/* `cpu` sample label (the sampler recorded key.cpu) */
 	int64_t time_nanos;		/* window start, CLOCK_REALTIME */
 	int64_t duration_nanos;
 	struct symbolizer *sym;		/* NULL: addresses + mappings only */
@@ -57,7 +60,7 @@ struct cpu_profile_opts {
 struct cpu_profile_stats {
 	size_t profiles;
 	uint64_t samples;
-	uint64_t bytes;			/* gzip bytes handed to emit */
+	uint64_t bytes;			/* gzip bytes handed to the reporter */
 	uint64_t frames, frames_named;
 	/* Samples whose user stack was cut at a return address outside every
 	 * executable mapping of the process (a register used as data, not a
@@ -65,13 +68,15 @@ struct cpu_profile_stats {
 	uint64_t junk_cut;
 };
 
-/* Called once per process profile; labels and bytes are only valid during
- * the call. A negative return stops the build and is returned. */
-typedef int (*cpu_profile_emit_fn)(const struct pp_labels *labels, const uint8_t *gz,
-				   size_t len, pid_t pid, uint64_t samples, void *arg);
-
+/*
+ * Build one profile per process of the window and hand each to rep (the
+ * same interface the heap and OOM producers report through; durable is
+ * false: the next window replaces a lost one), on the caller's thread. A
+ * profile rep refuses is logged with its pid and the build goes on.
+ * Returns 0, or negative with err set when building fails (out of memory).
+ */
 int cpu_profiles_build(const struct cpu_window *w, struct targets *t,
-		       const struct cpu_profile_opts *o, cpu_profile_emit_fn emit, void *arg,
+		       const struct cpu_profile_opts *o, const struct pp_reporter *rep,
 		       struct cpu_profile_stats *st, struct pp_err *err);
 
 #endif

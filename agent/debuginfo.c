@@ -33,11 +33,13 @@
 
 #include <openssl/evp.h>
 
-#include "elfsym.h"
+#include "bytes.h"
+#include "elffile.h"
 #include "log.h"
 #include "metrics.h"
 #include "proto/debuginfo.pb-c.h"
 #include "upload.h"
+#include "ppclock.h"
 
 #define SVC "/parca.debuginfo.v1alpha1.DebuginfoService/"
 #define CHUNK (8u << 20)
@@ -74,14 +76,6 @@ struct debuginfo {
 	unsigned tabsz, used, max_ids;
 	struct debuginfo_stats st;
 };
-
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
-}
 
 static bool valid_id(const char *id)
 {
@@ -186,8 +180,7 @@ static int hash_file(int fd, off_t size, char hex[65], struct pp_err *err)
 		off += r;
 	}
 	EVP_DigestFinal_ex(ctx, md, &mdlen);
-	for (unsigned i = 0; i < 32; i++)
-		snprintf(hex + 2 * i, 3, "%02x", md[i]);
+	pp_hex(hex, 65, md, 32);
 out:
 	EVP_MD_CTX_free(ctx);
 	free(buf);
@@ -252,19 +245,20 @@ static int next_chunk(void *arg, const uint8_t **msg, size_t *len)
 	return 1;
 }
 
-/* 0 when the ELF file on fd has GNU build id `id`; -ESTALE otherwise. */
+/* 0 when the ELF file on fd has GNU build id `id`; -ESTALE otherwise.
+ * Headers and notes only: no symbol table is read for this. */
 static int check_build_id(int fd, const char *id, const char *file, struct pp_err *err)
 {
-	struct elfsym *e = NULL;
+	struct elffile *f = NULL;
 	struct pp_err lerr = { 0 };
-	int rc = elfsym_load_fd(fd, &e, &lerr);
+	int rc = elffile_open_fd(fd, &f, &lerr);
 
 	if (rc < 0)
 		return pp_errf(err, -ESTALE, "%s is not a readable ELF file: %s", file, lerr.msg);
-	rc = strcmp(e->gnu_build_id, id) ? pp_errf(err, -ESTALE, "%s has build id %s, not %s",
-						    file, e->gnu_build_id[0] ? e->gnu_build_id
+	rc = strcmp(f->gnu_build_id, id) ? pp_errf(err, -ESTALE, "%s has build id %s, not %s",
+						    file, f->gnu_build_id[0] ? f->gnu_build_id
 						    : "(none)", id) : 0;
-	elfsym_free(e);
+	elffile_close(f);
 	return rc;
 }
 
@@ -315,7 +309,7 @@ static int upload(struct debuginfo *d, const char *id, const char *mapped, char 
 		goto out;
 	}
 	s.size = st.st_size;
-	uint64_t now = mono_ns();
+	uint64_t now = pp_mono_ns();
 	if (!d->hour_t0 || now - d->hour_t0 >= 3600000000000ull) {
 		d->hour_t0 = now;
 		d->hour_bytes = 0;
@@ -447,7 +441,7 @@ static void *worker(void *arg)
 		struct pp_err err = { 0 };
 		char file[512];
 		off_t sent = 0;
-		uint64_t t0 = mono_ns();
+		uint64_t t0 = pp_mono_ns();
 		int rc = upload(d, j.id, j.path, file, sizeof(file), &sent, &err);
 		const char *res = rc > 0 ? "uploaded" : rc == 0 ? "refused" : "failed";
 		if (rc < 0)
@@ -456,7 +450,7 @@ static void *worker(void *arg)
 		else
 			pp_log(rc ? PP_INFO : PP_DEBUG, "debuginfo", "build_id=%s result=%s file=%s "
 			       "bytes=%lld duration_ms=%llu", j.id, res, pp_q(file), (long long)sent,
-			       (unsigned long long)((mono_ns() - t0) / 1000000));
+			       (unsigned long long)((pp_mono_ns() - t0) / 1000000));
 		char lbl[32];
 		snprintf(lbl, sizeof(lbl), "result=\"%s\"", res);
 		metric_inc("pushprof_debuginfo_uploads_total",
@@ -467,7 +461,7 @@ static void *worker(void *arg)
 		struct slot *s = find(d, j.id);
 		if (s && s->st != ST_EMPTY) {
 			s->st = rc > 0 ? ST_UPLOADED : rc == 0 ? ST_REFUSED : ST_FAILED;
-			s->retry_at = mono_ns() + d->retry_ns;
+			s->retry_at = pp_mono_ns() + d->retry_ns;
 		}
 		if (rc > 0) {
 			d->st.uploaded++;
@@ -557,7 +551,7 @@ void debuginfo_enqueue(struct debuginfo *d, const char *build_id, const char *pa
 	pthread_mutex_lock(&d->lock);
 	struct slot *s = find(d, build_id);
 	if (s && s->st != ST_EMPTY &&
-	    (s->st != ST_FAILED || mono_ns() < s->retry_at))
+	    (s->st != ST_FAILED || pp_mono_ns() < s->retry_at))
 		goto out;	/* known: queued, done, refused, or failed recently */
 	if (d->qn >= d->qlen || (s && s->st == ST_EMPTY && d->used >= d->max_ids) || !s) {
 		d->st.dropped++;

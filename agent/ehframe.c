@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bytes.h"
+
 /* DWARF x86-64 register numbers */
 #define R_RBP 6
 #define R_RSP 7
@@ -38,17 +40,14 @@ static uint64_t rd(struct cur *c, unsigned n)
 
 static uint64_t uleb(struct cur *c)
 {
-	uint64_t v = 0;
-	for (unsigned shift = 0;; shift += 7) {
-		if (c->bad || c->p >= c->end || shift > 63) {
-			c->bad = true;
-			return 0;
-		}
-		uint8_t b = *c->p++;
-		v |= (uint64_t)(b & 0x7f) << shift;
-		if (!(b & 0x80))
-			return v;
+	size_t n = 0;
+	uint64_t v;
+	if (c->bad || c->p >= c->end || !pp_uvarint(c->p, (size_t)(c->end - c->p), &n, &v)) {
+		c->bad = true;
+		return 0;
 	}
+	c->p += n;
+	return v;
 }
 
 static int64_t sleb(struct cur *c)

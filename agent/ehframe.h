@@ -7,7 +7,7 @@
  * For each such range the table says where the return address is
  * ([sp + 8*ra]) and where the caller's %rbp is: still in %rbp (fp 0), or
  * saved at [sp + 8*(fp-1)] (code that pushed %rbp and uses it as data).
- * bpf/cpu.h ("C and C++: prologues, epilogues, frameless leaves") says how
+ * bpf/cpu_abi.h ("C and C++: prologues, epilogues, frameless leaves") says how
  * the sampler uses it.
  *
  * .eh_frame is the target's bytes, hence hostile: every read is bounds

@@ -7,11 +7,12 @@
  * truncated or replaced afterwards cannot fault the agent, and memory use
  * is known (elfsym.bytes) for the cache's budget.
  *
- * ELF files are hostile input. libelf validates headers; every section
- * and segment range is checked against the file size and a per-section cap
- * before it is read; the Go tables are decoded by gopclntab.c, which bounds
- * every offset. Only 64-bit little-endian ELF is accepted (the agent runs on
- * x86-64 and arm64 Linux).
+ * The file itself is opened and parsed by elffile.c (elffile.h: safe
+ * opens, bounds, and the rules for build ids and the Go version, which
+ * elfsym copies unchanged); a caller that needs more of the file (gobin,
+ * frameless) keeps its elffile and calls elfsym_load_file() on it, so
+ * the file is parsed once. The Go tables are decoded by gopclntab.c, which
+ * bounds every offset.
  */
 #ifndef PUSHPROF_ELFSYM_H
 #define PUSHPROF_ELFSYM_H
@@ -20,17 +21,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "elffile.h"
 #include "err.h"
 #include "gopclntab.h"
 
-/* Largest section copied out of a file (symbol tables, pclntab). */
-#define ELFSYM_MAX_SECTION (512u << 20)
-#define ELFSYM_MAX_LOADS 16
-
-struct elfsym_load {
-	uint64_t vaddr, offset, filesz, memsz;
-	uint32_t flags;		/* PF_R/PF_W/PF_X */
-};
 
 struct elfsym_sym {
 	uint64_t addr, size;
@@ -39,8 +33,9 @@ struct elfsym_sym {
 
 struct elfsym {
 	uint16_t e_type;		/* ET_EXEC, ET_DYN, ... */
-	char gnu_build_id[2 * 64 + 1];	/* hex of NT_GNU_BUILD_ID, "" if none */
-	char go_build_id[256];		/* Go's build id note ("Go\0\0" type 4), "" if none */
+	/* The elffile's labels (elffile.h says how each is rendered). */
+	char gnu_build_id[ELFFILE_BUILD_ID_HEX];	/* "" if none */
+	char go_build_id[ELFFILE_GO_BUILD_ID];		/* "" if none */
 	char go_version[64];		/* runtime.buildVersion, "go1.19.8"; "" if not Go */
 	/* What Parca Agent's __meta_process_executable_* labels say: the
 	 * first string of .comment ("GCC: (Debian 12.2.0-14) 12.2.0"), "" if
@@ -48,7 +43,7 @@ struct elfsym {
 	char comment[96];
 	bool has_interp, has_symtab;
 
-	struct elfsym_load loads[ELFSYM_MAX_LOADS];
+	struct elffile_load loads[ELFFILE_MAX_LOADS];
 	size_t nloads;
 
 	/* Function symbols (.symtab, else .dynsym), sorted by addr, one per
@@ -71,8 +66,13 @@ struct elfsym {
 	size_t bytes;		/* heap memory held by this object */
 };
 
-/* Load from an open file (read with pread; fd is not kept). */
+/* Load from a parsed file (f is not kept). 0, or -ENOMEM / -EINVAL
+ * (a broken symbol table) with err set. */
+int elfsym_load_file(const struct elffile *f, struct elfsym **out, struct pp_err *err);
+/* elffile_open_fd() + elfsym_load_file() (read with pread; fd is not kept). */
 int elfsym_load_fd(int fd, struct elfsym **out, struct pp_err *err);
+/* A path the operator gives (tools, tests): a plain open. A process's
+ * files go through elffile_open_link() or the symbolizer's own checks. */
 int elfsym_load_path(const char *path, struct elfsym **out, struct pp_err *err);
 /* Load from memory (the fuzz target, a vdso image). buf is not kept. */
 int elfsym_load_mem(const void *buf, size_t len, struct elfsym **out, struct pp_err *err);
@@ -91,19 +91,10 @@ const char *elfsym_lookup(const struct elfsym *e, uint64_t vaddr, uint64_t *star
 
 /*
  * Any symbol (function or data, .symtab then .dynsym) by exact name,
- * without loading the whole file: for data symbols such as
- * runtime.mbuckets. -ENOENT if absent.
+ * without loading the whole file (elffile_find_symbols() on the file open
+ * at fd). -ENOENT if absent.
  */
 int elfsym_find_symbol_fd(int fd, const char *name, uint64_t *value, uint64_t *size,
 			  struct pp_err *err);
-
-/*
- * A copy of section name (exact) of the file open at fd: *buf (malloc'd,
- * the caller frees), *len, *addr its link-time address. -ENOENT when
- * absent (or SHT_NOBITS), -E2BIG when larger than max, -EINVAL when not a
- * 64-bit little-endian ELF file or the section lies outside the file.
- */
-int elfsym_read_section_fd(int fd, const char *name, uint64_t max, uint8_t **buf, size_t *len,
-			   uint64_t *addr, struct pp_err *err);
 
 #endif

@@ -18,7 +18,7 @@ struct pp_err {
 	char msg[512];
 };
 
-/* Record the error (first one wins unless overwrite) and return code. */
+/* Record the error, replacing any earlier one (err NULL: nothing kept), and return code. */
 int pp_errf(struct pp_err *err, int code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 

@@ -1,8 +1,9 @@
 /*
- * fileutil.c - small file helpers shared by the modules that read secrets
- * and certificates (upload.c, http.c).
+ * fileutil.c - small file helpers: operator files (secrets, certificates,
+ * profiles to push) and the kernel's one-value files in /proc and /sys.
  */
 #include "fileutil.h"
+#include "grow.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -11,6 +12,23 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+/* Up to want bytes from fd (fewer at EOF); -errno when a read fails. */
+static ssize_t read_full(int fd, void *buf, size_t want)
+{
+	size_t n = 0;
+	while (n < want) {
+		ssize_t r = read(fd, (char *)buf + n, want - n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return -errno;
+		if (r == 0)
+			break;
+		n += (size_t)r;
+	}
+	return (ssize_t)n;
+}
 
 int pp_read_small_file(const char *path, size_t max, char **out, size_t *len,
 		       struct stat *st_out, const char *what, struct pp_err *err)
@@ -35,22 +53,70 @@ int pp_read_small_file(const char *path, size_t max, char **out, size_t *len,
 		close(fd);
 		return pp_errf(err, -ENOMEM, "out of memory reading %s", path);
 	}
-	size_t n = 0;
-	while (n < (size_t)st.st_size) {
-		ssize_t r = read(fd, buf + n, (size_t)st.st_size - n);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			break;
-		n += r;
-	}
+	ssize_t n = read_full(fd, buf, (size_t)st.st_size);
 	close(fd);
+	if (n < 0) {
+		free(buf);
+		return pp_errf(err, (int)n, "reading %s %s: %s", what, path, strerror((int)-n));
+	}
 	buf[n] = '\0';
 	*out = buf;
 	if (len)
 		*len = n;
 	if (st_out)
 		*st_out = st;
+	return 0;
+}
+
+ssize_t pp_read_kernel_file(const char *path, void *buf, size_t size)
+{
+	if (size == 0)
+		return -EINVAL;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	ssize_t n = read_full(fd, buf, size - 1);
+	close(fd);
+	if (n >= 0)
+		((char *)buf)[n] = '\0';
+	return n;
+}
+
+int pp_read_kernel_file_alloc(const char *path, size_t max, char **out, size_t *len)
+{
+	char *buf = NULL;
+	size_t cap = 0, n = 0;
+
+	*out = NULL;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	for (;;) {
+		if (cap - n < 2) {
+			if (cap >= max)
+				break;
+			if (pp_grow(&buf, &cap, n + 2, 1, 4096)) {
+				free(buf);
+				close(fd);
+				return -ENOMEM;
+			}
+		}
+		size_t want = cap - n - 1;
+		ssize_t r = read_full(fd, buf + n, want);
+		if (r < 0) {
+			free(buf);
+			close(fd);
+			return (int)r;
+		}
+		n += (size_t)r;
+		if ((size_t)r < want)
+			break;	/* EOF */
+	}
+	close(fd);
+	buf[n] = '\0';
+	*out = buf;
+	if (len)
+		*len = n;
 	return 0;
 }
 

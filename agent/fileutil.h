@@ -1,6 +1,10 @@
 /*
- * fileutil.h - reading small files the operator gives the agent (tokens,
- * certificates): bounded, regular files only, errors that name the file.
+ * fileutil.h - reading small files: the ones the operator gives the agent
+ * (tokens, certificates, profiles to push: bounded, regular files only,
+ * errors that name the file) and the kernel's small files in /proc and
+ * /sys (whose stat size is 0 or a page, so they are read to EOF into the
+ * caller's buffer). Both share one read loop (EINTR retried, short reads
+ * continued). Thread-safe: no shared state.
  */
 #ifndef PUSHPROF_FILEUTIL_H
 #define PUSHPROF_FILEUTIL_H
@@ -8,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/stat.h>
+#include <sys/types.h>
 
 #include "err.h"
 
@@ -20,6 +25,23 @@
  */
 int pp_read_small_file(const char *path, size_t max, char **out, size_t *len,
 		       struct stat *st_out, const char *what, struct pp_err *err);
+
+/*
+ * A kernel-made file (/proc/sys/kernel/perf_event_max_stack,
+ * /sys/devices/system/cpu/online, /sys/kernel/notes) into buf: at most
+ * size - 1 bytes, up to EOF, then a NUL (so text can be parsed in place;
+ * binary content is fine, the length is returned). Bytes read, or
+ * negative errno (-EINVAL when size is 0).
+ */
+ssize_t pp_read_kernel_file(const char *path, void *buf, size_t size);
+
+/*
+ * A kernel-made file of any length (/proc/PID/maps, status, environ) into
+ * *out (malloc'd, NUL-terminated; the caller frees), its length into *len
+ * (optional). Read to EOF, or cut at about max bytes. 0, or negative errno
+ * (*out NULL).
+ */
+int pp_read_kernel_file_alloc(const char *path, size_t max, char **out, size_t *len);
 
 /*
  * A directory only the agent may use (spool, local_store: profiles reveal

@@ -1,6 +1,6 @@
 /*
  * frameless.c - the leaf tables of sampled processes, for the BPF walk
- * (see frameless.h and bpf/cpu.h).
+ * (see frameless.h and bpf/cpu_abi.h).
  */
 #include "frameless.h"
 
@@ -18,11 +18,14 @@
 
 #include "cpu.h"
 #include "ehframe.h"
+#include "elffile.h"
 #include "elfsym.h"
 #include "gopclntab.h"
 #include "log.h"
 #include "metrics.h"
 #include "procinfo.h"
+#include "ppclock.h"
+#include "grow.h"
 
 /* Executables remembered, with or without a table (negative results save
  * re-reading a non-Go binary for each of its processes). */
@@ -43,6 +46,8 @@
  * fraction of a second. */
 #define FL_EH_MAX_SECTION (64u << 20)
 #define FL_EH_BUDGET (64u << 20)
+/* An executable larger than this is not analysed (as the symbolizer). */
+#define FL_MAX_FILE (4ull << 30)
 
 struct fl_bin {
 	uint64_t dev, ino;
@@ -54,7 +59,7 @@ struct fl_bin {
 	uint64_t lo, hi;		/* link-time text covered: [lo, hi), lo 32-aligned */
 	uint64_t seg_vaddr, seg_offset;	/* PT_LOAD holding the text (bias) */
 	uint64_t switch_ret[2];		/* link-time g0 switch return sites, 0: none */
-	uint64_t mid_lo, mid_hi;	/* link-time span of the mid-stack rule (cpu.h) */
+	uint64_t mid_lo, mid_hi;	/* link-time span of the mid-stack rule (bpf/cpu_abi.h) */
 	uint64_t used;			/* last use (tick), for eviction */
 };
 
@@ -83,13 +88,6 @@ static void skipped(const char *cause)
 	metric_inc("pushprof_cpu_frameless_skipped_total",
 		   "Processes or executables left without a frameless-code table, by cause "
 		   "(their stacks keep plain frame-pointer walks).", l, 1);
-}
-
-static uint64_t mono_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000ull + (uint64_t)ts.tv_nsec / 1000;
 }
 
 struct frameless *frameless_new(struct cpu_sampler *cpu)
@@ -184,25 +182,9 @@ static void bin_drop(struct frameless *f, int i)
 
 /* ---- analysis ---------------------------------------------------------- */
 
-/* Code bytes at link-time address addr of e (the open file fd): up to max
- * into buf. Bytes read, 0 when none. */
-static size_t code_at(int fd, const struct elfsym *e, uint64_t addr, uint8_t *buf, size_t max)
-{
-	for (size_t i = 0; i < e->nloads; i++) {
-		const struct elfsym_load *l = &e->loads[i];
-		if (!(l->flags & PF_X) || addr < l->vaddr || addr - l->vaddr >= l->filesz)
-			continue;
-		if (max > l->filesz - (addr - l->vaddr))
-			max = l->filesz - (addr - l->vaddr);
-		ssize_t got = pread(fd, buf, max, (off_t)(l->offset + (addr - l->vaddr)));
-		return got > 0 ? (size_t)got : 0;
-	}
-	return 0;
-}
-
 /*
  * The return site of the call a g0-switching runtime function makes on g0
- * (cpu.h, "Frameless Go code mid-stack"): the first `call *%rdi` (ff d7,
+ * (bpf/cpu_abi.h, "Frameless Go code mid-stack"): the first `call *%rdi` (ff d7,
  * runtime.systemstack) or `call *%rax` (ff d0, runtime.asmcgocall; its
  * switching path comes before the one that stays) in the function's bytes.
  * Link-time address, 0 when absent: a false match only means the fix never
@@ -211,14 +193,15 @@ static size_t code_at(int fd, const struct elfsym *e, uint64_t addr, uint8_t *bu
  * frame: the walk then crosses the switch by itself, and curg.sched.sp
  * points at the saved %rbp, not at a return address).
  */
-static uint64_t switch_site(int fd, const struct elfsym *e, const char *name, uint8_t modrm)
+static uint64_t switch_site(const struct elffile *ef, const struct elfsym *e, const char *name,
+			    uint8_t modrm)
 {
 	struct gopcln_func fn;
 	uint8_t code[512];
 	if (gopcln_find_name(e->pcln, name, &fn) < 0 || fn.end <= fn.entry)
 		return 0;
 	size_t len = fn.end - fn.entry < sizeof(code) ? fn.end - fn.entry : sizeof(code);
-	len = code_at(fd, e, fn.entry, code, len);
+	len = elffile_read_code(ef, fn.entry, code, len);
 	if (len < 1 || code[0] == 0x55)
 		return 0;
 	for (size_t k = 0; k + 1 < len; k++)
@@ -244,10 +227,10 @@ static size_t bp_store_len(const uint8_t *c, size_t n)
  * ff /2 indirect) anywhere in it. Bytes of immediates can look like one: a
  * false yes only widens the span BPF checks (mid_span), never a wrong frame.
  */
-static bool may_call(int fd, const struct elfsym *e, uint64_t lo, uint64_t hi)
+static bool may_call(const struct elffile *ef, uint64_t lo, uint64_t hi)
 {
 	uint8_t c[4096];
-	size_t n = code_at(fd, e, lo, c, hi - lo < sizeof(c) ? hi - lo : sizeof(c));
+	size_t n = elffile_read_code(ef, lo, c, hi - lo < sizeof(c) ? hi - lo : sizeof(c));
 	if (n < hi - lo)
 		return true;	/* unread or long: assume it calls */
 	for (size_t i = 0; i < n; i++)
@@ -256,7 +239,7 @@ static bool may_call(int fd, const struct elfsym *e, uint64_t lo, uint64_t hi)
 	return false;
 }
 
-/* Widen b's mid-stack span (cpu.h) to cover [lo, hi). */
+/* Widen b's mid-stack span (bpf/cpu_abi.h) to cover [lo, hi). */
 static void mid_span(struct fl_bin *b, uint64_t lo, uint64_t hi)
 {
 	if (!b->mid_hi || lo < b->mid_lo)
@@ -286,7 +269,7 @@ static bool go_asm(const struct gopcln *t, uint64_t entry)
 
 /*
  * Go: the ranges of e's pclntab where %rbp is not the function's own frame
- * (bpf/cpu.h), from pcsp, the stack-pointer delta Go's own unwinder uses:
+ * (bpf/cpu_abi.h), from pcsp, the stack-pointer delta Go's own unwinder uses:
  * frameless functions whole (return address at [sp], the caller's %rbp in
  * %rbp), and assembly with a frame (which may use %rbp as data,
  * crypto/sha256.block): each pcsp run, return address at [sp + d] and the
@@ -309,7 +292,8 @@ static int mark_chunks(struct ehf_rows *m, uint64_t lo, uint64_t hi)
 	return ehf_rows_add(m, lo, hi, 0, 0);
 }
 
-static int analyse_go(struct fl_bin *b, const struct elfsym *e, int fd, const char *exe,
+static int analyse_go(struct fl_bin *b, const struct elfsym *e, const struct elffile *ef,
+		      const char *exe,
 		      struct ehf_rows *rows, struct ehf_rows *marks, const char **cause)
 {
 	struct gopcln *t = e->pcln;
@@ -337,7 +321,7 @@ static int analyse_go(struct fl_bin *b, const struct elfsym *e, int fd, const ch
 			 * (internal/bytealg's cmpbody...), and one such function
 			 * far from asm_amd64.s widened the span to most of the
 			 * text: a pp_frame_fix call for nearly every frame */
-			if (go_asm_in(t, run[0].lo, true) && may_call(fd, e, run[0].lo, run[0].hi))
+			if (go_asm_in(t, run[0].lo, true) && may_call(ef, run[0].lo, run[0].hi))
 				mid_span(b, run[0].lo, run[0].hi);
 		} else if (go_asm(t, run[0].lo)) {
 			for (int k = 0; k < nr && !r; k++) {
@@ -347,7 +331,7 @@ static int analyse_go(struct fl_bin *b, const struct elfsym *e, int fd, const ch
 				uint64_t lo = run[k].lo;
 				if (d) {
 					uint8_t c[8];
-					size_t st = bp_store_len(c, code_at(fd, e, lo, c, sizeof(c)));
+					size_t st = bp_store_len(c, elffile_read_code(ef, lo, c, sizeof(c)));
 					if (st && lo + st <= run[k].hi) {
 						/* %rbp still the caller's until stored */
 						r = ehf_rows_add(rows, lo, lo + st, (uint16_t)(d / 8), 0);
@@ -364,7 +348,7 @@ static int analyse_go(struct fl_bin *b, const struct elfsym *e, int fd, const ch
 			 * around pcsp's steps (the stack check and frame set-up
 			 * up to 16 bytes after the entry run, an `add` up to 8
 			 * bytes before a `ret`); BPF decodes only chunks marked
-			 * here (bpf/cpu.h, "Go prologues and epilogues") */
+			 * here (bpf/cpu_abi.h, "Go prologues and epilogues") */
 			int m = mark_chunks(marks, run[0].lo, run[0].hi + 16);
 			for (int k = 1; k < nr && !m; k++)
 				m = mark_chunks(marks, run[k].lo - 8, run[k].lo + 16);
@@ -383,8 +367,8 @@ static int analyse_go(struct fl_bin *b, const struct elfsym *e, int fd, const ch
 	if (!marks_ok)
 		marks->n = 0;
 	gopcln_text_range(t, &b->lo, &b->hi);
-	b->switch_ret[0] = switch_site(fd, e, "runtime.systemstack", 0xd7);
-	b->switch_ret[1] = switch_site(fd, e, "runtime.asmcgocall", 0xd0);
+	b->switch_ret[0] = switch_site(ef, e, "runtime.systemstack", 0xd7);
+	b->switch_ret[1] = switch_site(ef, e, "runtime.asmcgocall", 0xd0);
 	for (int k = 0; k < 2; k++)
 		if (b->switch_ret[k])
 			mid_span(b, b->switch_ret[k], b->switch_ret[k] + 1);
@@ -398,10 +382,11 @@ static int analyse_go(struct fl_bin *b, const struct elfsym *e, int fd, const ch
  * C/C++ (not Go): the %rsp-based ranges of the executable segment's
  * .eh_frame (ehframe.c). Rows into *rows.
  */
-static int analyse_c(const struct elfsym *e, int fd, const char *exe, struct ehf_rows *rows,
+static int analyse_c(const struct elfsym *e, const struct elffile *ef, const char *exe,
+		     struct ehf_rows *rows,
 		     const char **cause)
 {
-	const struct elfsym_load *x = NULL;
+	const struct elffile_load *x = NULL;
 	for (size_t i = 0; i < e->nloads && !x; i++)
 		if (e->loads[i].flags & PF_X)
 			x = &e->loads[i];
@@ -410,8 +395,8 @@ static int analyse_c(const struct elfsym *e, int fd, const char *exe, struct ehf
 	uint8_t *eh = NULL;
 	size_t ehlen = 0;
 	uint64_t ehaddr = 0;
-	int r = elfsym_read_section_fd(fd, ".eh_frame", FL_EH_MAX_SECTION, &eh, &ehlen, &ehaddr,
-				       NULL);
+	int r = elffile_read_section(ef, ".eh_frame", FL_EH_MAX_SECTION, &eh, &ehlen, &ehaddr,
+				     NULL);
 	if (r == -ENOENT)
 		return 0;	/* no CFI: as before (a stripped-of-sections file) */
 	if (r < 0) {
@@ -452,7 +437,7 @@ static int row_cmp(const void *a, const void *b)
 }
 
 /*
- * The rows (Go's or C/C++'s) as BPF's tables (bpf/cpu.h): entries sorted
+ * The rows (Go's or C/C++'s) as BPF's tables (bpf/cpu_abi.h): entries sorted
  * and disjoint (*entsp, *nentp), and two pool words per 2 KiB of text
  * (*bitsp: a bitmap marking every chunk a range touches, the pre-filter,
  * and the window of entries overlapping the 2 KiB). They cover the rows and
@@ -485,7 +470,7 @@ static int build_tables(struct fl_bin *b, struct ehf_rows *rows, const struct eh
 		hi = cover_hi > hi ? cover_hi : hi;
 	}
 	lo &= ~(uint64_t)(FL_CHUNK - 1);
-	/* two pool words per 2 KiB of text (bitmap, window: bpf/cpu.h) */
+	/* two pool words per 2 KiB of text (bitmap, window: bpf/cpu_abi.h) */
 	if (nent > CPU_CFA_MAX_ENTRIES ||
 	    hi - lo > (uint64_t)CPU_FL_POOL_WORDS / 2 * CPU_FL_WORD_BYTES || hi - lo >= (1ull << 32)) {
 		*cause = "text_too_large";
@@ -522,7 +507,7 @@ static int build_tables(struct fl_bin *b, struct ehf_rows *rows, const struct eh
 			n++;
 		}
 	}
-	/* Go's prologue and epilogue chunks: a bit, no entry (bpf/cpu.h) */
+	/* Go's prologue and epilogue chunks: a bit, no entry (bpf/cpu_abi.h) */
 	for (size_t i = 0; i < marks->n; i++) {
 		uint64_t m0 = marks->v[i].start, m1 = marks->v[i].end;
 		if (m0 < lo)
@@ -548,7 +533,7 @@ static int build_tables(struct fl_bin *b, struct ehf_rows *rows, const struct eh
 static bool text_segment(const struct elfsym *e, uint64_t lo, uint64_t *vaddr, uint64_t *off)
 {
 	for (size_t i = 0; i < e->nloads; i++) {
-		const struct elfsym_load *l = &e->loads[i];
+		const struct elffile_load *l = &e->loads[i];
 		if ((l->flags & PF_X) && lo >= l->vaddr && lo - l->vaddr < l->memsz) {
 			*vaddr = l->vaddr;
 			*off = l->offset;
@@ -571,15 +556,17 @@ static bool bin_room(struct frameless *f)
 }
 
 /*
- * Analyse the file open at fd; on success its bitmap is in the pool
+ * Analyse the parsed file ef (NULL: not an ELF file we read, no table); on
+ * success its bitmap is in the pool
  * (idle executables' bitmaps make way when the pool is full). Fills nb;
  * nb->have says whether it got a table. Negative errno only for ENOMEM.
  */
-static int bin_analyse(struct frameless *f, int fd, const char *exe, struct fl_bin *nb)
+static int bin_analyse(struct frameless *f, const struct elffile *ef, const char *exe,
+		       struct fl_bin *nb)
 {
 	struct elfsym *e = NULL;
-	uint64_t t0 = mono_us();
-	if (elfsym_load_fd(fd, &e, NULL) < 0 || (!e->pcln && !f->c_tables)) {
+	uint64_t t0 = (pp_mono_ns() / 1000);
+	if (!ef || elfsym_load_file(ef, &e, NULL) < 0 || (!e->pcln && !f->c_tables)) {
 		elfsym_free(e);
 		return 0;	/* unreadable, or not Go with C tables off: remembered as such */
 	}
@@ -590,8 +577,8 @@ static int bin_analyse(struct frameless *f, int fd, const char *exe, struct fl_b
 	struct ehf_rows marks = { .max = FL_MAX_MARKS };
 	/* Go: its pclntab (exact per function; .eh_frame covers only its
 	 * cgo/assembly parts); anything else: .eh_frame */
-	int r = e->pcln ? analyse_go(nb, e, fd, exe, &rows, &marks, &cause)
-			: analyse_c(e, fd, exe, &rows, &cause);
+	int r = e->pcln ? analyse_go(nb, e, ef, exe, &rows, &marks, &cause)
+			: analyse_c(e, ef, exe, &rows, &cause);
 	if (r == 0 && !cause)
 		r = build_tables(nb, &rows, &marks, exe, &bits, &ent, &nent, &cause);
 	free(rows.v);
@@ -647,19 +634,20 @@ static int bin_analyse(struct frameless *f, int fd, const char *exe, struct fl_b
 	nb->tab = tab;
 	nb->have = true;
 	pp_log(PP_DEBUG, "frameless table loaded", "exe=%s word=%u words=%u tab=%u entries=%u ms=%.1f",
-	       pp_q(exe), at, nb->nwords, tab, nent, (double)(mono_us() - t0) / 1000.0);
+	       pp_q(exe), at, nb->nwords, tab, nent, (double)((pp_mono_ns() / 1000) - t0) / 1000.0);
 	return 0;
 }
 
-/* A new bin for the file open at fd. Index, or negative errno. */
-static int bin_new(struct frameless *f, int fd, const struct stat *st, const char *exe)
+/* A new bin for the parsed file ef. Index, or negative errno. */
+static int bin_new(struct frameless *f, const struct elffile *ef, const struct stat *st,
+		   const char *exe)
 {
 	struct fl_bin nb = { .dev = (uint64_t)st->st_dev, .ino = (uint64_t)st->st_ino };
 	if (f->nbins == FL_MAX_BINS && lru_idle(f, false) < 0) {
 		skipped("executables_full");	/* before the work, not after */
 		return -ENOSPC;
 	}
-	int r = bin_analyse(f, fd, exe, &nb);
+	int r = bin_analyse(f, ef, exe, &nb);
 	if (r < 0)
 		return r;
 	/* after the analysis: its evictions may have made room */
@@ -803,31 +791,29 @@ int frameless_track(struct frameless *f, pid_t pid)
 			break;
 		}
 	if (bi < 0) {
-		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		/* the process's file: opened the safe way (no blocking open,
+		 * regular files on trusted filesystems) and parsed once for
+		 * both the pclntab and .eh_frame */
+		struct elffile *ef;
 		struct stat fst;
-		if (fd < 0)
-			return errno == ENOENT || errno == ESRCH ? -ESRCH : -errno;
-		/* what was opened is what gets remembered (an exec meanwhile) */
-		if (fstat(fd, &fst) != 0) {
-			int e = -errno;
-			close(fd);
-			return e;
-		}
-		bi = bin_new(f, fd, &fst, exe);
-		close(fd);
+		int r = elffile_open_link(path, FL_MAX_FILE, &ef, &fst, NULL);
+		if (r == -ENOENT || r == -ESRCH)
+			return -ESRCH;
+		if (r == -ENOMEM)
+			return r;
+		if (r < 0 && r != -ENOEXEC)
+			return 0;	/* not a file we may read: no table (asked again later) */
+		/* what was opened is what gets remembered (an exec meanwhile);
+		 * a file that is no 64-bit ELF too, as having no table */
+		bi = bin_new(f, ef, &fst, exe);
+		elffile_close(ef);
 		if (bi < 0)
 			return bi == -ENOSPC ? 0 : bi;
 		if (fst.st_dev != st.st_dev || fst.st_ino != st.st_ino)
 			return 0;	/* exec'd between stat and open: next time */
 	}
-	if (f->npids == f->cap_pids) {
-		size_t nc = f->cap_pids ? f->cap_pids * 2 : 64;
-		struct fl_pid *np = realloc(f->pids, nc * sizeof(*np));
-		if (!np)
-			return -ENOMEM;
-		f->pids = np;
-		f->cap_pids = nc;
-	}
+	if (pp_grow(&f->pids, &f->cap_pids, f->npids + 1, sizeof(*f->pids), 64))
+		return -ENOMEM;
 	struct fl_bin *b = &f->bins[bi];
 	b->used = ++f->tick;
 	/* only processes with a table are remembered: bins without one stay

@@ -1,7 +1,7 @@
 /*
  * frameless.h - the leaf tables of sampled processes: where their code
  * keeps the return address and the caller's %rbp when %rbp is not the
- * function's own frame, handed to the CPU sampler's BPF program (bpf/cpu.h,
+ * function's own frame, handed to the CPU sampler's BPF program (bpf/cpu_abi.h,
  * "Leaves whose %rbp is not their own frame").
  *
  * For each targeted process the executable (/proc/PID/exe) is analysed

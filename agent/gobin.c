@@ -1,85 +1,51 @@
 /*
- * gobin.c - Go executable analysis: detection, version, build ids, the
- * runtime's memory-profile variables (symtab or decoded from code), load
- * bias, symbolization, and the opt-in MemProfileRate write.
+ * gobin.c - Go executable analysis: detection, the runtime's memory-profile
+ * variables (symtab or decoded from code), load bias, symbolization, and
+ * the opt-in MemProfileRate write. The file is opened and parsed once by
+ * elffile.c (labels: build ids, Go version, as every module reports them)
+ * and its symbols loaded by elfsym.c from that same parse.
  */
 #include "gobin.h"
 
+#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <gelf.h>
 #include <inttypes.h>
-#include <libelf.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
+#include "elffile.h"
 #include "elfsym.h"
+#include "gobucket.h"
 #include "gopclntab.h"
 #include "procinfo.h"
+#include "remotemem.h"
 
-#define MAX_SECTIONS 4096
-#define MAX_NOTE_BYTES (64u << 10)
 #define MAX_FUNC_CODE (256u << 10)
 
-struct gsec {
-	char name[40];
-	uint64_t addr, size, offset;
-	uint32_t type;
-	uint64_t flags;
-};
+/* gobin.h's label buffers hold whatever elffile renders */
+_Static_assert(sizeof(((struct gobin *)0)->gnu_build_id) == ELFFILE_BUILD_ID_HEX, "gnu_build_id");
+_Static_assert(sizeof(((struct gobin *)0)->go_build_id) == ELFFILE_GO_BUILD_ID, "go_build_id");
+_Static_assert(sizeof(((struct gobin *)0)->go_version) == sizeof(((struct elffile *)0)->go_version),
+	       "go_version");
 
 struct gobin_impl {
 	int refs;		/* gobins sharing this analysis (gobin_share) */
-	int fd;
-	Elf *elf;
-	struct gsec *secs;
-	size_t nsecs;
-	struct gosym *sym;	/* functions: names, ranges, file/line */
+	struct elfsym *es;	/* functions: names, ranges, file/line; NULL if unreadable */
 	dev_t st_dev;
 	ino_t st_ino;
 };
 
 /* ---- Function table ---------------------------------------------------
- * The sym module's loader: .gopclntab (names, files, lines, inlined
- * frames; present even in stripped builds) and, outside the Go text,
- * ELF function symbols.
+ * elfsym's: .gopclntab (names, files, lines, inlined frames; present even
+ * in stripped builds) and, outside the Go text, ELF function symbols.
  */
-struct gosym {
-	struct elfsym *es;
-};
-
-static int gosym_open(int fd, struct gosym **out, struct pp_err *err)
+static int func_range(const struct elfsym *e, const char *name, uint64_t *start, uint64_t *end)
 {
-	struct gosym *s = calloc(1, sizeof(*s));
-	*out = NULL;
-	if (!s)
-		return -ENOMEM;
-	int rc = elfsym_load_fd(fd, &s->es, err);
-	if (rc) {
-		free(s);
-		return rc;
-	}
-	*out = s;
-	return 0;
-}
-
-static void gosym_free(struct gosym *s)
-{
-	if (s) {
-		elfsym_free(s->es);
-		free(s);
-	}
-}
-
-static int gosym_func_range(const struct gosym *s, const char *name, uint64_t *start,
-			    uint64_t *end)
-{
-	const struct elfsym *e = s->es;
 	if (e->pcln) {
 		size_t n = gopcln_nfunc(e->pcln);
 		for (size_t i = 0; i < n; i++) {
@@ -104,10 +70,8 @@ static int gosym_func_range(const struct gosym *s, const char *name, uint64_t *s
 
 #define MAX_PCLN_FRAMES 64
 
-static size_t gosym_frames(const struct gosym *s, uint64_t pc, struct gobin_frame *fr,
-			   size_t max)
+static size_t func_frames(const struct elfsym *e, uint64_t pc, struct gobin_frame *fr, size_t max)
 {
-	const struct elfsym *e = s->es;
 	if (!max)
 		return 0;
 	if (e->pcln) {
@@ -134,233 +98,19 @@ static size_t gosym_frames(const struct gosym *s, uint64_t pc, struct gobin_fram
 	return 1;
 }
 
-static int elf_once(void)
-{
-	static int ok = -1;
-	if (ok < 0)
-		ok = elf_version(EV_CURRENT) != EV_NONE;
-	return ok ? 0 : -ENOSYS;
-}
-
-static const struct gsec *sec_by_name(const struct gobin_impl *im, const char *name)
-{
-	for (size_t i = 0; i < im->nsecs; i++)
-		if (!strcmp(im->secs[i].name, name))
-			return &im->secs[i];
-	return NULL;
-}
-
-/* The PROGBITS section holding [addr, addr+len), or NULL. */
-static const struct gsec *sec_of(const struct gobin_impl *im, uint64_t addr, uint64_t len)
-{
-	for (size_t i = 0; i < im->nsecs; i++) {
-		const struct gsec *s = &im->secs[i];
-		if (!(s->flags & SHF_ALLOC) || s->size == 0)
-			continue;
-		if (addr >= s->addr && addr - s->addr <= s->size && len <= s->size - (addr - s->addr))
-			return s;
-	}
-	return NULL;
-}
-
-/* Read len file bytes at link-time address addr (PROGBITS only). */
-static int file_read_at(const struct gobin_impl *im, uint64_t addr, void *buf, size_t len)
-{
-	const struct gsec *s = sec_of(im, addr, len);
-	if (!s || s->type == SHT_NOBITS)
-		return -EFAULT;
-	ssize_t r = pread(im->fd, buf, len, (off_t)(s->offset + (addr - s->addr)));
-	if (r < 0)
-		return -errno;
-	return (size_t)r == len ? 0 : -EFAULT;
-}
-
-static int load_sections(struct gobin_impl *im, struct pp_err *err)
-{
-	size_t shnum, shstrndx;
-	if (elf_getshdrnum(im->elf, &shnum) || elf_getshdrstrndx(im->elf, &shstrndx))
-		return pp_errf(err, -ENOEXEC, "bad ELF section table: %s", elf_errmsg(-1));
-	if (shnum > MAX_SECTIONS)
-		return pp_errf(err, -ENOEXEC, "ELF has %zu sections (limit %d)", shnum, MAX_SECTIONS);
-	im->secs = calloc(shnum ? shnum : 1, sizeof(*im->secs));
-	if (!im->secs)
-		return -ENOMEM;
-	Elf_Scn *scn = NULL;
-	while ((scn = elf_nextscn(im->elf, scn))) {
-		GElf_Shdr sh;
-		if (!gelf_getshdr(scn, &sh) || im->nsecs >= shnum)
-			continue;
-		const char *name = elf_strptr(im->elf, shstrndx, sh.sh_name);
-		struct gsec *s = &im->secs[im->nsecs++];
-		snprintf(s->name, sizeof(s->name), "%s", name ? name : "");
-		s->addr = sh.sh_addr;
-		s->size = sh.sh_size;
-		s->offset = sh.sh_offset;
-		s->type = sh.sh_type;
-		s->flags = sh.sh_flags;
-	}
-	return 0;
-}
-
-static void hex(const uint8_t *p, size_t n, char *out, size_t outlen)
-{
-	size_t o = 0;
-	for (size_t i = 0; i < n && o + 3 <= outlen; i++)
-		o += (size_t)snprintf(out + o, outlen - o, "%02x", p[i]);
-	if (outlen)
-		out[o < outlen ? o : outlen - 1] = '\0';
-}
-
-/* GNU build id (NT_GNU_BUILD_ID) and Go build id ("Go\0\0", type 4). */
-static void load_notes(struct gobin *g)
-{
-	struct gobin_impl *im = g->impl;
-	Elf_Scn *scn = NULL;
-	while ((scn = elf_nextscn(im->elf, scn))) {
-		GElf_Shdr sh;
-		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_NOTE || sh.sh_size > MAX_NOTE_BYTES)
-			continue;
-		Elf_Data *d = elf_getdata(scn, NULL);
-		if (!d || !d->d_buf)
-			continue;
-		size_t off = 0, name_off, desc_off;
-		GElf_Nhdr nh;
-		while (off < d->d_size &&
-		       (off = gelf_getnote(d, off, &nh, &name_off, &desc_off)) > 0) {
-			if (name_off >= d->d_size || desc_off > d->d_size ||
-			    nh.n_descsz > d->d_size - desc_off)
-				break;
-			const char *nm = (const char *)d->d_buf + name_off;
-			const uint8_t *desc = (const uint8_t *)d->d_buf + desc_off;
-			if (nh.n_namesz == 4 && !memcmp(nm, "GNU", 4) && nh.n_type == NT_GNU_BUILD_ID)
-				hex(desc, nh.n_descsz, g->gnu_build_id, sizeof(g->gnu_build_id));
-			else if (nh.n_namesz == 4 && !memcmp(nm, "Go\0", 4) && nh.n_type == 4) {
-				size_t n = nh.n_descsz < sizeof(g->go_build_id) - 1
-					   ? nh.n_descsz : sizeof(g->go_build_id) - 1;
-				memcpy(g->go_build_id, desc, n);
-				g->go_build_id[n] = '\0';
-				for (size_t i = 0; i < n; i++)
-					if (g->go_build_id[i] < 0x20 || g->go_build_id[i] > 0x7e)
-						g->go_build_id[i] = '?';
-			}
-		}
-	}
-}
-
-static int uvarint(const uint8_t *p, size_t len, size_t *pos, uint64_t *v)
-{
-	uint64_t x = 0;
-	for (unsigned shift = 0; shift < 64 && *pos < len; shift += 7) {
-		uint8_t b = p[(*pos)++];
-		x |= (uint64_t)(b & 0x7f) << shift;
-		if (!(b & 0x80)) {
-			*v = x;
-			return 0;
-		}
-	}
-	return -EINVAL;
-}
-
-static void set_version(struct gobin *g, const uint8_t *s, uint64_t n)
-{
-	if (n == 0 || n >= sizeof(g->go_version) || n < 3 || memcmp(s, "go", 2) != 0)
-		return;
-	for (uint64_t i = 0; i < n; i++)
-		if (s[i] < 0x20 || s[i] > 0x7e)
-			return;
-	memcpy(g->go_version, s, n);
-	g->go_version[n] = '\0';
-}
-
-/* .go.buildinfo: "\xff Go buildinf:", ptrsize, flags; flags&2 -> inline
- * varint strings at 32 (Go >= 1.18), else two pointers to Go strings. */
-static void load_buildinfo(struct gobin *g)
-{
-	struct gobin_impl *im = g->impl;
-	const struct gsec *s = sec_by_name(im, ".go.buildinfo");
-	uint8_t buf[512];
-	if (!s || s->type == SHT_NOBITS || s->size < 32)
-		return;
-	size_t n = s->size < sizeof(buf) ? (size_t)s->size : sizeof(buf);
-	if (pread(im->fd, buf, n, (off_t)s->offset) != (ssize_t)n)
-		return;
-	if (memcmp(buf, "\xff Go buildinf:", 14) != 0)
-		return;
-	g->is_go = true;
-	uint8_t ptrsize = buf[14], flags = buf[15];
-	if (flags & 2) {
-		size_t pos = 32;
-		uint64_t len;
-		if (!uvarint(buf, n, &pos, &len) && len <= n - pos)
-			set_version(g, buf + pos, len);
-		return;
-	}
-	if (ptrsize != 8 || (flags & 1))	/* big-endian or 32-bit: not handled */
-		return;
-	uint64_t vptr, hdr[2];
-	memcpy(&vptr, buf + 16, 8);
-	if (file_read_at(im, vptr, hdr, sizeof(hdr)) || hdr[1] == 0 || hdr[1] >= 64)
-		return;
-	uint8_t v[64];
-	if (!file_read_at(im, hdr[0], v, hdr[1]))
-		set_version(g, v, hdr[1]);
-}
-
-static int load_text(struct gobin *g, struct pp_err *err)
-{
-	size_t phnum;
-	if (elf_getphdrnum(g->impl->elf, &phnum))
-		return pp_errf(err, -ENOEXEC, "%s: no program headers", g->path);
-	for (size_t i = 0; i < phnum && i < 256; i++) {
-		GElf_Phdr ph;
-		if (!gelf_getphdr(g->impl->elf, (int)i, &ph))
-			continue;
-		if (ph.p_type == PT_LOAD && (ph.p_flags & PF_X)) {
-			g->text_vaddr = ph.p_vaddr;
-			g->text_memsz = ph.p_memsz;
-			g->text_offset = ph.p_offset;
-			return 0;
-		}
-	}
-	return pp_errf(err, -ENOEXEC, "%s: no executable segment", g->path);
-}
-
 /* ---- Variables from .symtab ------------------------------------------ */
 
-static void vars_from_symtab(struct gobin *g)
+static void vars_from_symtab(struct gobin *g, const struct elffile *ef)
 {
-	struct gobin_impl *im = g->impl;
-	Elf_Scn *scn = NULL;
-	while ((scn = elf_nextscn(im->elf, scn))) {
-		GElf_Shdr sh;
-		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_SYMTAB || sh.sh_entsize == 0)
-			continue;
-		Elf_Data *d = elf_getdata(scn, NULL);
-		if (!d)
-			continue;
-		g->has_symtab = true;
-		size_t n = sh.sh_size / sh.sh_entsize;
-		struct gobin_vars v = {0};
-		for (size_t i = 0; i < n; i++) {
-			GElf_Sym sym;
-			if (!gelf_getsym(d, (int)i, &sym) || GELF_ST_TYPE(sym.st_info) != STT_OBJECT)
-				continue;
-			const char *name = elf_strptr(im->elf, sh.sh_link, sym.st_name);
-			if (!name || strncmp(name, "runtime.", 8) != 0)
-				continue;
-			if (!strcmp(name + 8, "mbuckets"))
-				v.mbuckets = sym.st_value;
-			else if (!strcmp(name + 8, "MemProfileRate"))
-				v.mem_profile_rate = sym.st_value;
-			else if (!strcmp(name + 8, "mProfCycle"))
-				v.mprof_cycle = sym.st_value;
-		}
-		if (v.mbuckets && v.mem_profile_rate && v.mprof_cycle) {
-			v.source = GOBIN_VARS_SYMTAB;
-			g->vars = v;
-		}
+	static const char *const names[] = {
+		"runtime.mbuckets", "runtime.MemProfileRate", "runtime.mProfCycle",
+	};
+	uint64_t v[3] = { 0 };
+	if (!ef->has_symtab || elffile_find_symbols(ef, names, 3, v, NULL) != 3 ||
+	    !v[0] || !v[1] || !v[2])
 		return;
-	}
+	g->vars = (struct gobin_vars){ .mbuckets = v[0], .mem_profile_rate = v[1],
+				       .mprof_cycle = v[2], .source = GOBIN_VARS_SYMTAB };
 }
 
 /* ---- Variables decoded from runtime code (stripped binaries, amd64) ---- */
@@ -393,12 +143,20 @@ static void targets_add(struct targets *t, uint64_t a)
 		t->v[t->n++] = a;
 }
 
-static bool in_data(const struct gobin_impl *im, uint64_t a, unsigned size)
+/* [a, a+size) inside one of Go's writable data sections (.bss, .data and
+ * their noptr twins; NOBITS included). */
+static bool in_data(const struct elffile *ef, uint64_t a, unsigned size)
 {
-	const struct gsec *s = sec_of(im, a, size);
-	return s && (s->flags & SHF_WRITE) && !(s->flags & SHF_EXECINSTR) &&
-	       (!strcmp(s->name, ".bss") || !strcmp(s->name, ".noptrbss") ||
-		!strcmp(s->name, ".data") || !strcmp(s->name, ".noptrdata"));
+	for (size_t i = 0; i < ef->nsecs; i++) {
+		const struct elffile_sec *s = &ef->secs[i];
+		if (!(s->flags & SHF_ALLOC) || s->size == 0 || a < s->addr ||
+		    a - s->addr > s->size || size > s->size - (a - s->addr))
+			continue;
+		return (s->flags & SHF_WRITE) && !(s->flags & SHF_EXECINSTR) &&
+		       (!strcmp(s->name, ".bss") || !strcmp(s->name, ".noptrbss") ||
+			!strcmp(s->name, ".data") || !strcmp(s->name, ".noptrdata"));
+	}
+	return false;
 }
 
 void gobin_scan_moves(const uint8_t *code, size_t len, uint64_t addr, int kind,
@@ -427,18 +185,18 @@ void gobin_scan_moves(const uint8_t *code, size_t len, uint64_t addr, int kind,
 	}
 }
 
-static int func_code(const struct gobin *g, const char *name, uint8_t **code, size_t *len,
-		     uint64_t *start)
+static int func_code(const struct gobin *g, const struct elffile *ef, const char *name,
+		     uint8_t **code, size_t *len, uint64_t *start)
 {
 	uint64_t s, e;
-	if (!g->impl->sym || gosym_func_range(g->impl->sym, name, &s, &e) || e <= s)
+	if (!g->impl->es || func_range(g->impl->es, name, &s, &e) || e <= s)
 		return -ENOENT;
 	if (e - s > MAX_FUNC_CODE)
 		return -E2BIG;
 	*code = malloc(e - s);
 	if (!*code)
 		return -ENOMEM;
-	if (file_read_at(g->impl, s, *code, e - s)) {
+	if (elffile_read_code(ef, s, *code, e - s) != e - s) {
 		free(*code);
 		return -EFAULT;
 	}
@@ -455,8 +213,8 @@ struct use {
 /* The single target used (as kind) by every function of uses[] that exists,
  * aligned and within a data section; 0 when not unique. *nfuncs: how many
  * functions were found. */
-static uint64_t common_target(const struct gobin *g, const struct use *uses, size_t nuses,
-			      unsigned align, unsigned *nfuncs)
+static uint64_t common_target(const struct gobin *g, const struct elffile *ef,
+			      const struct use *uses, size_t nuses, unsigned align, unsigned *nfuncs)
 {
 	struct targets acc = {.n = 0};
 	bool first = true;
@@ -465,13 +223,13 @@ static uint64_t common_target(const struct gobin *g, const struct use *uses, siz
 		uint8_t *code;
 		size_t len, n;
 		uint64_t start, found[256];
-		if (func_code(g, uses[f].func, &code, &len, &start))
+		if (func_code(g, ef, uses[f].func, &code, &len, &start))
 			continue;
 		gobin_scan_moves(code, len, start, uses[f].kind, found, &n, 256);
 		free(code);
 		struct targets t = {.n = 0};
 		for (size_t i = 0; i < n; i++)
-			if (found[i] % align == 0 && in_data(g->impl, found[i], align))
+			if (found[i] % align == 0 && in_data(ef, found[i], align))
 				targets_add(&t, found[i]);
 		/* A function that no longer uses the variable this way (the Go
 		 * version moved the code elsewhere) proves nothing either way. */
@@ -493,7 +251,7 @@ static uint64_t common_target(const struct gobin *g, const struct use *uses, siz
 	return acc.n == 1 ? acc.v[0] : 0;
 }
 
-static void vars_from_code(struct gobin *g)
+static void vars_from_code(struct gobin *g, const struct elffile *ef)
 {
 	/* mbuckets.Load() in MemProfile (memProfileInternal from 1.23) and
 	 * mProf_FlushLocked, &mbuckets for the atomic store in stkbucket.
@@ -520,9 +278,9 @@ static void vars_from_code(struct gobin *g)
 	};
 	unsigned n1, n2, n3;
 	struct gobin_vars v = {0};
-	v.mbuckets = common_target(g, mb, sizeof(mb) / sizeof(mb[0]), 8, &n1);
-	v.mprof_cycle = common_target(g, cy, sizeof(cy) / sizeof(cy[0]), 4, &n2);
-	v.mem_profile_rate = common_target(g, rt, sizeof(rt) / sizeof(rt[0]), 8, &n3);
+	v.mbuckets = common_target(g, ef, mb, sizeof(mb) / sizeof(mb[0]), 8, &n1);
+	v.mprof_cycle = common_target(g, ef, cy, sizeof(cy) / sizeof(cy[0]), 4, &n2);
+	v.mem_profile_rate = common_target(g, ef, rt, sizeof(rt) / sizeof(rt[0]), 8, &n3);
 	/* One function alone is too weak a proof. */
 	if (n1 < 2 || n2 < 2 || n3 < 2)
 		return;
@@ -541,89 +299,78 @@ int gobin_open(const char *path, struct gobin **out, struct pp_err *err)
 {
 	int rc;
 	*out = NULL;
-	if ((rc = elf_once()))
-		return pp_errf(err, rc, "libelf: %s", elf_errmsg(-1));
 	struct gobin *g = calloc(1, sizeof(*g));
 	if (!g)
 		return -ENOMEM;
 	g->impl = calloc(1, sizeof(*g->impl));
-	if (g->impl) {
-		g->impl->fd = -1;
+	if (g->impl)
 		g->impl->refs = 1;
-	}
 	g->path = strdup(path);
 	g->exe = strdup(path);
 	if (!g->impl || !g->path || !g->exe) {
 		gobin_free(g);
 		return -ENOMEM;
 	}
-	/* usually /proc/PID/exe of a process that may be hostile: never an
-	 * open that can block (FUSE), never anything but a regular file */
-	struct stat st0;
-	g->impl->fd = proc_open_link(path, GOBIN_MAX_FILE, &st0);
-	if (g->impl->fd < 0) {
-		rc = g->impl->fd == -ESRCH ? -ENOENT : g->impl->fd;
-		gobin_free(g);
-		return pp_errf(err, rc, "open %s: %s", path,
-			       rc == -EINVAL ? "not a regular file on a trusted filesystem"
-			       : rc == -EFBIG ? "larger than 4 GiB" : strerror(-rc));
-	}
+	/* usually /proc/PID/exe of a process that may be hostile: opened the
+	 * safe way (elffile_open_link) and parsed once, for everything below */
+	struct elffile *ef;
 	struct stat st;
-	if (fstat(g->impl->fd, &st) == 0) {
-		g->impl->st_dev = st.st_dev;
-		g->impl->st_ino = st.st_ino;
-	}
-	g->impl->elf = elf_begin(g->impl->fd, ELF_C_READ_MMAP, NULL);
-	GElf_Ehdr eh;
-	if (!g->impl->elf || elf_kind(g->impl->elf) != ELF_K_ELF || !gelf_getehdr(g->impl->elf, &eh)) {
+	struct pp_err ferr = { 0 };
+	rc = elffile_open_link(path, GOBIN_MAX_FILE, &ef, &st, &ferr);
+	if (rc < 0) {
 		gobin_free(g);
-		return pp_errf(err, -ENOEXEC, "%s: not an ELF file", path);
+		if (rc == -ENOEXEC)
+			return pp_errf(err, rc, "%s: not an ELF file", path);
+		rc = rc == -ESRCH ? -ENOENT : rc;
+		return pp_errf(err, rc, "%s", ferr.msg);
 	}
+	g->impl->st_dev = st.st_dev;
+	g->impl->st_ino = st.st_ino;
 	/* The bucket layout is the same on arm64; decoding instructions for
 	 * stripped binaries is amd64 only. */
-	if ((eh.e_machine != EM_X86_64 && eh.e_machine != EM_AARCH64) ||
-	    gelf_getclass(g->impl->elf) != ELFCLASS64 ||
-	    eh.e_ident[EI_DATA] != ELFDATA2LSB) {
-		gobin_free(g);
-		return pp_errf(err, -ENOEXEC, "%s: not a 64-bit little-endian x86-64/arm64 ELF "
-			       "(machine %u)", path, (unsigned)eh.e_machine);
+	if (ef->e_machine != EM_X86_64 && ef->e_machine != EM_AARCH64) {
+		rc = pp_errf(err, -ENOEXEC, "%s: not a 64-bit little-endian x86-64/arm64 ELF "
+			     "(machine %u)", path, (unsigned)ef->e_machine);
+		goto fail;
 	}
-	g->pie = eh.e_type == ET_DYN;
-	if ((rc = load_sections(g->impl, err)) || (rc = load_text(g, err))) {
-		gobin_free(g);
-		return rc;
+	g->pie = ef->e_type == ET_DYN;
+	const struct elffile_load *x = NULL;
+	for (size_t i = 0; i < ef->nloads && !x; i++)
+		if (ef->loads[i].flags & PF_X)
+			x = &ef->loads[i];
+	if (!x) {
+		rc = pp_errf(err, -ENOEXEC, "%s: no executable segment", path);
+		goto fail;
 	}
-	load_notes(g);
-	load_buildinfo(g);
-	if (sec_by_name(g->impl, ".gopclntab") || sec_by_name(g->impl, ".data.rel.ro.gopclntab") ||
-	    g->go_build_id[0])
-		g->is_go = true;
+	g->text_vaddr = x->vaddr;
+	g->text_memsz = x->memsz;
+	g->text_offset = x->offset;
+	/* the file's labels, as every other module reports them */
+	snprintf(g->go_version, sizeof(g->go_version), "%s", ef->go_version);
+	snprintf(g->go_build_id, sizeof(g->go_build_id), "%s", ef->go_build_id);
+	snprintf(g->gnu_build_id, sizeof(g->gnu_build_id), "%s", ef->gnu_build_id);
+	g->has_symtab = ef->has_symtab;
+	g->is_go = ef->go_buildinfo || elffile_section(ef, ".gopclntab") ||
+		   elffile_section(ef, ".data.rel.ro.gopclntab") || ef->go_build_id[0];
 	if (!g->is_go) {
-		gobin_free(g);
-		return pp_errf(err, -ENOEXEC, "%s: not a Go program", path);
+		rc = pp_errf(err, -ENOEXEC, "%s: not a Go program", path);
+		goto fail;
 	}
 	/* Symbolization; failure leaves the gobin usable for reading. */
-	if (gosym_open(g->impl->fd, &g->impl->sym, NULL) == 0) {
-		g->has_pclntab = g->impl->sym->es->pcln != NULL;
-		if (!g->go_version[0])
-			snprintf(g->go_version, sizeof(g->go_version), "%s",
-				 g->impl->sym->es->go_version);
-	}
-	vars_from_symtab(g);
-	if (g->vars.source == GOBIN_VARS_NONE)
-		if (eh.e_machine == EM_X86_64)
-			vars_from_code(g);
-	/* Everything needed later was copied out: no fd or mmap stays open
-	 * per tracked process. */
-	elf_end(g->impl->elf);
-	g->impl->elf = NULL;
-	close(g->impl->fd);
-	g->impl->fd = -1;
-	free(g->impl->secs);
-	g->impl->secs = NULL;
-	g->impl->nsecs = 0;
+	if (elfsym_load_file(ef, &g->impl->es, NULL) == 0)
+		g->has_pclntab = g->impl->es->pcln != NULL;
+	vars_from_symtab(g, ef);
+	if (g->vars.source == GOBIN_VARS_NONE && ef->e_machine == EM_X86_64)
+		vars_from_code(g, ef);
+	/* Everything needed later was copied out: no fd stays open per
+	 * tracked process. */
+	elffile_close(ef);
 	*out = g;
 	return 0;
+fail:
+	elffile_close(ef);
+	gobin_free(g);
+	return rc;
 }
 
 static int gone(int e)
@@ -683,34 +430,14 @@ void gobin_file_id(const struct gobin *g, uint64_t *dev, uint64_t *ino)
 
 ssize_t gobin_read_some(const struct gobin *g, pid_t pid, uint64_t addr, void *buf, size_t len)
 {
-	if (g && g->mem) {
-		ssize_t n = g->mem->read(g->mem->ctx, addr, buf, len);
-		/* a reader that claims more than asked for is broken: no bytes */
-		return n > (ssize_t)len ? -EIO : n;
-	}
-	struct iovec l = {.iov_base = buf, .iov_len = len};
-	struct iovec r = {.iov_base = (void *)(uintptr_t)addr, .iov_len = len};
-	ssize_t n = process_vm_readv(pid, &l, 1, &r, 1, 0);
-	return n < 0 ? -errno : n;
+	return rmem_read_some(g ? g->mem : NULL, pid, addr, buf, len);
 }
 
-/* Exactly len bytes through gobin_read_some(), with a message. */
+/* Exactly len bytes through the seam, with a message (remotemem.h). */
 static int read_exact(const struct gobin *g, pid_t pid, uint64_t addr, void *buf, size_t len,
 		      struct pp_err *err)
 {
-	ssize_t n = gobin_read_some(g, pid, addr, buf, len);
-	if (n == (ssize_t)len)
-		return 0;
-	if (n >= 0)
-		return pp_errf(err, -EFAULT, "pid %d: short read at 0x%" PRIx64, (int)pid, addr);
-	int e = (int)-n;
-	if (e == ESRCH)
-		return pp_errf(err, -ESRCH, "pid %d: the process exited", (int)pid);
-	if (e == EPERM || e == EACCES)
-		return pp_errf(err, -e, "pid %d: not allowed to read its memory (%s)", (int)pid,
-			       strerror(e));
-	return pp_errf(err, -e, "pid %d: read 0x%" PRIx64 "+%zu: %s", (int)pid, addr, len,
-		       strerror(e));
+	return rmem_read_exact(g ? g->mem : NULL, pid, addr, buf, len, err);
 }
 
 int gobin_read_mem(pid_t pid, uint64_t addr, void *buf, size_t len, struct pp_err *err)
@@ -731,9 +458,12 @@ static int verify_live(struct gobin *g, struct pp_err *err)
 	if ((rc = gobin_read_mbuckets(g, &head, err)))
 		return rc;
 	if (head) {
-		uint64_t hdr[6];
-		if (read_exact(g, g->pid, head, hdr, sizeof(hdr), NULL) || hdr[2] != 1 ||
-		    hdr[5] == 0 || hdr[5] > 1024)
+		/* a bucket of a real program has a stack */
+		uint64_t buf[GOBUCKET_BUF_WORDS];
+		struct rmem rm;
+		struct gobucket b;
+		rmem_init(&rm, g->mem, g->pid, false);
+		if (gobucket_read(&rm, head, 0, false, buf, &b, NULL) || b.nstk == 0)
 			return pp_errf(err, -ENOENT, "pid %d: candidate runtime.mbuckets at 0x%" PRIx64
 				       " does not point at a memory-profile bucket",
 				       (int)g->pid, g->mbuckets_addr);
@@ -867,12 +597,7 @@ void gobin_free(struct gobin *g)
 	if (!g)
 		return;
 	if (g->impl && __atomic_sub_fetch(&g->impl->refs, 1, __ATOMIC_ACQ_REL) == 0) {
-		gosym_free(g->impl->sym);
-		if (g->impl->elf)
-			elf_end(g->impl->elf);
-		if (g->impl->fd >= 0)
-			close(g->impl->fd);
-		free(g->impl->secs);
+		elfsym_free(g->impl->es);
 		free(g->impl);
 	}
 	free(g->path);
@@ -935,9 +660,9 @@ int gobin_enable_profiling(const struct gobin *g, int64_t rate, int64_t *old,
 size_t gobin_symbolize(const struct gobin *g, uint64_t pc, struct gobin_frame *frames,
 		       size_t max)
 {
-	if (!g->impl->sym || max == 0 || pc < g->bias)
+	if (!g->impl->es || max == 0 || pc < g->bias)
 		return 0;
-	size_t n = gosym_frames(g->impl->sym, pc - g->bias, frames, max);
+	size_t n = func_frames(g->impl->es, pc - g->bias, frames, max);
 	for (size_t i = 0; i < n; i++)
 		frames[i].entry += g->bias;
 	return n;

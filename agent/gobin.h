@@ -75,9 +75,11 @@ struct gobin {
 	bool pie;			/* ET_DYN: load bias applies */
 	bool has_symtab;
 	bool has_pclntab;		/* functions, files, lines (and inlining) */
+	/* The file's labels, elffile's (elffile.h says how each is rendered:
+	 * the symbolizer reports the same for the same file). */
 	char go_version[64];		/* "go1.19.8"; "" when unknown */
 	char go_build_id[256];		/* the Go build id note; "" when absent */
-	char gnu_build_id[81];		/* hex of NT_GNU_BUILD_ID; "" when absent */
+	char gnu_build_id[129];		/* hex of NT_GNU_BUILD_ID; "" when absent */
 	struct gobin_vars vars;		/* link-time */
 
 	/* The executable text segment (link-time), for pprof mappings. */
@@ -154,13 +156,13 @@ int gobin_read_mbuckets(const struct gobin *g, uint64_t *head, struct pp_err *er
 int gobin_enable_profiling(const struct gobin *g, int64_t rate, int64_t *old,
 			   struct pp_err *err);
 
-/* process_vm_readv of exactly len bytes: -ESRCH (gone), -EFAULT (unmapped
- * or short), -EPERM/-EACCES, with a message. */
+/* Exactly len bytes of pid's memory (rmem_read_exact, remotemem.h): -ESRCH
+ * (gone), -EFAULT (unmapped or short), -EPERM/-EACCES, with a message. */
 int gobin_read_mem(pid_t pid, uint64_t addr, void *buf, size_t len, struct pp_err *err);
 
 /*
- * The one place target memory is read: through g->mem when set, else
- * process_vm_readv on pid (g may be NULL then). Up to len bytes at addr;
+ * rmem_read_some() (remotemem.h, the one place target memory is read)
+ * through g->mem when set, else process_vm_readv on pid (g may be NULL). Up to len bytes at addr;
  * returns the count copied (short at unreadable memory) or -errno, as
  * struct gobin_mem's read(). No message: callers word their own.
  */

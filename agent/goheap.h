@@ -3,8 +3,8 @@
  *
  * Three steps, usable separately:
  *   1. goheap_read(): walk runtime.mbuckets -> allnext with
- *      process_vm_readv (or the gobin's struct gobin_mem, the seam the
- *      fuzz target uses) into a struct go_heap (raw buckets, nothing
+ *      process_vm_readv (remotemem.h; or the gobin's struct gobin_mem, the
+ *      seam the fuzz target uses) into a struct go_heap (raw buckets, nothing
  *      interpreted yet). Producers that obtain buckets another way (the
  *      OOM capture reads them from BPF) fill a go_heap with
  *      goheap_add_bucket() instead.
@@ -16,6 +16,12 @@
  *      runtime.* frames hidden.
  *   3. goheap_series_labels(): the series labels of such a profile.
  * goheap_snapshot() does all three for one pid (on-demand and periodic).
+ *
+ * Files: goheap_walk.c (the walk, go_heap, views), goheap_scale.c (Go's
+ * scaleHeapSample), goheap_pprof.c (the profile builder),
+ * goheap_snapshot.c (the streamed snapshot, labels). Buckets are decoded
+ * by gobucket.c (the layout: bpf/golayout.h), target memory read by
+ * remotemem.c.
  *
  * Views: the runtime keeps per bucket an `active` record (what it
  * publishes) and three `future` cycles not yet published.
@@ -43,12 +49,14 @@
 
 #include "err.h"
 #include "gobin.h"
+#include "gobucket.h"
 #include "labels.h"
 
 struct pprof;
 
-/* Go records at most 32 frames up to 1.22, at most 1024 from 1.23 on. */
-#define GOHEAP_NSTK_LIMIT 1024
+/* Go records at most 32 frames up to 1.22, at most 1024 from 1.23 on
+ * (golayout.h). */
+#define GOHEAP_NSTK_LIMIT GO_MAX_STACK
 
 /* goheap_read()/goheap_snapshot() return this when MemProfileRate is 0
  * and there are no buckets: "memory profiling disabled". */
@@ -58,11 +66,6 @@ enum goheap_view { GOHEAP_VIEW_RUNTIME, GOHEAP_VIEW_LATEST };
 
 const char *goheap_view_name(enum goheap_view v);	/* "runtime" | "latest" */
 int goheap_view_parse(const char *s, enum goheap_view *v);
-
-/* runtime.memRecordCycle */
-struct go_memrec {
-	uint64_t allocs, frees, alloc_bytes, free_bytes;
-};
 
 struct go_bucket {
 	uint64_t addr;		/* the bucket's address in the target (identity) */

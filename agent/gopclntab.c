@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bytes.h"
+
 /* Go funcdata/pcdata indices (runtime/symtab.go). */
 #define PCDATA_INLTREEINDEX 2
 #define FUNCDATA_INLTREE 3
@@ -314,21 +316,14 @@ long gopcln_find_name(const struct gopcln *t, const char *name, struct gopcln_fu
 	return -ENOENT;
 }
 
-/* Bounded varint (at most 5 bytes for a uint32). */
+/* A pc-value table's varint: a uint32 (larger values are corrupt). */
 static bool uvarint(const uint8_t *b, size_t len, size_t *pos, uint32_t *v)
 {
-	uint32_t r = 0;
-	for (unsigned shift = 0; shift < 35; shift += 7) {
-		if (*pos >= len)
-			return false;
-		uint8_t c = b[(*pos)++];
-		r |= (uint32_t)(c & 0x7f) << shift;
-		if (!(c & 0x80)) {
-			*v = r;
-			return true;
-		}
-	}
-	return false;
+	uint64_t x;
+	if (!pp_uvarint(b, len, pos, &x) || x > UINT32_MAX)
+		return false;
+	*v = (uint32_t)x;
+	return true;
 }
 
 /* Value of the pc-value table at off for targetpc, or -1 (runtime's

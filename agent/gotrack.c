@@ -21,6 +21,8 @@
 #include "oom.h"
 #include "metrics.h"
 #include "procinfo.h"
+#include "ppclock.h"
+#include "grow.h"
 
 #define NOT_GO_CACHE 4096	/* not Go, or a Go binary that cannot be analyzed */
 /*
@@ -91,7 +93,7 @@ struct gotrack {
 	struct metric *m_tracked, *m_enabled;
 	struct metric *m_cut, *m_backoff_skip;
 	/* the snapshot worker (see gotrack.h) */
-	struct outbox *outbox;		/* set at the first enqueue; outlives the worker */
+	struct pp_reporter rep;		/* where profiles go (gotrack_new) */
 	pthread_t thr;
 	bool thr_started;
 	int efd;			/* eventfd: results are waiting */
@@ -103,13 +105,14 @@ struct gotrack {
 	atomic_bool cancel;		/* a running snapshot gives up at once */
 };
 
-struct gotrack *gotrack_new(const struct config *cfg)
+struct gotrack *gotrack_new(const struct config *cfg, const struct pp_reporter *rep)
 {
 	struct gotrack *t = calloc(1, sizeof(*t));
 
 	if (!t)
 		return NULL;
 	t->cfg = cfg;
+	t->rep = *rep;
 	t->due_ns = UINT64_MAX;
 	t->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (t->efd < 0) {
@@ -236,14 +239,8 @@ static void cand_set(struct gotrack *t, pid_t pid, uint64_t start, const struct 
 	struct candidate *c = find_cand(t, pid);
 
 	if (!c) {
-		if (t->ncand == t->cand_cap) {
-			size_t cap = t->cand_cap ? t->cand_cap * 2 : 64;
-			struct candidate *nv = realloc(t->cand, cap * sizeof(*nv));
-			if (!nv)
-				return;	/* an exec into Go then waits for a pid change */
-			t->cand = nv;
-			t->cand_cap = cap;
-		}
+		if (pp_grow(&t->cand, &t->cand_cap, t->ncand + 1, sizeof(*t->cand), 64))
+			return;	/* an exec into Go then waits for a pid change */
 		c = &t->cand[t->ncand++];
 	}
 	*c = (struct candidate){ .pid = pid, .start = start, .id = *id };
@@ -255,13 +252,6 @@ static void remember_not_go(struct gotrack *t, const struct exe_id *id)
 	t->not_go_next = (t->not_go_next + 1) % NOT_GO_CACHE;
 	if (t->not_go_n < NOT_GO_CACHE)
 		t->not_go_n++;
-}
-
-static uint64_t mono_now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 /* Age of a process from its start time (clock ticks since boot, in our
@@ -367,20 +357,14 @@ static int add(struct gotrack *t, pid_t pid, bool remember)
 		gobin_free(g);
 		return rc;
 	}
-	if (t->n == t->cap) {
-		size_t cap = t->cap ? t->cap * 2 : 16;
-		struct tracked *nv = realloc(t->v, cap * sizeof(*nv));
-		if (!nv) {
-			gobin_free(g);
-			return -ENOMEM;
-		}
-		t->v = nv;
-		t->cap = cap;
+	if (pp_grow(&t->v, &t->cap, t->n + 1, sizeof(*t->v), 16)) {
+		gobin_free(g);
+		return -ENOMEM;
 	}
 	cand_del(t, pid);
 	t->v[t->n++] = (struct tracked){ .pid = pid, .start = start, .id = id, .g = g };
 	if (t->cfg->go_heap.enable_profiling) {
-		uint64_t age = proc_age_ns(start), now = mono_now();
+		uint64_t age = proc_age_ns(start), now = pp_mono_ns();
 		struct tracked *e = &t->v[t->n - 1];
 		if (age >= ENABLE_MIN_AGE_NS) {
 			enable_profiling(t, e, now);
@@ -417,7 +401,7 @@ void gotrack_recheck(struct gotrack *t)
 {
 	pid_t again[64];
 	size_t nagain = 0;
-	uint64_t now = mono_now();
+	uint64_t now = pp_mono_ns();
 
 	t->due_ns = UINT64_MAX;
 	for (size_t i = 0; i < t->n; i++) {
@@ -482,9 +466,9 @@ struct goheap_budget gotrack_budget(const struct go_heap_config *gh)
 	};
 }
 
-/* Run one job on the worker: snapshot, hand the profile to the outbox,
+/* Run one job on the worker: snapshot, hand the profile to the reporter,
  * count and log. Touches nothing of t but the read-only config, the
- * (thread-safe) outbox and metrics, and the cancel flag. */
+ * reporter, metrics, and the cancel flag. */
 static void run_job(struct gotrack *t, struct job *j)
 {
 	struct pp_err err = { 0 };
@@ -522,7 +506,7 @@ static void run_job(struct gotrack *t, struct job *j)
 	} else {
 		j->budget_cut = s.budget_cut;
 		snprintf(j->reason, sizeof(j->reason), "%s", s.incomplete_reason);
-		if (outbox_submit(t->outbox, &s.labels, s.gz, s.len, &err))
+		if (t->rep.fn(t->rep.arg, &s.labels, s.gz, s.len, false, &err))
 			pp_log(PP_WARN, "cannot hand over a heap profile", "pid=%d error=%s",
 			       (int)j->pid, pp_q(err.msg));
 		pp_log(strcmp(j->trigger, "interval") ? PP_INFO : PP_DEBUG, "go heap snapshot",
@@ -569,7 +553,7 @@ static void *worker(void *arg)
 }
 
 /* Hand e's snapshot to the worker (started on first use). */
-static void enqueue(struct gotrack *t, struct tracked *e, struct outbox *o, const char *trigger,
+static void enqueue(struct gotrack *t, struct tracked *e, const char *trigger,
 		    enum goheap_view view)
 {
 	struct pp_err err = { 0 };
@@ -578,7 +562,6 @@ static void enqueue(struct gotrack *t, struct tracked *e, struct outbox *o, cons
 	if (e->queued)
 		return;	/* the previous one is still running: no pile-up */
 	if (!t->thr_started) {
-		t->outbox = o;
 		if (pthread_create(&t->thr, NULL, worker, t)) {
 			pp_log(PP_WARN, "cannot start the heap snapshot thread", "error=%s",
 			       pp_q(strerror(errno)));
@@ -624,7 +607,7 @@ size_t gotrack_collect(struct gotrack *t, size_t *urgent)
 {
 	struct job *v[MAX_JOBS];
 	size_t n;
-	uint64_t cnt, now = mono_now();
+	uint64_t cnt, now = pp_mono_ns();
 
 	if (read(t->efd, &cnt, sizeof(cnt)) < 0) {
 		/* EAGAIN: nothing new signalled; collect anyway */
@@ -674,11 +657,11 @@ static bool same_process(const struct tracked *e)
 	return proc_start_time(e->pid, &st) == 0 && st == e->start;
 }
 
-void gotrack_snapshot_all(struct gotrack *t, struct outbox *o)
+void gotrack_snapshot_all(struct gotrack *t)
 {
 	pid_t reused[64];
 	size_t nreused = 0;
-	uint64_t now = mono_now();
+	uint64_t now = pp_mono_ns();
 
 	for (size_t i = 0; i < t->n;) {
 		pid_t pid = t->v[i].pid;
@@ -692,7 +675,7 @@ void gotrack_snapshot_all(struct gotrack *t, struct outbox *o)
 		if (t->v[i].backoff_until_ns && now < t->v[i].backoff_until_ns)
 			metric_add(t->m_backoff_skip, 1);
 		else
-			enqueue(t, &t->v[i], o, "interval", GOHEAP_VIEW_RUNTIME);
+			enqueue(t, &t->v[i], "interval", GOHEAP_VIEW_RUNTIME);
 		i++;
 	}
 	/* a live process under a reused pid is still a target: analyze it */
@@ -758,7 +741,7 @@ int gotrack_memcg_usage(pid_t pid, uint64_t *usage, uint64_t *limit)
 	return 0;
 }
 
-int gotrack_check_pressure(struct gotrack *t, struct outbox *o, uint64_t now_ns)
+int gotrack_check_pressure(struct gotrack *t, uint64_t now_ns)
 {
 	const struct pressure_config *p = &t->cfg->go_heap.pressure;
 	int taken = 0;
@@ -782,7 +765,7 @@ int gotrack_check_pressure(struct gotrack *t, struct outbox *o, uint64_t now_ns)
 		       (int)e->pid, usage, limit, p->threshold_percent);
 		/* a process backed off for its budget is still worth one bounded
 		 * look before the OOM killer comes */
-		enqueue(t, e, o, "pressure", GOHEAP_VIEW_LATEST);
+		enqueue(t, e, "pressure", GOHEAP_VIEW_LATEST);
 		taken++;
 	}
 	return taken;

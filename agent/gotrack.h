@@ -7,7 +7,7 @@
  * ELF look each), takes the periodic snapshots (go_heap.interval) and the
  * pre-OOM ones (go_heap.pressure: a memory cgroup above threshold_percent
  * of its limit, at most once per cooldown), and hands profiles to the
- * outbox. With go_heap.enable_profiling it turns on memory profiling in Go
+ * reporter given to gotrack_new() (report.h). With go_heap.enable_profiling it turns on memory profiling in Go
  * programs that have it off (MemProfileRate 0), logging each one.
  *
  * Threading: every function here is for the run loop's thread only. The
@@ -16,8 +16,8 @@
  * target never delays CPU windows, process events or /healthz: the loop
  * queues a job (pressure ones first, with a gobin_share()d copy of the
  * process's analysis, at most one job per process at a time), the worker
- * takes the snapshot and hands the profile to the outbox (thread-safe)
- * itself, and the loop collects the outcomes (gotrack_fd() readable ->
+ * takes the snapshot and hands the profile to the reporter (on the
+ * worker thread), and the loop collects the outcomes (gotrack_fd() readable ->
  * gotrack_collect()) to apply go_heap.budget's backoff. The worker reads only the config
  * (read-only while the loop runs) and the job; gotrack_stop() joins it.
  */
@@ -30,17 +30,20 @@
 
 #include "config.h"
 #include "goheap.h"
-#include "outbox.h"
+#include "report.h"
 
 struct gotrack;
 
 struct oom_watch;
 
-struct gotrack *gotrack_new(const struct config *cfg);
+/* rep: where finished profiles go, called on the worker thread (copied;
+ * rep->arg must outlive gotrack_stop()). */
+struct gotrack *gotrack_new(const struct config *cfg, const struct pp_reporter *rep);
 /* Also hand every newly tracked Go process to the OOM watcher (go_heap.on_oom). */
 void gotrack_set_oom(struct gotrack *t, struct oom_watch *w);
 /* Cancels a snapshot under way (it stops within a few buckets) and joins
- * the worker; queued jobs are dropped. Call before the outbox goes away.
+ * the worker; queued jobs are dropped. Call before the reporter's target
+ * goes away.
  * gotrack_free() does it too. */
 void gotrack_stop(struct gotrack *t);
 void gotrack_free(struct gotrack *t);
@@ -70,15 +73,15 @@ size_t gotrack_count(const struct gotrack *t);
 /* Queue one snapshot of every tracked process (trigger "interval") for the
  * worker, except those backed off after a snapshot over go_heap.budget
  * (counted in pushprof_go_heap_snapshots_backed_off_total) and those whose
- * previous job is not done. o must outlive gotrack_stop(). */
-void gotrack_snapshot_all(struct gotrack *t, struct outbox *o);
+ * previous job is not done. */
+void gotrack_snapshot_all(struct gotrack *t);
 /* Readable (eventfd) when the worker has finished jobs. */
 int gotrack_fd(const struct gotrack *t);
 /* Apply finished jobs: drop processes found gone, back off those cut by
  * the budget (backoff, doubling per consecutive cut up to 8x; logged at
  * the first cut, counted in pushprof_go_heap_budget_exceeded_total), clear
  * the backoff after a complete one. Returns how many jobs finished (their
- * profiles are already in the outbox); *urgent (may be NULL) how many of
+ * profiles are already reported); *urgent (may be NULL) how many of
  * them were not periodic (pressure: to be pushed at once). */
 size_t gotrack_collect(struct gotrack *t, size_t *urgent);
 /* go_heap.budget as goheap_snapshot() takes it. */
@@ -86,7 +89,7 @@ struct goheap_budget gotrack_budget(const struct go_heap_config *gh);
 /* Poll memory cgroups; queue snapshots (trigger "pressure", even of
  * processes backed off) of those above threshold. Returns how many were
  * queued. */
-int gotrack_check_pressure(struct gotrack *t, struct outbox *o, uint64_t now_ns);
+int gotrack_check_pressure(struct gotrack *t, uint64_t now_ns);
 
 /* Memory cgroup usage and limit of a process (v2 memory.current/max, else
  * v1 memory.usage_in_bytes/limit_in_bytes). limit UINT64_MAX = unlimited. */

@@ -17,6 +17,7 @@
 #include "fileutil.h"
 #include "log.h"
 #include "metrics.h"
+#include "ppclock.h"
 
 #define HTTP_MAX_CONNS 1024		/* clients at once (capped by the fd limit) */
 #define HTTP_PER_IP 32			/* clients at once from one address */
@@ -138,13 +139,6 @@ static int authorized(struct http_server *s, struct MHD_Connection *c)
 	return ok;
 }
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static uint64_t client_key(struct MHD_Connection *c)
 {
 	const union MHD_ConnectionInfo *ci =
@@ -191,7 +185,7 @@ static struct rate_slot *slot_for(struct rate_slot *v, uint64_t key)
 static unsigned rate_check(struct http_server *s, struct MHD_Connection *c, pid_t pid,
 			   char *msg, size_t len)
 {
-	const uint64_t min = 60000000000ull, now = now_ns();
+	const uint64_t min = 60000000000ull, now = pp_mono_ns();
 	unsigned wait = 0;
 
 	pthread_mutex_lock(&s->lock);
@@ -387,7 +381,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 	}
 	if (!strcmp(url, "/healthz") && get) {
 		pthread_mutex_lock(&s->lock);
-		uint64_t beat = s->beat_ns, max = s->max_silence_ns, now = now_ns();
+		uint64_t beat = s->beat_ns, max = s->max_silence_ns, now = pp_mono_ns();
 		pthread_mutex_unlock(&s->lock);
 		if (beat && now - beat > max) {
 			char msg[160];
@@ -484,7 +478,7 @@ struct http_server *http_start(const char *address, const struct http_snapshot_a
 		s->api = *api;
 	snprintf(s->why, sizeof(s->why), "starting");
 	/*
-	 * Probes must get through whatever else connects (issue 12 #5: 64
+	 * Probes must get through whatever else connects (slow clients: 64
 	 * trickling connections used to fill the old 64-connection select()
 	 * loop and every kubelet probe failed). epoll (no FD_SETSIZE ceiling),
 	 * room for HTTP_MAX_CONNS clients but never more than a quarter of the
@@ -537,7 +531,7 @@ void http_heartbeat(struct http_server *s, uint64_t max_silence_ns)
 	if (!s)
 		return;
 	pthread_mutex_lock(&s->lock);
-	s->beat_ns = now_ns();
+	s->beat_ns = pp_mono_ns();
 	s->max_silence_ns = max_silence_ns;
 	pthread_mutex_unlock(&s->lock);
 }

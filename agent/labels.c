@@ -1,4 +1,5 @@
 #include "labels.h"
+#include "grow.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -17,15 +18,9 @@ int pp_labels_set(struct pp_labels *l, const char *name, const char *value)
 			return 0;
 		}
 	}
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? l->cap * 2 : 8;
-		struct pp_label *nv = realloc(l->v, cap * sizeof(*nv));
-		if (!nv) {
-			free(v);
-			return -ENOMEM;
-		}
-		l->v = nv;
-		l->cap = cap;
+	if (pp_grow(&l->v, &l->cap, l->n + 1, sizeof(*l->v), 8)) {
+		free(v);
+		return -ENOMEM;
 	}
 	char *n = strdup(name);
 	if (!n) {
@@ -94,7 +89,7 @@ void pp_labels_free(struct pp_labels *l)
 bool pp_meta_label_known(const char *name)
 {
 	/* who sets them: agent.c (process, system), cpu_profile.c (executable
-	 * facts), containers.c (cgroup path and the CRI) */
+	 * facts), containers.c (cgroup path and the CRI), nodemeta.c (node) */
 	static const char *const names[] = {
 		"__meta_process_pid", "__meta_process_comm", "__meta_process_executable",
 		"__meta_process_cgroup", "__meta_process_executable_name",
@@ -105,9 +100,11 @@ bool pp_meta_label_known(const char *name)
 		"__meta_kubernetes_namespace", "__meta_kubernetes_pod_name",
 		"__meta_kubernetes_pod_uid", "__meta_kubernetes_pod_qos_class",
 		"__meta_kubernetes_pod_container_id", "__meta_kubernetes_pod_container_name",
+		"__meta_kubernetes_pod_container_image", "__meta_kubernetes_node_name",
 	};
 	static const char *const prefixes[] = {
 		"__meta_kubernetes_pod_label_", "__meta_kubernetes_pod_annotation_",
+		"__meta_kubernetes_node_label_",
 	};
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
 		if (!strcmp(name, names[i]))
@@ -129,4 +126,14 @@ bool pp_label_name_valid(const char *name)
 			return false;
 	}
 	return true;
+}
+
+void meta_label_sanitize(char *s)
+{
+	for (; *s; s++) {
+		char c = *s;
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '_'))
+			*s = '_';
+	}
 }

@@ -29,6 +29,9 @@ void pp_labels_free(struct pp_labels *l);
 
 /* Prometheus label name rule: [a-zA-Z_][a-zA-Z0-9_]*. */
 bool pp_label_name_valid(const char *name);
+/* Prometheus's label-name sanitising: every byte outside [a-zA-Z0-9_] -> '_'
+ * (pod and node labels under __meta_kubernetes_*_label_). */
+void meta_label_sanitize(char *name);
 /* name is a __meta_* label the agent can set (docs/labels.md's table):
  * relabel rules reading any other one always see an empty value. */
 bool pp_meta_label_known(const char *name);

@@ -25,10 +25,14 @@
  * A thread owned by the watcher consumes the ring buffer, keeps the mirrors
  * current and turns every victim into exactly one oom_result: a profile
  * (complete or not, with the reason) or an event saying why there is none.
- * The caller drains results with oom_watch_take() from its own loop
- * (oom_watch_fd() becomes readable when some are ready) and hands profiles
- * to the outbox - which writes them to the local store before any network
- * call.
+ * The caller drains results from its own loop (oom_watch_fd() becomes
+ * readable when some are ready): oom_watch_deliver() hands each profile to
+ * the reporter given in oom_watch_opts (durable: the agent's writes it to
+ * disk before any network call), or oom_watch_take() hands over the
+ * results themselves.
+ *
+ * Files: oom.c (lifecycle), oom_mirror.c (mirrors), oom_capture.c
+ * (captures -> results); the bucket layout is bpf/golayout.h's.
  *
  * Several victims at once are fine: BPF state is per victim tgid and the
  * ring buffer is shared.
@@ -44,6 +48,7 @@
 #include "err.h"
 #include "goheap.h"
 #include "labels.h"
+#include "report.h"
 
 struct oom_watch;
 
@@ -65,6 +70,9 @@ struct oom_watch_opts {
 	bool exit_hook_only;		/* tests: capture at sched_process_exit only */
 	const char *node;		/* label `node`; NULL -> hostname */
 	const struct pp_labels *extra_labels;	/* copied onto every profile */
+	/* Where oom_watch_deliver() hands profiles (durable = true); fn NULL:
+	 * results are only taken with oom_watch_take(). */
+	struct pp_reporter report;
 };
 
 /* What came of one OOM kill. */
@@ -80,7 +88,7 @@ struct oom_result {
 	char comm[16];
 	char exe[4096];			/* "" when the victim was not tracked */
 	char cgroup[1024];
-	uint32_t flags;			/* enum oom_flag (bpf/oom.h) */
+	uint32_t flags;			/* enum oom_flag (bpf/oom_abi.h) */
 	bool complete;
 	char reason[256];		/* comma-separated; "" when complete */
 	/* from oom:mark_victim, kB */
@@ -132,14 +140,14 @@ void oom_result_free(struct oom_result *r);
 
 /*
  * What the agent loop calls when oom_watch_fd() is readable: every waiting
- * result is handed over - a profile through outbox_submit_durable() (local
- * store and spool on disk before any network call), an event as a WARN log
- * line (and both counted). Returns the number of results handled; err
- * holds the last outbox failure (results are never kept back for retry:
- * the outbox owns retries).
+ * result is handed over - a profile to opts.report with durable = true
+ * (the agent's writes it to the local store and spool before any network
+ * call), an event as a WARN log line (and both counted). Runs on the
+ * caller's thread. Returns the number of results handled; err holds the
+ * last report failure (results are never kept back for retry: delivery
+ * owns retries).
  */
-struct outbox;
-int oom_watch_deliver(struct oom_watch *w, struct outbox *o, struct pp_err *err);
+int oom_watch_deliver(struct oom_watch *w, struct pp_err *err);
 
 struct oom_watch_stats {
 	uint64_t marks, dup_marks, captures, ring_drops, victims_full;

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "procinfo.h"
+#include "grow.h"
 
 /* Entries before the last one with start <= addr that may still hold addr
  * (code re-JITted over a larger earlier range): looked at, no further. */
@@ -58,24 +59,9 @@ static int add_line(struct perfmap *pm, char *line)
 	for (size_t i = 0; i < l; i++)	/* names end up in logs and UIs */
 		if ((unsigned char)p[i] < 0x20 || p[i] == 0x7f)
 			p[i] = '?';
-	if (pm->n == pm->cap) {
-		size_t cap = pm->cap ? 2 * pm->cap : 1024;
-		struct perfmap_sym *v = realloc(pm->v, cap * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		pm->v = v;
-		pm->cap = cap;
-	}
-	if (pm->names_len + l + 1 > pm->names_cap) {
-		size_t cap = pm->names_cap ? pm->names_cap : 16384;
-		while (pm->names_len + l + 1 > cap)
-			cap *= 2;
-		char *n = realloc(pm->names, cap);
-		if (!n)
-			return -ENOMEM;
-		pm->names = n;
-		pm->names_cap = cap;
-	}
+	if (pp_grow(&pm->v, &pm->cap, pm->n + 1, sizeof(*pm->v), 1024) ||
+	    pp_grow(&pm->names, &pm->names_cap, pm->names_len + l + 1, 1, 16384))
+		return -ENOMEM;
 	memcpy(pm->names + pm->names_len, p, l + 1);
 	pm->v[pm->n++] = (struct perfmap_sym){
 		.start = start, .size = size, .seq = pm->seq, .name = (uint32_t)pm->names_len,

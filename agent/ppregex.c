@@ -8,6 +8,7 @@
  */
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include "ppregex.h"
+#include "grow.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -41,51 +42,24 @@ struct pp_regex {
 
 /* ---- output buffer ------------------------------------------------------- */
 
-struct out {
-	char *p;
-	size_t n, cap;
-	bool oom;
-};
-
-static void put(struct out *o, const char *s, size_t len)
+static void puts_(struct pp_buf *o, const char *s)
 {
-	if (o->oom)
-		return;
-	if (o->n + len + 1 > o->cap) {
-		size_t cap = o->cap ? o->cap : 256;
-		while (cap < o->n + len + 1)
-			cap *= 2;
-		char *np = realloc(o->p, cap);
-		if (!np) {
-			o->oom = true;
-			return;
-		}
-		o->p = np;
-		o->cap = cap;
-	}
-	memcpy(o->p + o->n, s, len);
-	o->n += len;
-	o->p[o->n] = '\0';
-}
-
-static void puts_(struct out *o, const char *s)
-{
-	put(o, s, strlen(s));
+	pp_buf_add(o, s, strlen(s));
 }
 
 /* Insert s at offset at (<= o->n). */
-static void insert(struct out *o, size_t at, const char *s)
+static void insert(struct pp_buf *o, size_t at, const char *s)
 {
 	size_t len = strlen(s), tail = o->n - at;
 
-	put(o, s, len);		/* grows the buffer; the bytes are moved below */
+	pp_buf_add(o, s, len);		/* grows the buffer; the bytes are moved below */
 	if (o->oom)
 		return;
 	memmove(o->p + at + len, o->p + at, tail);
 	memcpy(o->p + at, s, len);
 }
 
-static void put_cp(struct out *o, unsigned long cp)
+static void put_cp(struct pp_buf *o, unsigned long cp)
 {
 	char b[16];
 	snprintf(b, sizeof(b), "\\x{%lx}", cp);
@@ -97,7 +71,7 @@ static void put_cp(struct out *o, unsigned long cp)
 struct parser {
 	const char *s;
 	size_t len, i;
-	struct out o;
+	struct pp_buf o;
 	char *why;
 	size_t wlen;
 	size_t ngroups;
@@ -127,15 +101,9 @@ static int add_group(struct parser *p, size_t at, char *name)
 		free(name);
 		return bad(p, at, "more than %d groups", MAX_GROUPS);
 	}
-	if (p->ngroups == p->ncap) {
-		size_t cap = p->ncap ? p->ncap * 2 : 8;
-		char **nn = realloc(p->names, cap * sizeof(*nn));
-		if (!nn) {
-			free(name);
-			return -ENOMEM;
-		}
-		p->names = nn;
-		p->ncap = cap;
+	if (pp_grow(&p->names, &p->ncap, p->ngroups + 1, sizeof(*p->names), 8)) {
+		free(name);
+		return -ENOMEM;
 	}
 	p->names[p->ngroups++] = name;
 	return 0;
@@ -244,7 +212,7 @@ static int escape(struct parser *p, bool in_class)
 		return 0;
 	}
 	case 'd': case 'D': case 'w': case 'W':
-		put(&p->o, p->s + at, 2);
+		pp_buf_add(&p->o, p->s + at, 2);
 		return 0;
 	case 's':	/* RE2's \s is [\t\n\f\r ]: no vertical tab */
 		puts_(&p->o, in_class ? "\\t\\n\\f\\r " : "[\\t\\n\\f\\r ]");
@@ -275,17 +243,17 @@ static int escape(struct parser *p, bool in_class)
 				return bad(p, at, "invalid Unicode class \\%c", c);
 			p->i = st + 1;
 		}
-		put(&p->o, p->s + at, p->i - at);
+		pp_buf_add(&p->o, p->s + at, p->i - at);
 		return 0;
 	}
 	case 'A': case 'z': case 'b': case 'B':
 		if (in_class)
 			return bad(p, at, "\\%c inside a character class", c);
-		put(&p->o, p->s + at, 2);
+		pp_buf_add(&p->o, p->s + at, 2);
 		return 0;
 	}
 	if ((unsigned char)c < 0x80 && !is_alnum(c)) {
-		put(&p->o, p->s + at, 2);	/* escaped punctuation: the literal */
+		pp_buf_add(&p->o, p->s + at, 2);	/* escaped punctuation: the literal */
 		return 0;
 	}
 	const char *what = pcre_only_escape(c);
@@ -307,16 +275,16 @@ static int char_class(struct parser *p)
 	size_t at = p->i - 1;
 	bool first = true;
 
-	put(&p->o, "[", 1);
+	pp_buf_add(&p->o, "[", 1);
 	if (p->i < p->len && p->s[p->i] == '^')
-		put(&p->o, p->s + p->i++, 1);
+		pp_buf_add(&p->o, p->s + p->i++, 1);
 	for (;;) {
 		if (p->i >= p->len)
 			return bad(p, at, "missing closing ]");
 		char c = p->s[p->i];
 		if (c == ']' && !first) {
 			p->i++;
-			put(&p->o, "]", 1);
+			pp_buf_add(&p->o, "]", 1);
 			return 0;
 		}
 		first = false;
@@ -349,7 +317,7 @@ static int char_class(struct parser *p)
 			if (!ok)
 				return bad(p, p->i, "invalid character class %.*s",
 					   (int)(end + 2 - (p->s + p->i)), p->s + p->i);
-			put(&p->o, p->s + p->i, (size_t)(end + 2 - (p->s + p->i)));
+			pp_buf_add(&p->o, p->s + p->i, (size_t)(end + 2 - (p->s + p->i)));
 			p->i = (size_t)(end + 2 - p->s);
 		} else if (c == '[') {
 			p->i++;
@@ -361,10 +329,10 @@ static int char_class(struct parser *p)
 				return rc;
 		} else if (c == ':' || c == '.' || c == '=') {
 			/* PCRE2 reads "[:x:]" as a misplaced POSIX class; RE2 as text */
-			put(&p->o, "\\", 1);
-			put(&p->o, p->s + p->i++, 1);
+			pp_buf_add(&p->o, "\\", 1);
+			pp_buf_add(&p->o, p->s + p->i++, 1);
 		} else {
-			put(&p->o, p->s + p->i++, 1);
+			pp_buf_add(&p->o, p->s + p->i++, 1);
 		}
 	}
 }
@@ -440,7 +408,7 @@ static int special_group(struct parser *p, size_t *depth)
 		int rc = name ? add_group(p, at, name) : -ENOMEM;
 		if (rc < 0)
 			return rc;
-		put(&p->o, "(", 1);	/* numbered as written; the name stays here */
+		pp_buf_add(&p->o, "(", 1);	/* numbered as written; the name stays here */
 		p->i = (size_t)(gt + 1 - p->s);
 		(*depth)++;
 		return 1;
@@ -483,7 +451,7 @@ static int special_group(struct parser *p, size_t *depth)
 	}
 	if (j >= p->len)
 		return bad(p, at, "missing closing )");
-	put(&p->o, p->s + at, j + 1 - at);
+	pp_buf_add(&p->o, p->s + at, j + 1 - at);
 	p->i = j + 1;
 	if (c == ':') {
 		(*depth)++;
@@ -528,12 +496,12 @@ static int translate(struct parser *p)
 					   (int)n, p->s + at);
 			if (was_assert >= 0) {
 				insert(&p->o, (size_t)was_assert, "(?:");
-				put(&p->o, ")", 1);
+				pp_buf_add(&p->o, ")", 1);
 			}
-			put(&p->o, p->s + at, n);
+			pp_buf_add(&p->o, p->s + at, n);
 			p->i += n;
 			if (p->i < p->len && p->s[p->i] == '?')	/* non-greedy */
-				put(&p->o, p->s + p->i++, 1);
+				pp_buf_add(&p->o, p->s + p->i++, 1);
 			after_repeat = true;
 			continue;
 		}
@@ -553,7 +521,7 @@ static int translate(struct parser *p)
 				for (size_t j = st; j < stop; j++) {
 					unsigned char b = (unsigned char)p->s[j];
 					if (b >= 0x80 || is_alnum((char)b))
-						put(&p->o, p->s + j, 1);
+						pp_buf_add(&p->o, p->s + j, 1);
 					else
 						put_cp(&p->o, b);
 				}
@@ -593,7 +561,7 @@ static int translate(struct parser *p)
 			int grc = add_group(p, at, NULL);
 			if (grc < 0)
 				return grc;
-			put(&p->o, "(", 1);
+			pp_buf_add(&p->o, "(", 1);
 			depth++;
 			can_repeat = false;
 			break;
@@ -601,11 +569,11 @@ static int translate(struct parser *p)
 			if (!depth)
 				return bad(p, at, "unexpected )");
 			depth--;
-			put(&p->o, ")", 1);
+			pp_buf_add(&p->o, ")", 1);
 			can_repeat = true;
 			break;
 		case '|':
-			put(&p->o, "|", 1);
+			pp_buf_add(&p->o, "|", 1);
 			can_repeat = false;
 			break;
 		case '{':	/* not a repetition (checked above): a literal */
@@ -615,7 +583,7 @@ static int translate(struct parser *p)
 		default:
 			if (c == '^' || c == '$')
 				assert_out = (ssize_t)p->o.n;
-			put(&p->o, &c, 1);
+			pp_buf_add(&p->o, &c, 1);
 			can_repeat = true;
 			break;
 		}

@@ -15,6 +15,7 @@
 #include <zlib.h>
 
 #include "proto/profile.pb-c.h"
+#include "grow.h"
 
 /* Largest decompressed profile validate() accepts: Parca's max message. */
 #define PPROF_MAX_PROFILE_BYTES (64u << 20)
@@ -114,13 +115,7 @@ static int vec_reserve(void **v, size_t *cap, size_t n, size_t elem)
 		return 0;
 	if (n >= PPROF_MAX_ENTRIES)
 		return -ENOMEM;
-	size_t nc = *cap ? *cap * 2 : 16;
-	void *nv = realloc(*v, nc * elem);
-	if (!nv)
-		return -ENOMEM;
-	*v = nv;
-	*cap = nc;
-	return 0;
+	return pp_grow(v, cap, n + 1, elem, 16);
 }
 
 /* ---- builder state ---------------------------------------------------- */

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bpf/procev.h"
+#include "bpf/procev_abi.h"
 #include "bpf/procev.skel.h"
 
 struct procev {

@@ -1,4 +1,6 @@
 #include "procinfo.h"
+#include "fileutil.h"
+#include "grow.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -26,52 +28,12 @@ static int gone(int e)
 	return (e == ENOENT || e == ESRCH) ? -ESRCH : -e;
 }
 
-/* Read a whole small /proc file into a NUL-terminated malloc'd buffer. */
+/* A whole /proc file (at most MAX_FILE bytes, NUL-terminated, malloc'd);
+ * a process that is gone is -ESRCH. */
 static int slurp(const char *path, char **out, size_t *len)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	size_t cap = 4096, n = 0;
-	char *buf;
-
-	if (fd < 0)
-		return gone(errno);
-	buf = malloc(cap);
-	if (!buf) {
-		close(fd);
-		return -ENOMEM;
-	}
-	for (;;) {
-		if (cap - n < 2) {
-			if (cap >= MAX_FILE)
-				break;
-			char *nb = realloc(buf, cap * 2);
-			if (!nb) {
-				free(buf);
-				close(fd);
-				return -ENOMEM;
-			}
-			buf = nb;
-			cap *= 2;
-		}
-		ssize_t r = read(fd, buf + n, cap - n - 1);
-		if (r < 0) {
-			if (errno == EINTR)
-				continue;
-			int e = errno;
-			free(buf);
-			close(fd);
-			return gone(e);
-		}
-		if (r == 0)
-			break;
-		n += (size_t)r;
-	}
-	close(fd);
-	buf[n] = '\0';
-	*out = buf;
-	if (len)
-		*len = n;
-	return 0;
+	int rc = pp_read_kernel_file_alloc(path, MAX_FILE, out, len);
+	return rc < 0 ? gone(-rc) : rc;
 }
 
 static int parse_map_line(char *line, struct proc_map *m)
@@ -128,15 +90,9 @@ int proc_maps_parse(char *buf, const char *path, struct proc_maps *out, struct p
 	for (char *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
 		if (out->n >= MAX_MAPS)
 			break;
-		if (out->n == cap) {
-			size_t nc = cap ? cap * 2 : 64;
-			struct proc_map *nv = realloc(out->v, nc * sizeof(*nv));
-			if (!nv) {
-				rc = pp_errf(err, -ENOMEM, "reading %s: out of memory", path);
-				goto fail;
-			}
-			out->v = nv;
-			cap = nc;
+		if (pp_grow(&out->v, &cap, out->n + 1, sizeof(*out->v), 64)) {
+			rc = pp_errf(err, -ENOMEM, "reading %s: out of memory", path);
+			goto fail;
 		}
 		int prc = parse_map_line(line, &out->v[out->n]);
 		if (prc == -ENOMEM) {
@@ -579,4 +535,16 @@ int proc_open_link(const char *link, uint64_t max_size, struct stat *st)
 	if (pfd < 0)
 		return gone(errno);
 	return reopen_checked(pfd, max_size, st);
+}
+
+uint32_t proc_perf_max_stack(void)
+{
+	char buf[32];
+	if (pp_read_kernel_file("/proc/sys/kernel/perf_event_max_stack", buf, sizeof(buf)) <= 0)
+		return 0;
+	char *end;
+	unsigned long v = strtoul(buf, &end, 10);
+	if (end == buf || v < 1 || v > 65535)
+		return 0;
+	return (uint32_t)v;
 }

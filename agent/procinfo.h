@@ -109,4 +109,9 @@ int proc_root_open(pid_t pid, const char *path, uint64_t max_size, struct stat *
  */
 int proc_open_link(const char *link, uint64_t max_size, struct stat *st);
 
+/* /proc/sys/kernel/perf_event_max_stack: the frames the kernel's stack
+ * walker returns, and so the cap on cpu.max_stack_depth; 0 when it cannot
+ * be read (the caller's default applies: the kernel's is CPU_MAX_DEPTH). */
+uint32_t proc_perf_max_stack(void);
+
 #endif

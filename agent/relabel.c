@@ -14,6 +14,7 @@
 
 #include "log.h"
 #include "ppregex.h"
+#include "grow.h"
 
 #define MAX_RULES 4096
 #define MAX_SOURCE_LABELS 64
@@ -154,42 +155,6 @@ uint64_t relabel_hashmod(const char *val, size_t len, uint64_t modulus)
 	return v % modulus;
 }
 
-/* ---- growable string ---------------------------------------------------- */
-
-struct sb {
-	char *p;
-	size_t n, cap;
-	bool oom;
-};
-
-static void sb_add(struct sb *s, const char *d, size_t len)
-{
-	if (s->oom)
-		return;
-	if (s->n + len + 1 > s->cap) {
-		size_t cap = s->cap ? s->cap : 64;
-		while (cap < s->n + len + 1)
-			cap *= 2;
-		char *np = realloc(s->p, cap);
-		if (!np) {
-			s->oom = true;
-			return;
-		}
-		s->p = np;
-		s->cap = cap;
-	}
-	memcpy(s->p + s->n, d, len);
-	s->n += len;
-	s->p[s->n] = '\0';
-}
-
-static const char *sb_str(struct sb *s)
-{
-	if (!s->p && !s->oom)
-		sb_add(s, "", 0);
-	return s->p;
-}
-
 /* ---- templates (Go's Regexp.Expand) ---------------------------------------- */
 
 /*
@@ -295,16 +260,16 @@ static int tmpl_parse(struct tmpl *t, const char *src, const struct pp_regex *re
 	return rc;
 }
 
-static void expand(const struct tmpl *t, const char *val, const ssize_t *m, struct sb *out)
+static void expand(const struct tmpl *t, const char *val, const ssize_t *m, struct pp_buf *out)
 {
 	out->n = 0;
-	sb_add(out, "", 0);
+	pp_buf_add(out, "", 0);
 	for (size_t i = 0; i < t->n; i++) {
 		const struct tseg *s = &t->v[i];
 		if (s->lit)
-			sb_add(out, s->lit, s->len);
+			pp_buf_add(out, s->lit, s->len);
 		else if (s->group >= 0 && m[2 * s->group] >= 0)
-			sb_add(out, val + m[2 * s->group],
+			pp_buf_add(out, val + m[2 * s->group],
 			       (size_t)(m[2 * s->group + 1] - m[2 * s->group]));
 	}
 }
@@ -548,14 +513,8 @@ int relabel_add(struct relabel *rl, const struct relabel_rule_spec *s, struct pp
 	if (tmpl_parse(&r.t_target, r.target, r.re) ||
 	    tmpl_parse(&r.t_replacement, r.replacement, r.re))
 		goto oom;
-	if (rl->n == rl->cap) {
-		size_t cap = rl->cap ? rl->cap * 2 : 8;
-		struct rule *nv = realloc(rl->v, cap * sizeof(*nv));
-		if (!nv)
-			goto oom;
-		rl->v = nv;
-		rl->cap = cap;
-	}
+	if (pp_grow(&rl->v, &rl->cap, rl->n + 1, sizeof(*rl->v), 8))
+		goto oom;
 	rl->v[rl->n++] = r;
 	return 0;
 oom:
@@ -668,13 +627,13 @@ static void utf8_locale_init(void)
  * mapping (glibc's C.UTF-8 tables; ASCII only if that locale is missing),
  * a byte outside valid UTF-8 becomes U+FFFD.
  */
-static void change_case(const char *s, bool upper, struct sb *out)
+static void change_case(const char *s, bool upper, struct pp_buf *out)
 {
 	const unsigned char *p = (const unsigned char *)s;
 
 	pthread_once(&utf8_once, utf8_locale_init);
 	out->n = 0;
-	sb_add(out, "", 0);
+	pp_buf_add(out, "", 0);
 	while (*p) {
 		uint32_t cp;
 		size_t n = 1;
@@ -716,24 +675,24 @@ static void change_case(const char *s, bool upper, struct sb *out)
 			b[2] = (char)(0x80 | (cp >> 6 & 0x3f)), b[3] = (char)(0x80 | (cp & 0x3f));
 			bl = 4;
 		}
-		sb_add(out, b, bl);
+		pp_buf_add(out, b, bl);
 		p += n;
 	}
 }
 
 static int apply_one(const struct rule *r, struct pp_labels *l, ssize_t *m)
 {
-	struct sb val = { 0 }, t = { 0 }, res = { 0 };
+	struct pp_buf val = { 0 }, t = { 0 }, res = { 0 };
 	int ret = 1, mr;
 
 	for (size_t i = 0; i < r->nsource; i++) {
 		const char *v = pp_labels_get(l, r->source[i]);
 		if (i)
-			sb_add(&val, r->separator, strlen(r->separator));
+			pp_buf_add(&val, r->separator, strlen(r->separator));
 		if (v)
-			sb_add(&val, v, strlen(v));
+			pp_buf_add(&val, v, strlen(v));
 	}
-	const char *vs = sb_str(&val);
+	const char *vs = pp_buf_str(&val);
 	if (!vs) {
 		ret = -ENOMEM;
 		goto out;

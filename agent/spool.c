@@ -1,6 +1,7 @@
 #include "spool.h"
 #include "fileutil.h"
 #include "log.h"
+#include "grow.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -34,14 +35,8 @@ struct spool {
 int spool_batch_add(struct spool_batch *b, const struct pp_labels *labels, const uint8_t *p,
 		    size_t len)
 {
-	if (b->n == b->cap) {
-		size_t cap = b->cap ? b->cap * 2 : 8;
-		struct spool_item *nv = realloc(b->v, cap * sizeof(*nv));
-		if (!nv)
-			return -ENOMEM;
-		b->v = nv;
-		b->cap = cap;
-	}
+	if (pp_grow(&b->v, &b->cap, b->n + 1, sizeof(*b->v), 8))
+		return -ENOMEM;
 	struct spool_item *it = &b->v[b->n];
 	memset(it, 0, sizeof(*it));
 	it->profile = malloc(len ? len : 1);
@@ -58,16 +53,8 @@ int spool_batch_add(struct spool_batch *b, const struct pp_labels *labels, const
 
 int spool_batch_move(struct spool_batch *dst, struct spool_batch *src)
 {
-	if (dst->n + src->n > dst->cap) {
-		size_t cap = dst->cap ? dst->cap : 8;
-		while (cap < dst->n + src->n)
-			cap *= 2;
-		struct spool_item *nv = realloc(dst->v, cap * sizeof(*nv));
-		if (!nv)
-			return -ENOMEM;
-		dst->v = nv;
-		dst->cap = cap;
-	}
+	if (pp_grow(&dst->v, &dst->cap, dst->n + src->n, sizeof(*dst->v), 8))
+		return -ENOMEM;
 	if (src->n)
 		memcpy(dst->v + dst->n, src->v, src->n * sizeof(*src->v));
 	dst->n += src->n;
@@ -101,46 +88,20 @@ void spool_batch_free(struct spool_batch *b)
 /* ---- encoding: magic, then one zstd frame of
  *   u32 n; n x { u32 nlabels; nlabels x {u32 len, name, u32 len, value}; u32 len, profile } */
 
-struct wbuf {
-	uint8_t *p;
-	size_t n, cap;
-	int oom;
-};
-
-static void put(struct wbuf *w, const void *d, size_t len)
+static void put32(struct pp_buf *w, uint32_t v)
 {
-	if (w->oom)
-		return;
-	if (w->n + len > w->cap) {
-		size_t cap = w->cap ? w->cap : 4096;
-		while (cap < w->n + len)
-			cap *= 2;
-		uint8_t *np = realloc(w->p, cap);
-		if (!np) {
-			w->oom = 1;
-			return;
-		}
-		w->p = np;
-		w->cap = cap;
-	}
-	memcpy(w->p + w->n, d, len);
-	w->n += len;
+	pp_buf_add(w, &v, 4);
 }
 
-static void put32(struct wbuf *w, uint32_t v)
-{
-	put(w, &v, 4);
-}
-
-static void putstr(struct wbuf *w, const void *s, size_t len)
+static void putstr(struct pp_buf *w, const void *s, size_t len)
 {
 	put32(w, (uint32_t)len);
-	put(w, s, len);
+	pp_buf_add(w, s, len);
 }
 
 int spool_encode(const struct spool_batch *b, uint8_t **out, size_t *len, struct pp_err *err)
 {
-	struct wbuf w = { 0 };
+	struct pp_buf w = { 0 };
 
 	put32(&w, (uint32_t)b->n);
 	for (size_t i = 0; i < b->n; i++) {
@@ -294,16 +255,11 @@ static int list(struct spool *s, struct entry **out, size_t *n)
 		struct stat st;
 		if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) || !S_ISREG(st.st_mode))
 			continue;
-		if (*n == cap) {
-			cap = cap ? cap * 2 : 32;
-			struct entry *nv = realloc(*out, cap * sizeof(*nv));
-			if (!nv) {
-				closedir(d);
-				free(*out);
-				*out = NULL;
-				return -ENOMEM;
-			}
-			*out = nv;
+		if (pp_grow(out, &cap, *n + 1, sizeof(**out), 32)) {
+			closedir(d);
+			free(*out);
+			*out = NULL;
+			return -ENOMEM;
 		}
 		size_t nl = strnlen(e->d_name, sizeof((*out)[*n].name) - 1);
 		memcpy((*out)[*n].name, e->d_name, nl);	/* is_spool_name bounded it */

@@ -22,9 +22,12 @@
 #include <unistd.h>
 
 #include "elfsym.h"
+#include "fileutil.h"
 #include "gopclntab.h"
 #include "perfmap.h"
 #include "procinfo.h"
+#include "ppclock.h"
+#include "grow.h"
 
 #define MAX_FRAMES 64
 #define FILE_BUCKETS 1024
@@ -128,14 +131,8 @@ static int batch_reset(struct sym_batch *b, size_t n)
 static int batch_add_mapping(struct sym_batch *b, const struct sym_mapping *m)
 {
 	struct batch_priv *p = b->priv;
-	if (b->nmappings == p->mcap) {
-		size_t nc = p->mcap ? 2 * p->mcap : 16;
-		struct sym_mapping *v = realloc(b->mappings, nc * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		b->mappings = v;
-		p->mcap = nc;
-	}
+	if (pp_grow(&b->mappings, &p->mcap, b->nmappings + 1, sizeof(*b->mappings), 16))
+		return -ENOMEM;
 	b->mappings[b->nmappings] = *m;
 	return (int)b->nmappings++;
 }
@@ -216,13 +213,6 @@ struct symbolizer {
 	bool vdso_tried;
 	struct sym_stats st;
 };
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 int sym_new(const struct sym_opts *opts, struct symbolizer **out, struct pp_err *err)
 {
@@ -563,7 +553,7 @@ void sym_forget(struct symbolizer *s, pid_t pid)
 
 int sym_exe_info(struct symbolizer *s, pid_t pid, const char *exe, struct sym_exe *out)
 {
-	uint64_t now = now_ms();
+	uint64_t now = (pp_mono_ns() / 1000000);
 	int rc = 0;
 
 	memset(out, 0, sizeof(*out));
@@ -614,7 +604,7 @@ static struct pentry *prepare(struct symbolizer *s, pid_t pid, uint64_t now, int
 
 int sym_prepare(struct symbolizer *s, pid_t pid, struct pp_err *err)
 {
-	uint64_t now = now_ms();
+	uint64_t now = (pp_mono_ns() / 1000000);
 	int rc = 0;
 	struct pentry *p = prepare(s, pid, now, &rc, err);
 	if (!p)
@@ -791,7 +781,7 @@ int sym_resolve_user(struct symbolizer *s, pid_t pid, const uint64_t *addrs, siz
 	if (batch_reset(out, n) < 0)
 		return pp_errf(err, -ENOMEM, "symbolize: out of memory");
 	struct batch_priv *bp = out->priv;
-	uint64_t now = now_ms();
+	uint64_t now = (pp_mono_ns() / 1000000);
 	int rc = 0;
 	s->gen++;
 	struct pentry *p = proc_get(s, pid, now, s->o.maps_max_age_ms, &rc, err);
@@ -890,32 +880,16 @@ static int ksym_cmp(const void *a, const void *b)
 	return x->addr < y->addr ? -1 : x->addr > y->addr;
 }
 
+/* The GNU build id of the kernel's note area (/sys/kernel/notes). */
 static void read_kernel_build_id(const char *path, char *out, size_t outsz)
 {
+	char id[ELFFILE_BUILD_ID_HEX] = "";
 	out[0] = '\0';
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return;
-	uint8_t buf[4096];
-	ssize_t len = read(fd, buf, sizeof(buf));
-	close(fd);
-	size_t pos = 0;
-	while (len > 0 && (size_t)len - pos >= 12) {
-		uint32_t nsz, dsz, type;
-		memcpy(&nsz, buf + pos, 4);
-		memcpy(&dsz, buf + pos + 4, 4);
-		memcpy(&type, buf + pos + 8, 4);
-		pos += 12;
-		size_t na = ((size_t)nsz + 3) & ~(size_t)3, da = ((size_t)dsz + 3) & ~(size_t)3;
-		if (na > (size_t)len - pos || da > (size_t)len - pos - na)
-			return;
-		if (nsz == 4 && !memcmp(buf + pos, "GNU", 4) && type == 3 && dsz <= 64) {
-			for (size_t i = 0; i < dsz && 2 * i + 2 < outsz; i++)
-				snprintf(out + 2 * i, 3, "%02x", buf[pos + na + i]);
-			return;
-		}
-		pos += na + da;
-	}
+	uint8_t buf[4096 + 1];	/* + the NUL pp_read_kernel_file adds */
+	ssize_t len = pp_read_kernel_file(path, buf, sizeof(buf));
+	if (len > 0)
+		elffile_parse_notes(buf, (size_t)len, id, NULL);
+	snprintf(out, outsz, "%s", id);
 }
 
 static int kallsyms_load(struct symbolizer *s, struct pp_err *err)
@@ -965,11 +939,9 @@ static int kallsyms_load(struct symbolizer *s, struct pp_err *err)
 					}
 			}
 			if (mod < 0) {
-				if (nm == mcap) {
-					mcap = mcap ? 2 * mcap : 64;
-					struct kmod *nmv = realloc(mods, mcap * sizeof(*mods));
-					if (!nmv) { rc = -ENOMEM; break; }
-					mods = nmv;
+				if (pp_grow(&mods, &mcap, nm + 1, sizeof(*mods), 64)) {
+					rc = -ENOMEM;
+					break;
 				}
 				memset(&mods[nm], 0, sizeof(mods[nm]));
 				snprintf(mods[nm].name, sizeof(mods[nm].name), "%s", modp);
@@ -978,18 +950,10 @@ static int kallsyms_load(struct symbolizer *s, struct pp_err *err)
 			}
 		}
 		size_t l = strlen(name) + 1;
-		if (nl + l > ncap) {
-			while (nl + l > ncap)
-				ncap = ncap ? 2 * ncap : 1 << 20;
-			char *nn = realloc(names, ncap);
-			if (!nn) { rc = -ENOMEM; break; }
-			names = nn;
-		}
-		if (nv == cap) {
-			cap = cap ? 2 * cap : 1 << 16;
-			struct ksym *nvv = realloc(v, cap * sizeof(*v));
-			if (!nvv) { rc = -ENOMEM; break; }
-			v = nvv;
+		if (pp_grow(&names, &ncap, nl + l, 1, 1 << 20) ||
+		    pp_grow(&v, &cap, nv + 1, sizeof(*v), 1 << 16)) {
+			rc = -ENOMEM;
+			break;
 		}
 		if (nl + l > UINT32_MAX) { rc = -E2BIG; break; }
 		memcpy(names + nl, name, l);
@@ -1055,7 +1019,7 @@ static int kallsyms_load(struct symbolizer *s, struct pp_err *err)
 			if (v[i].addr > s->kernel.hi) s->kernel.hi = v[i].addr;
 		}
 	s->kloaded = true;
-	s->kloaded_ms = now_ms();
+	s->kloaded_ms = (pp_mono_ns() / 1000000);
 	s->st.kernel_symbols = nv;
 	s->kbytes = cap * sizeof(*v) + ncap + mcap * sizeof(*mods) + nkidx * sizeof(*kidx);
 	return 0;
@@ -1114,7 +1078,7 @@ int sym_resolve_kernel(struct symbolizer *s, const uint64_t *addrs, size_t n,
 		out->n = i + 1;
 		s->st.lookups++;
 		const struct ksym *k = ksym_find(s, addrs[i]);
-		if (!k && !reloaded && now_ms() - s->kloaded_ms > 60000) {
+		if (!k && !reloaded && (pp_mono_ns() / 1000000) - s->kloaded_ms > 60000) {
 			/* A module may have been loaded since: reload, start over. */
 			reloaded = true;
 			if (kallsyms_load(s, NULL) == 0) {

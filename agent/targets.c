@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "procinfo.h"
+#include "grow.h"
 
 #define YOUNG_NS (5ull * 1000000000ull)
 /* Known processes are re-read in turn for cgroup moves and renames (exec
@@ -294,15 +295,10 @@ static int list_pids(pid_t **out, size_t *n)
 		long pid = strtol(s, &end, 10);
 		if (*end || pid <= 0 || pid > 0x3fffffff)
 			continue;
-		if (cnt == cap) {
-			pid_t *nv = realloc(v, cap * 2 * sizeof(*v));
-			if (!nv) {
-				free(v);
-				closedir(d);
-				return -ENOMEM;
-			}
-			v = nv;
-			cap *= 2;
+		if (pp_grow(&v, &cap, cnt + 1, sizeof(*v), 512)) {
+			free(v);
+			closedir(d);
+			return -ENOMEM;
 		}
 		v[cnt++] = (pid_t)pid;
 	}
@@ -337,15 +333,7 @@ static int reserve(struct targets *t, size_t n)
 {
 	if (n <= t->cap)
 		return 0;
-	size_t cap = t->cap ? t->cap : 256;
-	while (cap < n)
-		cap *= 2;
-	struct target_proc *v = realloc(t->v, cap * sizeof(*v));
-	if (!v)
-		return -ENOMEM;
-	t->v = v;
-	t->cap = cap;
-	return 0;
+	return pp_grow(&t->v, &t->cap, n, sizeof(*t->v), 256);
 }
 
 int targets_scan(struct targets *t, uint64_t now_ns, targets_change_fn cb, void *arg,

@@ -1,6 +1,7 @@
 /*
- * upload.c - WriteRaw over grpc C core: one channel per uploader, one
- * completion queue, one synchronous unary call per request.
+ * upload.c - WriteRaw (or Pyroscope's Push) over agent/grpcc.h: one
+ * channel per uploader, one synchronous unary call per request; or over
+ * connect.h when remote_store.transport is http.
  *
  * Decisions worth knowing:
  * - A batch is split greedily, in order, into requests whose encoded size
@@ -14,9 +15,10 @@
  *   attempts of one request within 3x the per-call timeout.
  * - grpc's own retry machinery is turned off (we retry ourselves) and its
  *   reconnect backoff is shortened to 100 ms..5 s so a server that comes
- *   back is reached by the next attempt.
- * - grpc's own log lines go through agent/log.h at debug level instead of
- *   raw to stderr. A failed request's err carries grpc's last error line
+ *   back is reached by the next attempt (grpcc's own_retries).
+ * - The bearer token, basic auth and secret-looking headers are registered
+ *   with grpcc's log hook, which redacts them from grpc's log lines.
+ * - A failed request's err carries grpc's last error line
  *   (e.g. "certificate verify failed", which the status does not carry: in
  *   grpc 1.51 a refused connection and a failed TLS handshake have the same
  *   details) and the hint drawn from it, but only a line this uploader can
@@ -31,7 +33,6 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,21 +40,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <grpc/byte_buffer.h>
-#include <grpc/byte_buffer_reader.h>
-#include <grpc/grpc.h>
-#include <grpc/grpc_security.h>
-#include <grpc/slice.h>
-#include <grpc/support/alloc.h>
-#include <grpc/support/log.h>
-#include <grpc/support/time.h>
+#include <grpc/status.h>
 
 #include "connect.h"
 #include "fileutil.h"
-#include "log.h"
+#include "grpcc.h"
 #include "proto/profilestore.pb-c.h"
 #include "proto/push.pb-c.h"
-#include "buildinfo.h"
+#include "ppclock.h"
 
 #define WRITE_RAW_METHOD "/parca.profilestore.v1alpha1.ProfileStoreService/WriteRaw"
 #define PUSH_METHOD "/push.v1.PusherService/Push"
@@ -61,12 +55,10 @@
 #define BACKOFF_INITIAL_NS 100000000ull		/* 100 ms */
 #define BACKOFF_MAX_NS 5000000000ull		/* 5 s */
 #define PARCA_MAX_MESSAGE (64u << 20)
-#define MAX_PEM_BYTES (1u << 20)
 #define MAX_TOKEN_BYTES (16u << 10)
 
 struct uploader {
-	grpc_channel *channel;
-	grpc_completion_queue *cq;
+	struct grpcc_channel *channel;
 	struct connect_client *conn;	/* transport: http; then no channel */
 	char *target;
 	uint64_t timeout_ns, max_request_bytes;
@@ -77,6 +69,7 @@ struct uploader {
 	char *auth;			/* "Bearer <token>" or "Basic <b64>", NULL when none */
 	char *basic_user;		/* basic auth: token_file holds the password */
 	enum store_protocol protocol;
+	char metric_label[96];		/* uploader_set_metric_label(); "" none */
 	const char *method, *method_name;	/* gRPC path; its short name for logs */
 	bool tls;			/* remote_store.insecure is false */
 	struct pp_labels headers;	/* lower-cased keys, checked legal */
@@ -93,15 +86,7 @@ struct uploader {
 	uint64_t grpc_err_ns;		/* CLOCK_MONOTONIC; 0 = none */
 };
 
-/* ---- process-wide grpc_init/grpc_shutdown ------------------------------ */
-
-static pthread_mutex_t grpc_users_lock = PTHREAD_MUTEX_INITIALIZER;
-static unsigned grpc_users;
-
-static pthread_mutex_t grpc_log_lock = PTHREAD_MUTEX_INITIALIZER;
-static char grpc_last_error[200];
-static uint64_t grpc_error_seq;
-static uint64_t grpc_last_error_ns;	/* CLOCK_MONOTONIC of grpc_last_error */
+/* ---- grpc's error lines ------------------------------------------------ */
 
 /*
  * How long before a request began a grpc error line may have been logged
@@ -112,109 +97,15 @@ static uint64_t grpc_last_error_ns;	/* CLOCK_MONOTONIC of grpc_last_error */
  */
 #define GRPC_ERR_FRESH_NS 15000000000ull
 
-static uint64_t mono_ns(void);
-
 /*
- * Credentials never leave through grpc's log lines. With GRPC_TRACE set,
- * grpc prints call metadata (`key=authorization value=42 65 61 ...
- * 'Bearer ...'`, `SEND_INITIAL_METADATA{authorization: Bearer ...}`), so
- * every line the hook forwards is redacted twice over:
- *  - by value: every registered secret (the bearer header, the raw token,
- *    values of remote_store.headers whose names look secret), as text and
- *    as grpc's hex dump of it;
- *  - by name: whatever follows "authorization" up to the end of the value
- *    (',', '}', newline), for a token the hook was not told about.
- * Secrets are registered by the uploaders (secret_register) and kept for
- * the process's life (a rotated token may still sit in grpc's queues).
+ * Take grpc's last error line as u's when it was logged since u last
+ * looked; true when one was taken now. Lines from before u existed are
+ * never u's (uploader_new starts u at the current sequence number).
  */
-#define SECRETS_MAX 16
-#define REDACTED "[REDACTED]"
-static char *secrets[SECRETS_MAX];	/* under grpc_log_lock */
-static unsigned secrets_next;
-
-static void secret_register(const char *v)
+static bool grpc_errors_take(struct uploader *u)
 {
-	if (!v || strlen(v) < 4)
-		return;
-	pthread_mutex_lock(&grpc_log_lock);
-	for (unsigned i = 0; i < SECRETS_MAX; i++) {
-		if (secrets[i] && !strcmp(secrets[i], v)) {
-			pthread_mutex_unlock(&grpc_log_lock);
-			return;
-		}
-	}
-	char *c = strdup(v);
-	if (c) {
-		unsigned i = secrets_next++ % SECRETS_MAX;
-		if (secrets[i]) {
-			explicit_bzero(secrets[i], strlen(secrets[i]));
-			free(secrets[i]);
-		}
-		secrets[i] = c;
-	}
-	pthread_mutex_unlock(&grpc_log_lock);
-}
-
-/* Replace every occurrence of needle in buf (NUL-terminated, capacity cap). */
-static void replace_all(char *buf, size_t cap, const char *needle, bool nocase)
-{
-	size_t nl = strlen(needle), rl = strlen(REDACTED);
-	char *p = buf;
-
-	if (!nl)
-		return;
-	while ((p = nocase ? strcasestr(p, needle) : strstr(p, needle))) {
-		size_t tail = strlen(p + nl);
-		if ((size_t)(p - buf) + rl + tail + 1 > cap) {	/* no room: cut the line here */
-			snprintf(p, cap - (size_t)(p - buf), "%s", REDACTED);
-			return;
-		}
-		memmove(p + rl, p + nl, tail + 1);
-		memcpy(p, REDACTED, rl);
-		p += rl;
-	}
-}
-
-/* grpc_dump_slice's hex form: "42 65 61" (lower-case, one space apart). */
-static void hex_form(const char *v, char *out, size_t cap)
-{
-	size_t o = 0;
-
-	out[0] = '\0';
-	for (const unsigned char *q = (const unsigned char *)v; *q && o + 4 < cap; q++)
-		o += (size_t)snprintf(out + o, cap - o, q == (const unsigned char *)v ? "%02x" : " %02x",
-				      *q);
-}
-
-static void redact(char *buf, size_t cap)
-{
-	char hex[4096];		/* a longer secret cannot fit a whole log line */
-
-	pthread_mutex_lock(&grpc_log_lock);
-	for (unsigned i = 0; i < SECRETS_MAX; i++) {
-		if (!secrets[i])
-			continue;
-		replace_all(buf, cap, secrets[i], false);
-		hex_form(secrets[i], hex, sizeof(hex));
-		replace_all(buf, cap, hex, true);
-	}
-	pthread_mutex_unlock(&grpc_log_lock);
-	static const char name[] = "authorization";
-	for (char *p = buf; (p = strcasestr(p, name));) {
-		p += sizeof(name) - 1;
-		size_t skip = strspn(p, ":= \t'\"");
-		if (!strncmp(p + skip, "value=", 6))
-			skip += 6;
-		char *v = p + skip, *end = v + strcspn(v, ",}\n");
-		if (end == v || !strncmp(v, REDACTED, strlen(REDACTED)))
-			continue;
-		size_t rl = strlen(REDACTED);
-		if ((size_t)(v - buf) + rl + 1 > cap)
-			break;
-		memmove(v + rl, end, strlen(end) + 1);
-		memcpy(v, REDACTED, rl);
-		p = v + rl;
-	}
+	return grpcc_errors_take(&u->grpc_err_seq, u->grpc_err, sizeof(u->grpc_err),
+				 &u->grpc_err_ns);
 }
 
 /* A header whose value must not be logged (API keys, tokens, cookies). */
@@ -228,98 +119,12 @@ static bool secret_header_name(const char *k)
 	return false;
 }
 
-static void grpc_log_hook(gpr_log_func_args *a)
-{
-	char msg[4096];
-
-	snprintf(msg, sizeof(msg), "%s", a->message ? a->message : "");
-	redact(msg, sizeof(msg));
-	if (a->severity == GPR_LOG_SEVERITY_ERROR) {
-		pthread_mutex_lock(&grpc_log_lock);
-		snprintf(grpc_last_error, sizeof(grpc_last_error), "%.199s", msg);
-		grpc_error_seq++;
-		grpc_last_error_ns = mono_ns();
-		pthread_mutex_unlock(&grpc_log_lock);
-	}
-	pp_log(PP_DEBUG, "grpc", "severity=%s src=%s:%d detail=%s",
-	       gpr_log_severity_string(a->severity), pp_q(a->file ? a->file : "?"), a->line,
-	       pp_q(msg));
-	explicit_bzero(msg, sizeof(msg));
-}
-
-/*
- * Take grpc's last error line as u's when it was logged since u last
- * looked; true when one was taken now. Lines from before u existed are
- * never u's (uploader_new starts u at the current sequence number).
- */
-static bool grpc_errors_take(struct uploader *u)
-{
-	bool taken = false;
-
-	pthread_mutex_lock(&grpc_log_lock);
-	if (grpc_error_seq != u->grpc_err_seq) {
-		snprintf(u->grpc_err, sizeof(u->grpc_err), "%s", grpc_last_error);
-		u->grpc_err_ns = grpc_last_error_ns;
-		u->grpc_err_seq = grpc_error_seq;
-		taken = true;
-	}
-	pthread_mutex_unlock(&grpc_log_lock);
-	return taken;
-}
-
-static uint64_t grpc_errors_seq(void)
-{
-	pthread_mutex_lock(&grpc_log_lock);
-	uint64_t seq = grpc_error_seq;
-	pthread_mutex_unlock(&grpc_log_lock);
-	return seq;
-}
-
-static void grpc_ref(void)
-{
-	pthread_mutex_lock(&grpc_users_lock);
-	if (grpc_users++ == 0) {
-		gpr_set_log_function(grpc_log_hook);
-		grpc_init();
-	}
-	pthread_mutex_unlock(&grpc_users_lock);
-}
-
-static void grpc_unref(void)
-{
-	pthread_mutex_lock(&grpc_users_lock);
-	if (--grpc_users == 0)
-		grpc_shutdown();
-	pthread_mutex_unlock(&grpc_users_lock);
-}
-
 /* ---- small helpers ---------------------------------------------------- */
-
-static const char *status_name(grpc_status_code c)
-{
-	static const char *const names[] = {
-		"OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED",
-		"NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED",
-		"FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL",
-		"UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED",
-	};
-	if ((unsigned)c < sizeof(names) / sizeof(names[0]))
-		return names[c];
-	return "UNKNOWN_STATUS";
-}
 
 static bool retryable(grpc_status_code c)
 {
 	return c == GRPC_STATUS_UNAVAILABLE || c == GRPC_STATUS_DEADLINE_EXCEEDED ||
 	       c == GRPC_STATUS_RESOURCE_EXHAUSTED;
-}
-
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
 }
 
 static void sleep_ns(uint64_t ns)
@@ -385,8 +190,8 @@ static int make_auth(const struct uploader *u, const char *raw, const char *sour
 		memcpy(a, "Bearer ", 7);
 		memcpy(a + 7, raw, n);
 		a[7 + n] = '\0';
-		secret_register(a);
-		secret_register(a + 7);		/* the token alone */
+		grpcc_secret_register(a);
+		grpcc_secret_register(a + 7);		/* the token alone */
 		*auth = a;
 		return 0;
 	}
@@ -407,12 +212,12 @@ static int make_auth(const struct uploader *u, const char *raw, const char *sour
 	free(pair);
 	char *pw = strndup(raw, n);
 	if (pw) {
-		secret_register(pw);	/* the password alone */
+		grpcc_secret_register(pw);	/* the password alone */
 		explicit_bzero(pw, n);
 		free(pw);
 	}
-	secret_register(a);
-	secret_register(a + 6);
+	grpcc_secret_register(a);
+	grpcc_secret_register(a + 6);
 	*auth = a;
 	return 0;
 }
@@ -458,66 +263,6 @@ static int refresh_token(struct uploader *u, struct pp_err *err)
 
 /* ---- construction ----------------------------------------------------- */
 
-static grpc_channel_credentials *make_creds(const struct remote_store_config *rs,
-					    struct pp_err *err)
-{
-	char *ca = NULL, *cert = NULL, *key = NULL;
-	grpc_channel_credentials *creds = NULL;
-
-	if (rs->insecure)
-		return grpc_insecure_credentials_create();
-	if ((rs->cert_file && *rs->cert_file) != (rs->key_file && *rs->key_file)) {
-		pp_errf(err, -EINVAL, "remote_store: cert_file and key_file must be set together");
-		return NULL;
-	}
-	if (rs->ca_file && *rs->ca_file &&
-	    pp_read_small_file(rs->ca_file, MAX_PEM_BYTES, &ca, NULL, NULL, "CA file", err))
-		goto out;
-	if (rs->cert_file && *rs->cert_file &&
-	    (pp_read_small_file(rs->cert_file, MAX_PEM_BYTES, &cert, NULL, NULL, "client certificate",
-			     err) ||
-	     pp_read_small_file(rs->key_file, MAX_PEM_BYTES, &key, NULL, NULL, "client key", err)))
-		goto out;
-
-	if (rs->insecure_skip_verify) {
-		/* The TLS credentials API is the one that can turn server
-		 * certificate verification off (a no-op verifier and
-		 * verify_server_cert = 0); encryption stays on. */
-		grpc_tls_credentials_options *o = grpc_tls_credentials_options_create();
-		grpc_tls_credentials_options_set_verify_server_cert(o, 0);
-		grpc_tls_certificate_verifier *v = grpc_tls_certificate_verifier_no_op_create();
-		grpc_tls_credentials_options_set_certificate_verifier(o, v);
-		grpc_tls_certificate_verifier_release(v);
-		grpc_tls_credentials_options_set_check_call_host(o, 0);
-		if (ca || cert) {
-			grpc_tls_identity_pairs *pairs = NULL;
-			if (cert) {
-				pairs = grpc_tls_identity_pairs_create();
-				grpc_tls_identity_pairs_add_pair(pairs, key, cert);
-			}
-			grpc_tls_certificate_provider *p =
-				grpc_tls_certificate_provider_static_data_create(ca, pairs);
-			grpc_tls_credentials_options_set_certificate_provider(o, p);
-			grpc_tls_certificate_provider_release(p);
-			if (ca)
-				grpc_tls_credentials_options_watch_root_certs(o);
-			if (cert)
-				grpc_tls_credentials_options_watch_identity_key_cert_pairs(o);
-		}
-		creds = grpc_tls_credentials_create(o);
-	} else {
-		grpc_ssl_pem_key_cert_pair pair = { key, cert };
-		creds = grpc_ssl_credentials_create(ca, cert ? &pair : NULL, NULL, NULL);
-	}
-	if (!creds)
-		pp_errf(err, -EINVAL, "remote_store: could not create TLS credentials");
-out:
-	free(ca);
-	free(cert);
-	free_secret(key);
-	return creds;
-}
-
 struct uploader *uploader_new(const struct remote_store_config *rs, struct pp_err *err)
 {
 	struct uploader *u;
@@ -533,10 +278,10 @@ struct uploader *uploader_new(const struct remote_store_config *rs, struct pp_er
 	}
 	u->timeout_ns = rs->timeout_ns ? rs->timeout_ns : 10000000000ull;
 	u->max_request_bytes = rs->max_request_bytes ? rs->max_request_bytes : (4u << 20);
-	u->rng = mono_ns() ^ ((uint64_t)getpid() << 32) ^ (uintptr_t)u;
+	u->rng = pp_mono_ns() ^ ((uint64_t)getpid() << 32) ^ (uintptr_t)u;
 	if (!u->rng)
 		u->rng = 1;
-	u->grpc_err_seq = grpc_errors_seq();	/* earlier grpc lines are other channels' */
+	u->grpc_err_seq = grpcc_errors_seq();	/* earlier grpc lines are other channels' */
 	u->target = strdup(rs->address);
 	if (!u->target)
 		goto nomem;
@@ -554,15 +299,13 @@ struct uploader *uploader_new(const struct remote_store_config *rs, struct pp_er
 		}
 		for (size_t j = 0; j <= kl; j++)
 			key[j] = (char)tolower((unsigned char)k[j]);
-		grpc_slice ks = grpc_slice_from_static_string(key);
-		grpc_slice vs = grpc_slice_from_static_string(v);
-		if (!grpc_header_key_is_legal(ks) || !strcmp(key, "authorization") ||
+		if (!grpcc_header_key_legal(key) || !strcmp(key, "authorization") ||
 		    !strncmp(key, "grpc-", 5) || (kl > 4 && !strcmp(key + kl - 4, "-bin"))) {
 			pp_errf(err, -EINVAL, "remote_store.headers: header name \"%s\" is not allowed",
 				key);
 			goto fail;
 		}
-		if (!grpc_header_nonbin_value_is_legal(vs)) {
+		if (!grpcc_header_value_legal(v)) {
 			pp_errf(err, -EINVAL, "remote_store.headers: value of \"%s\" is not a legal "
 				"header value", key);
 			goto fail;
@@ -570,12 +313,12 @@ struct uploader *uploader_new(const struct remote_store_config *rs, struct pp_er
 		if (pp_labels_set(&u->headers, key, v))
 			goto nomem;
 		if (secret_header_name(key))
-			secret_register(v);
+			grpcc_secret_register(v);
 	}
 
 	/* Grafana's multi-tenancy header (Pyroscope, Mimir, Loki) */
 	if (rs->tenant_id && *rs->tenant_id) {
-		if (!grpc_header_nonbin_value_is_legal(grpc_slice_from_static_string(rs->tenant_id))) {
+		if (!grpcc_header_value_legal(rs->tenant_id)) {
 			pp_errf(err, -EINVAL, "remote_store.tenant_id is not a legal header value");
 			goto fail;
 		}
@@ -623,37 +366,14 @@ struct uploader *uploader_new(const struct remote_store_config *rs, struct pp_er
 			goto fail;
 		return u;
 	}
-	grpc_ref();
-	grpc_channel_credentials *creds = make_creds(rs, err);
-	if (!creds) {
-		grpc_unref();
+	struct grpcc_channel_opts o = {
+		.tls = !rs->insecure, .ca_file = rs->ca_file, .cert_file = rs->cert_file,
+		.key_file = rs->key_file, .skip_verify = rs->insecure_skip_verify,
+		.server_name = rs->server_name, .own_retries = true, .what = "remote_store",
+	};
+	u->channel = grpcc_channel_new(u->target, &o, err);
+	if (!u->channel)
 		goto fail;
-	}
-	grpc_arg args[8];
-	size_t na = 0;
-	args[na++] = (grpc_arg){ .type = GRPC_ARG_INTEGER, .key = GRPC_ARG_ENABLE_RETRIES,
-				 .value.integer = 0 };
-	args[na++] = (grpc_arg){ .type = GRPC_ARG_STRING, .key = GRPC_ARG_PRIMARY_USER_AGENT_STRING,
-				 .value.string = "pushprof/" PUSHPROF_VERSION };
-	args[na++] = (grpc_arg){ .type = GRPC_ARG_INTEGER, .key = GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS,
-				 .value.integer = 100 };
-	args[na++] = (grpc_arg){ .type = GRPC_ARG_INTEGER, .key = GRPC_ARG_MIN_RECONNECT_BACKOFF_MS,
-				 .value.integer = 100 };
-	args[na++] = (grpc_arg){ .type = GRPC_ARG_INTEGER, .key = GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
-				 .value.integer = 5000 };
-	if (!rs->insecure && rs->server_name && *rs->server_name)
-		args[na++] = (grpc_arg){ .type = GRPC_ARG_STRING,
-					 .key = GRPC_SSL_TARGET_NAME_OVERRIDE_ARG,
-					 .value.string = rs->server_name };
-	grpc_channel_args cargs = { na, args };
-	u->channel = grpc_channel_create(u->target, creds, &cargs);
-	grpc_channel_credentials_release(creds);
-	u->cq = grpc_completion_queue_create_for_next(NULL);
-	if (!u->channel || !u->cq) {
-		pp_errf(err, -EINVAL, "cannot create a gRPC channel to %s", u->target);
-		uploader_free(u);
-		return NULL;
-	}
 	return u;
 nomem:
 	pp_errf(err, -ENOMEM, "out of memory");
@@ -671,19 +391,8 @@ void uploader_free(struct uploader *u)
 {
 	if (!u)
 		return;
-	if (u->cq) {
-		grpc_completion_queue_shutdown(u->cq);
-		while (grpc_completion_queue_next(u->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL)
-			       .type != GRPC_QUEUE_SHUTDOWN)
-			;
-		grpc_completion_queue_destroy(u->cq);
-	}
-	if (u->channel)
-		grpc_channel_destroy(u->channel);
-	if (u->conn)
-		connect_free(u->conn);
-	else
-		grpc_unref();
+	grpcc_channel_free(u->channel);
+	connect_free(u->conn);
 	free(u->target);
 	free(u->token_file);
 	free(u->basic_user);
@@ -708,47 +417,7 @@ const struct upload_stats *uploader_stats(const struct uploader *u)
 	return &u->stats;
 }
 
-/* Per-call metadata: the bearer token first, then the configured headers. */
-static size_t metadata_build(const struct uploader *u, grpc_metadata *md, size_t max)
-{
-	size_t nmd = 0;
-
-	if (u->auth && max) {
-		md[nmd].key = grpc_slice_from_static_string("authorization");
-		md[nmd].value = grpc_slice_from_copied_string(u->auth);
-		nmd++;
-	}
-	for (size_t i = 0; i < u->headers.n && nmd < max; i++) {
-		md[nmd].key = grpc_slice_from_copied_string(u->headers.v[i].name);
-		md[nmd].value = grpc_slice_from_copied_string(u->headers.v[i].value);
-		nmd++;
-	}
-	return nmd;
-}
-
-static void metadata_free(const struct uploader *u, grpc_metadata *md, size_t nmd)
-{
-	for (size_t i = 0; i < nmd; i++) {
-		grpc_slice_unref(md[i].key);
-		if (i == 0 && u->auth)	/* scrub our copy of the token */
-			explicit_bzero((void *)GRPC_SLICE_START_PTR(md[i].value),
-				       GRPC_SLICE_LENGTH(md[i].value));
-		grpc_slice_unref(md[i].value);
-	}
-}
-
 #define SHUTDOWN_GRACE_NS 2000000000ull
-
-/* Asked to stop: bound this call and every retry by SHUTDOWN_GRACE_NS from now. */
-static bool interrupted(struct uploader *u)
-{
-	if (!u->interrupt || !u->interrupt(u->interrupt_arg))
-		return false;
-	uint64_t cut = mono_ns() + SHUTDOWN_GRACE_NS;
-	if (!u->hard_deadline || cut < u->hard_deadline)
-		u->hard_deadline = cut;
-	return true;
-}
 
 /* ---- one call --------------------------------------------------------- */
 
@@ -757,13 +426,29 @@ struct call_result {
 	char details[320];
 };
 
-/* connect.h's stop: past the shutdown bound (interrupted() sets it) */
-static bool http_stop(void *arg)
+/*
+ * The bound on this call and its retries (CLOCK_MONOTONIC ns, 0 none), for
+ * grpcc's limit and connect's stop: uploader_set_deadline()'s, or, once
+ * the agent asks to stop, SHUTDOWN_GRACE_NS from then if that is sooner.
+ */
+static uint64_t call_limit(void *arg)
 {
 	struct uploader *u = arg;
 
-	interrupted(u);
-	return u->hard_deadline && mono_ns() >= u->hard_deadline;
+	if (u->interrupt && u->interrupt(u->interrupt_arg)) {
+		uint64_t cut = pp_mono_ns() + SHUTDOWN_GRACE_NS;
+		if (!u->hard_deadline || cut < u->hard_deadline)
+			u->hard_deadline = cut;
+	}
+	return u->hard_deadline;
+}
+
+/* connect.h's stop: past the shutdown bound */
+static bool http_stop(void *arg)
+{
+	uint64_t limit = call_limit(arg);
+
+	return limit && pp_mono_ns() >= limit;
 }
 
 static void call_once_http(struct uploader *u, const uint8_t *buf, size_t len,
@@ -783,102 +468,16 @@ static void call_once_http(struct uploader *u, const uint8_t *buf, size_t len,
 static void call_once_grpc(struct uploader *u, const uint8_t *buf, size_t len,
 			   uint64_t timeout_ns, struct call_result *res)
 {
-	grpc_metadata md[1 + 32];
-	size_t nmd = 0;
-	grpc_metadata_array initial_md, trailing_md;
-	grpc_byte_buffer *recv = NULL;
-	grpc_slice details = grpc_empty_slice();
-	const char *error_string = NULL;
-	grpc_status_code status = GRPC_STATUS_UNKNOWN;
-	grpc_op ops[6];
+	struct grpcc_call c = {
+		.method = u->method, .msg = buf, .len = len, .auth = u->auth,
+		.headers = &u->headers, .timeout_ns = timeout_ns,
+		.limit = call_limit, .limit_arg = u,
+	};
+	struct grpcc_result r;
 
-	res->details[0] = '\0';
-	grpc_metadata_array_init(&initial_md);
-	grpc_metadata_array_init(&trailing_md);
-	nmd = metadata_build(u, md, sizeof(md) / sizeof(md[0]));
-	grpc_slice payload = grpc_slice_from_copied_buffer((const char *)buf, len);
-	grpc_byte_buffer *send = grpc_raw_byte_buffer_create(&payload, 1);
-	grpc_slice_unref(payload);
-
-	gpr_timespec deadline = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
-					     gpr_time_from_nanos((int64_t)timeout_ns, GPR_TIMESPAN));
-	grpc_call *call = grpc_channel_create_call(u->channel, NULL, GRPC_PROPAGATE_DEFAULTS, u->cq,
-						   grpc_slice_from_static_string(u->method),
-						   NULL, deadline, NULL);
-	memset(ops, 0, sizeof(ops));
-	ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
-	ops[0].data.send_initial_metadata.count = nmd;
-	ops[0].data.send_initial_metadata.metadata = nmd ? md : NULL;
-	ops[1].op = GRPC_OP_SEND_MESSAGE;
-	ops[1].data.send_message.send_message = send;
-	ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
-	ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
-	ops[3].data.recv_initial_metadata.recv_initial_metadata = &initial_md;
-	ops[4].op = GRPC_OP_RECV_MESSAGE;
-	ops[4].data.recv_message.recv_message = &recv;
-	ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
-	ops[5].data.recv_status_on_client.trailing_metadata = &trailing_md;
-	ops[5].data.recv_status_on_client.status = &status;
-	ops[5].data.recv_status_on_client.status_details = &details;
-	ops[5].data.recv_status_on_client.error_string = &error_string;
-
-	grpc_call_error ce = call ? grpc_call_start_batch(call, ops, 6, call, NULL)
-				  : GRPC_CALL_ERROR;
-	if (ce != GRPC_CALL_OK) {
-		res->status = GRPC_STATUS_INTERNAL;
-		snprintf(res->details, sizeof(res->details), "grpc_call_start_batch failed (%d)",
-			 (int)ce);
-	} else {
-		/* The call's own deadline ends it; the extra second is a guard
-		 * against a stuck queue, after which the call is cancelled. */
-		gpr_timespec guard = gpr_time_add(deadline, gpr_time_from_seconds(1, GPR_TIMESPAN));
-		grpc_event ev;
-		/* Wait in slices so a shutdown request can cut a hanging call
-		 * short: once interrupted, the call gets SHUTDOWN_GRACE_NS more. */
-		for (;;) {
-			gpr_timespec slice = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
-							  gpr_time_from_millis(100, GPR_TIMESPAN));
-			if (gpr_time_cmp(slice, guard) > 0)
-				slice = guard;
-			ev = grpc_completion_queue_next(u->cq, slice, NULL);
-			if (ev.type != GRPC_QUEUE_TIMEOUT || gpr_time_cmp(slice, guard) >= 0)
-				break;
-			if (interrupted(u) || u->hard_deadline) {
-				uint64_t now_ns = mono_ns(), left = u->hard_deadline > now_ns
-					? u->hard_deadline - now_ns : 0;
-				gpr_timespec cut = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
-							gpr_time_from_nanos((int64_t)left, GPR_TIMESPAN));
-				if (gpr_time_cmp(cut, guard) < 0)
-					guard = cut;
-			}
-		}
-		if (ev.type == GRPC_QUEUE_TIMEOUT) {
-			grpc_call_cancel(call, NULL);
-			ev = grpc_completion_queue_next(u->cq, gpr_inf_future(GPR_CLOCK_REALTIME),
-							NULL);
-		}
-		res->status = status;
-		size_t dl = GRPC_SLICE_LENGTH(details);
-		if (dl) {
-			if (dl >= sizeof(res->details))
-				dl = sizeof(res->details) - 1;
-			memcpy(res->details, GRPC_SLICE_START_PTR(details), dl);
-			res->details[dl] = '\0';
-		} else if (error_string) {
-			snprintf(res->details, sizeof(res->details), "%s", error_string);
-		}
-	}
-	if (error_string)
-		gpr_free((void *)error_string);
-	grpc_slice_unref(details);
-	if (recv)
-		grpc_byte_buffer_destroy(recv);
-	grpc_byte_buffer_destroy(send);
-	grpc_metadata_array_destroy(&initial_md);
-	grpc_metadata_array_destroy(&trailing_md);
-	metadata_free(u, md, nmd);
-	if (call)
-		grpc_call_unref(call);
+	grpcc_call(u->channel, &c, &r, NULL);	/* no response kept: never fails locally */
+	res->status = (grpc_status_code)r.status;
+	snprintf(res->details, sizeof(res->details), "%s", r.details);
 }
 
 static void call_once(struct uploader *u, const uint8_t *buf, size_t len, uint64_t timeout_ns,
@@ -891,18 +490,26 @@ static void call_once(struct uploader *u, const uint8_t *buf, size_t len, uint64
 }
 
 /* Self-metrics: every attempt by status, bytes accepted, latency. */
-static void count_call(grpc_status_code status, size_t len, uint64_t ns)
+static void count_call(const struct uploader *u, grpc_status_code status, size_t len,
+		       uint64_t ns)
 {
-	char lbl[64];
+	char lbl[200];
+	const char *ml = *u->metric_label ? u->metric_label : NULL;
 
-	snprintf(lbl, sizeof(lbl), "status=\"%s\"", status_name(status));
+	snprintf(lbl, sizeof(lbl), "status=\"%s\"%s%s", grpcc_status_name(status), ml ? "," : "",
+		 ml ? ml : "");
 	metric_inc("pushprof_write_requests_total", "WriteRaw attempts by gRPC status.", lbl, 1);
 	if (status == GRPC_STATUS_OK)
 		metric_inc("pushprof_bytes_sent_total", "Request bytes accepted by the remote store.",
-			   NULL, (double)len);
+			   ml, (double)len);
 	metric_observe(metric_get("pushprof_write_latency_seconds",
-				  "Time of each WriteRaw attempt, seconds.", METRIC_HISTOGRAM, NULL),
+				  "Time of each WriteRaw attempt, seconds.", METRIC_HISTOGRAM, ml),
 		       (double)ns / 1e9);
+}
+
+void uploader_set_metric_label(struct uploader *u, const char *labels)
+{
+	snprintf(u->metric_label, sizeof(u->metric_label), "%s", labels ? labels : "");
 }
 
 /*
@@ -970,7 +577,7 @@ static bool refused(const struct uploader *u, grpc_status_code st)
 static int send_request(struct uploader *u, const uint8_t *buf, size_t len, size_t nseries,
 			struct pp_err *err)
 {
-	uint64_t start = mono_ns(), budget_end = start + 3 * u->timeout_ns;
+	uint64_t start = pp_mono_ns(), budget_end = start + 3 * u->timeout_ns;
 	if (u->hard_deadline && u->hard_deadline < budget_end)
 		budget_end = u->hard_deadline > start ? u->hard_deadline : start + 1000000;
 	uint64_t backoff = BACKOFF_INITIAL_NS;
@@ -978,13 +585,13 @@ static int send_request(struct uploader *u, const uint8_t *buf, size_t len, size
 	int attempt;
 
 	for (attempt = 1;; attempt++) {
-		uint64_t now = mono_ns();
+		uint64_t now = pp_mono_ns();
 		uint64_t timeout = u->timeout_ns;
 		if (budget_end - now < timeout)
 			timeout = budget_end - now;
-		uint64_t t0 = mono_ns();
+		uint64_t t0 = pp_mono_ns();
 		call_once(u, buf, len, timeout, &res);
-		count_call(res.status, len, mono_ns() - t0);
+		count_call(u, res.status, len, pp_mono_ns() - t0);
 		u->stats.last_status = (uint64_t)res.status;
 		if (res.status == GRPC_STATUS_OK) {
 			u->stats.requests_ok++;
@@ -1000,7 +607,7 @@ static int send_request(struct uploader *u, const uint8_t *buf, size_t len, size
 			break;
 		uint64_t half = backoff / 2;
 		uint64_t delay = half + next_rand(u) % (half + 1);
-		now = mono_ns();
+		now = pp_mono_ns();
 		/* No point starting an attempt that has under 50 ms to live. */
 		if (now + delay + 50000000ull >= budget_end)
 			break;
@@ -1020,11 +627,11 @@ static int send_request(struct uploader *u, const uint8_t *buf, size_t len, size
 			    : -EIO,
 		       "%s to %s (%zu series, %zu bytes) failed: %s%s: %s (%d attempt%s in "
 		       "%.1fs)%s%s",
-		       u->method_name, u->target, nseries, len, status_name(res.status),
+		       u->method_name, u->target, nseries, len, grpcc_status_name(res.status),
 		       /* first: the details that follow can be long */
 		       hint(u, res.status, res.details, grpc_err),
 		       res.details[0] ? res.details : "no details", attempt,
-		       attempt == 1 ? "" : "s", (mono_ns() - start) / 1e9,
+		       attempt == 1 ? "" : "s", (pp_mono_ns() - start) / 1e9,
 		       *grpc_err ? "; grpc: " : "", grpc_err);
 }
 
@@ -1254,50 +861,11 @@ out:
 
 /* ---- any method: unary or client stream (debuginfo) ------------------- */
 
-/* Wait for the one outstanding batch; false when it failed or timed out
- * (the call is then cancelled and the batch drained). */
-static bool wait_batch(struct uploader *u, grpc_call *call, gpr_timespec *guard)
-{
-	grpc_event ev;
-
-	for (;;) {
-		gpr_timespec slice = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
-						  gpr_time_from_millis(100, GPR_TIMESPAN));
-		if (gpr_time_cmp(slice, *guard) > 0)
-			slice = *guard;
-		ev = grpc_completion_queue_next(u->cq, slice, NULL);
-		if (ev.type != GRPC_QUEUE_TIMEOUT || gpr_time_cmp(slice, *guard) >= 0)
-			break;
-		if (interrupted(u)) {
-			gpr_timespec cut = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
-							gpr_time_from_nanos(SHUTDOWN_GRACE_NS,
-									    GPR_TIMESPAN));
-			if (gpr_time_cmp(cut, *guard) < 0)
-				*guard = cut;
-		}
-	}
-	if (ev.type == GRPC_QUEUE_TIMEOUT) {
-		grpc_call_cancel(call, NULL);
-		ev = grpc_completion_queue_next(u->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
-		return false;
-	}
-	return ev.type == GRPC_OP_COMPLETE && ev.success;
-}
-
 int uploader_call(struct uploader *u, const char *method, uploader_next_fn next, void *arg,
 		  uint64_t timeout_ns, uint8_t **resp, size_t *resp_len, int *status_out,
 		  struct pp_err *err)
 {
-	grpc_metadata md[1 + 32];
-	size_t nmd = 0;
-	grpc_metadata_array initial_md, trailing_md;
-	grpc_byte_buffer *recv = NULL;
-	grpc_slice details = grpc_empty_slice();
-	const char *error_string = NULL;
-	grpc_status_code status = GRPC_STATUS_UNKNOWN;
-	grpc_op ops[4];
-	int rc = 0, nerr = 0;
-	char why[160] = "";
+	int rc;
 
 	*resp = NULL;
 	*resp_len = 0;
@@ -1308,134 +876,32 @@ int uploader_call(struct uploader *u, const char *method, uploader_next_fn next,
 			       method);
 	if ((rc = refresh_token(u, err)))
 		return rc;
-	uint64_t now = mono_ns();
+	uint64_t now = pp_mono_ns();
 	if (u->hard_deadline && (u->hard_deadline <= now ||
 				 u->hard_deadline - now < timeout_ns))
 		timeout_ns = u->hard_deadline > now ? u->hard_deadline - now : 1000000;
-	grpc_metadata_array_init(&initial_md);
-	grpc_metadata_array_init(&trailing_md);
-	nmd = metadata_build(u, md, sizeof(md) / sizeof(md[0]));
-	gpr_timespec deadline = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
-					     gpr_time_from_nanos((int64_t)timeout_ns, GPR_TIMESPAN));
-	gpr_timespec guard = gpr_time_add(deadline, gpr_time_from_seconds(1, GPR_TIMESPAN));
-	/* create_call takes its own reference on the method slice */
-	grpc_slice method_slice = grpc_slice_from_copied_string(method);
-	grpc_call *call = grpc_channel_create_call(u->channel, NULL, GRPC_PROPAGATE_DEFAULTS, u->cq,
-						   method_slice, NULL, deadline, NULL);
-	grpc_slice_unref(method_slice);
-	if (!call) {
-		rc = pp_errf(err, -EIO, "%s: cannot create a call", method);
-		goto out;
-	}
-	memset(ops, 0, sizeof(ops));
-	ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
-	ops[0].data.send_initial_metadata.count = nmd;
-	ops[0].data.send_initial_metadata.metadata = nmd ? md : NULL;
-	bool stream_ok = grpc_call_start_batch(call, ops, 1, call, NULL) == GRPC_CALL_OK &&
-			 wait_batch(u, call, &guard);
-	while (stream_ok) {
-		const uint8_t *msg = NULL;
-		size_t len = 0;
-		int n = next(arg, &msg, &len);
-		if (n < 0) {
-			nerr = n;
-			snprintf(why, sizeof(why), "request not produced (%s)", strerror(-n));
-			grpc_call_cancel(call, NULL);
-			stream_ok = false;
-			break;
-		}
-		if (n == 0)
-			break;
-		grpc_slice payload = grpc_slice_from_copied_buffer((const char *)msg, len);
-		grpc_byte_buffer *send = grpc_raw_byte_buffer_create(&payload, 1);
-		grpc_slice_unref(payload);
-		memset(ops, 0, sizeof(ops));
-		ops[0].op = GRPC_OP_SEND_MESSAGE;
-		ops[0].data.send_message.send_message = send;
-		stream_ok = grpc_call_start_batch(call, ops, 1, call, NULL) == GRPC_CALL_OK &&
-			    wait_batch(u, call, &guard);
-		grpc_byte_buffer_destroy(send);
-		if (stream_ok)
-			u->stats.bytes_sent += len;
-	}
-	/* Always collect the status: it says why a broken stream broke. */
-	memset(ops, 0, sizeof(ops));
-	size_t nops = 0;
-	if (stream_ok)
-		ops[nops++].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
-	ops[nops].op = GRPC_OP_RECV_INITIAL_METADATA;
-	ops[nops++].data.recv_initial_metadata.recv_initial_metadata = &initial_md;
-	ops[nops].op = GRPC_OP_RECV_MESSAGE;
-	ops[nops++].data.recv_message.recv_message = &recv;
-	ops[nops].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
-	ops[nops].data.recv_status_on_client.trailing_metadata = &trailing_md;
-	ops[nops].data.recv_status_on_client.status = &status;
-	ops[nops].data.recv_status_on_client.status_details = &details;
-	ops[nops++].data.recv_status_on_client.error_string = &error_string;
-	if (grpc_call_start_batch(call, ops, nops, call, NULL) != GRPC_CALL_OK) {
-		rc = pp_errf(err, -EIO, "%s: grpc_call_start_batch failed", method);
-		goto out;
-	}
-	/* the status batch completes once the call ends; give it the guard
-	 * (the call's deadline ends it anyway) */
-	wait_batch(u, call, &guard);
+	struct grpcc_call c = {
+		.method = method, .next = next, .next_arg = arg, .auth = u->auth,
+		.headers = &u->headers, .timeout_ns = timeout_ns, .want_resp = true,
+		.limit = call_limit, .limit_arg = u,
+	};
+	struct grpcc_result r;
+	rc = grpcc_call(u->channel, &c, &r, err);
+	u->stats.bytes_sent += r.bytes_sent;
 	if (status_out)
-		*status_out = status;
-	u->stats.last_status = (uint64_t)status;
-	if (nerr) {
-		rc = pp_errf(err, nerr, "%s: %s", method, why);
-		goto out;
-	}
-	if (status != GRPC_STATUS_OK) {
-		char d[320] = "";
-		size_t dl = GRPC_SLICE_LENGTH(details);
-		if (dl) {
-			if (dl >= sizeof(d))
-				dl = sizeof(d) - 1;
-			memcpy(d, GRPC_SLICE_START_PTR(details), dl);
-			d[dl] = '\0';
-		} else if (error_string) {
-			snprintf(d, sizeof(d), "%s", error_string);
-		}
+		*status_out = r.status;
+	u->stats.last_status = (uint64_t)r.status;
+	if (rc)
+		return rc;
+	if (r.status != GRPC_STATUS_OK) {
 		u->stats.requests_failed++;
-		rc = pp_errf(err, status == GRPC_STATUS_UNAUTHENTICATED ? -EACCES
-				  : status == GRPC_STATUS_INVALID_ARGUMENT ? -EINVAL : -EIO,
-			     "%s to %s failed: %s: %s", method, u->target, status_name(status),
-			     d[0] ? d : "no details");
-		goto out;
+		return pp_errf(err, r.status == GRPC_STATUS_UNAUTHENTICATED ? -EACCES
+				    : r.status == GRPC_STATUS_INVALID_ARGUMENT ? -EINVAL : -EIO,
+			       "%s to %s failed: %s: %s", method, u->target,
+			       grpcc_status_name(r.status), r.details[0] ? r.details : "no details");
 	}
-	if (!recv) {
-		rc = pp_errf(err, -EPROTO, "%s: no response message", method);
-		goto out;
-	}
-	grpc_byte_buffer_reader reader;
-	if (!grpc_byte_buffer_reader_init(&reader, recv)) {
-		rc = pp_errf(err, -EPROTO, "%s: unreadable response", method);
-		goto out;
-	}
-	grpc_slice all = grpc_byte_buffer_reader_readall(&reader);
-	grpc_byte_buffer_reader_destroy(&reader);
-	size_t rl = GRPC_SLICE_LENGTH(all);
-	*resp = malloc(rl ? rl : 1);
-	if (!*resp) {
-		grpc_slice_unref(all);
-		rc = pp_errf(err, -ENOMEM, "out of memory");
-		goto out;
-	}
-	memcpy(*resp, GRPC_SLICE_START_PTR(all), rl);
-	*resp_len = rl;
-	grpc_slice_unref(all);
+	*resp = r.resp;
+	*resp_len = r.resp_len;
 	u->stats.requests_ok++;
-out:
-	if (error_string)
-		gpr_free((void *)error_string);
-	grpc_slice_unref(details);
-	if (recv)
-		grpc_byte_buffer_destroy(recv);
-	grpc_metadata_array_destroy(&initial_md);
-	grpc_metadata_array_destroy(&trailing_md);
-	metadata_free(u, md, nmd);
-	if (call)
-		grpc_call_unref(call);
-	return rc;
+	return 0;
 }

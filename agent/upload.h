@@ -1,6 +1,7 @@
 /*
- * upload.h - the one module that talks gRPC: Parca's
- * ProfileStoreService/WriteRaw over grpc C core.
+ * upload.h - the remote store's client: Parca's
+ * ProfileStoreService/WriteRaw (or Pyroscope's Push) over agent/grpcc.h,
+ * or Connect over HTTP (connect.h).
  *
  * uploader_write() sends a batch synchronously: one RawProfileSeries per
  * label set (labels sorted), split into several requests when the batch
@@ -56,6 +57,9 @@ void uploader_set_deadline(struct uploader *u, uint64_t mono_ns_deadline);
  * stopping, the call and its retries get 2 s more at most. */
 void uploader_set_interrupt(struct uploader *u, bool (*fn)(void *arg), void *arg);
 const struct upload_stats *uploader_stats(const struct uploader *u);
+/* Extra labels (e.g. store="name", copied) on this uploader's request
+ * metrics; NULL: none (the default). */
+void uploader_set_metric_label(struct uploader *u, const char *labels);
 
 /*
  * Any other method of the same server (the debuginfo upload uses it), on

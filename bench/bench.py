@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""pushprof benchmark suite (issue 8). Run as root with Debian's python3:
+"""pushprof benchmark suite (docs/performance.md). Run as root with Debian's python3:
 
   /usr/bin/python3 bench/bench.py [--quick] [--build DIR] [--sections 1,2,4]
       [--rounds N] [--work-rounds N] [--no-diagnose] [--out DIR]

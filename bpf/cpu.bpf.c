@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * cpu.bpf.c - on-CPU sampler: runs on every cpu-clock perf event and counts
- * (tgid, tid, cgroup, user stack, kernel stack, thread name). See cpu.h for
+ * (tgid, tid, cgroup, user stack, kernel stack, thread name, CPU). See cpu_abi.h for
  * the double-buffering and collision design.
  */
 #include "vmlinux.h"
@@ -9,18 +9,60 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 
-#include "cpu.h"
+#include "cpu_abi.h"
 
 #define EEXIST 17
 #define PF_KTHREAD 0x00200000
 
+/*
+ * Architectures: meson passes __TARGET_ARCH_x86 or __TARGET_ARCH_arm64 (for
+ * bpf_tracing.h and the parts below). Both keep frame records as [fp] the
+ * caller's fp, [fp + 8] the return address (x86 %rbp, arm64 x29; Go's
+ * arm64 frames too), so the frame-pointer walk is the same. x86-64 has
+ * every rule for code whose fp is not its own frame (PP_FRAME_RULES 1);
+ * arm64 has none of them, only the plain walk, because they are x86's:
+ *  - the leaf rules read a leaf's return address from a stack slot (the
+ *    tables say which), where x86's call put it; an arm64 leaf without a
+ *    frame record, or in its prologue, still has it in the link register
+ *    x30, which is not read here: such a leaf's caller is missing;
+ *  - pp_go_edge decodes x86 instructions, and the tables come from x86
+ *    code (agent/frameless.c, agent/ehframe.c);
+ *  - the g0 switch rule reads Go's g from %r14 or %fs:-8 (x28 and
+ *    tpidr_el0 on arm64).
+ */
+#if defined(__TARGET_ARCH_x86)
+#define PP_FRAME_RULES 1
+/* user mode: the privilege level in cs's low bits is 3 (a u64 load:
+ * pt_regs.cs is a u16 beside __csh in newer kernels) */
+#define PP_USER_MODE(r) ((PP_REG(r, cs) & 3) == 3)
+#define PP_GO_G_REG r14		/* Go's g register */
+#elif defined(__TARGET_ARCH_arm64)
+#define PP_FRAME_RULES 0
+/* user mode: pstate's mode field (M[3:0]) is EL0t */
+#define PP_USER_MODE(r) ((PP_REG(r, pstate) & 0xf) == 0)
+#define PP_GO_G_REG regs[28]	/* Go's g register */
+#else
+#error "cpu.bpf.c: build for __TARGET_ARCH_x86 or __TARGET_ARCH_arm64"
+#endif
+
+/*
+ * Register f (a field of bpf_user_pt_regs_t: bpf_tracing.h's __PT_IP_REG,
+ * __PT_FP_REG, ...) of the interrupted context r ((const __u64 *)&ctx->regs),
+ * as a u64 at a constant offset: the context's regs have the architecture's
+ * user ABI layout, which does not change; the verifier admits only 8-byte
+ * loads of them; and CO-RE accesses (PT_REGS_IP) cost the sampler ~10
+ * instructions of register spills on x86 for nothing.
+ */
+#define PP_REG(r, f) ((r)[__builtin_offsetof(bpf_user_pt_regs_t, f) / 8])
+
 const volatile __u32 max_depth = CPU_MAX_DEPTH;
 const volatile bool kernel_stacks = true;
+const volatile bool cpu_label = false;	/* key.cpu: the `cpu` sample label */
 const volatile bool filter_tgids = false;
 
 /* Index of the map set BPF writes into; flipped by user space. */
 __u32 active = 0;
-/* Leaf tables' generation (cpu.h, "Per-CPU cache"): user space bumps it
+/* Leaf tables' generation (cpu_abi.h, "Per-CPU cache"): user space bumps it
  * after every change to the tables; a cached answer of another generation
  * is not used. */
 __u32 fl_gen = 0;	/* .bss beside `active` (one line per sample); user
@@ -40,10 +82,20 @@ struct stacks_map {
 	__type(value, struct cpu_stack);
 };
 
+/* stacks of up to CPU_SMALL_DEPTH frames (cpu_abi.h) */
+struct small_stacks_map {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, CPU_DEFAULT_ENTRIES);
+	__type(key, __u64);
+	__type(value, struct cpu_stack_small);
+};
+
 struct counts_map counts0 SEC(".maps");
 struct counts_map counts1 SEC(".maps");
 struct stacks_map stacks0 SEC(".maps");
 struct stacks_map stacks1 SEC(".maps");
+struct small_stacks_map sstacks0 SEC(".maps");
+struct small_stacks_map sstacks1 SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
@@ -63,8 +115,17 @@ struct {
 	.values = { &stacks0, &stacks1 },
 };
 
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__array(values, struct small_stacks_map);
+} sstacks_sets SEC(".maps") = {
+	.values = { &sstacks0, &sstacks1 },
+};
+
 /* tgids to sample when filter_tgids is set. The value is the process's
- * leaf tables (cpu.h; ntab 0: none), so that a filtered sampler finds them
+ * leaf tables (cpu_abi.h; ntab 0: none), so that a filtered sampler finds them
  * with the lookup it does anyway. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -73,7 +134,7 @@ struct {
 	__type(value, struct cpu_fl_proc);
 } allowed_tgids SEC(".maps");
 
-/* Leaf tables (see cpu.h): tgid -> its tables when the whole host is
+/* Leaf tables (see cpu_abi.h): tgid -> its tables when the whole host is
  * sampled (else in allowed_tgids), the pool of bitmap and window words, and
  * (below) the pool of table entries. */
 struct {
@@ -97,7 +158,7 @@ struct {
 	__type(value, __u64);
 } stats SEC(".maps");
 
-/* A per-CPU answer of the leaf tables (cpu.h, "Per-CPU cache"): in the
+/* A per-CPU answer of the leaf tables (cpu_abi.h, "Per-CPU cache"): in the
  * table at tab, every offset in [lo, hi) from the process's text start has
  * the entry e (0: none; CPU_CFA_EDGE_MAYBE: Go code to decode). */
 struct fl_slot {
@@ -168,11 +229,14 @@ static __always_inline __u64 stack_hash(const struct cpu_stack *st)
 	return mix64(h);
 }
 
-static __always_inline bool stack_equal(const struct cpu_stack *a, const struct cpu_stack *b)
+/* a (a stored value of a map whose values hold `depth` frames, a
+ * constant) holds the same stack as b */
+static __always_inline bool stack_equal(const struct cpu_stack *a, const struct cpu_stack *b,
+					__u32 depth)
 {
 	if (a->len != b->len)
 		return false;
-	for (__u32 i = 0; i < CPU_MAX_DEPTH; i++) {
+	for (__u32 i = 0; i < depth; i++) {
 		if (i >= a->len)
 			break;
 		if (a->ips[i] != b->ips[i])
@@ -237,7 +301,7 @@ static __always_inline __u64 ctz64(__u64 x)
 }
 
 /*
- * The table entry (cpu.h) whose range holds ip, 0 if none: the chunk's
+ * The table entry (cpu_abi.h) whose range holds ip, 0 if none: the chunk's
  * bit first (the pre-filter: no further lookup for most PCs), then a
  * binary search of at most CPU_CFA_STEPS array lookups in the window of
  * entries overlapping ip's 2 KiB for the last one starting at or before ip.
@@ -329,7 +393,7 @@ static __always_inline __u64 fl_search(const struct cpu_fl_proc *fl, __u64 ip, _
 }
 
 /*
- * The table entry (cpu.h) whose range holds ip (0 if none), through the
+ * The table entry (cpu_abi.h) whose range holds ip (0 if none), through the
  * per-CPU cache: a hit touches none of the tables' maps. A global function, verified once: inlined, its branches multiplied
  * the states of the walk that follows (500k instructions processed).
  */
@@ -362,8 +426,9 @@ __noinline __u64 pp_leaf_find(const struct cpu_fl_proc *fl, __u64 ip, struct fl_
 	return e;
 }
 
+#if PP_FRAME_RULES
 /*
- * A Go leaf sampled in a compiled function's prologue or epilogue (cpu.h,
+ * A Go leaf sampled in a compiled function's prologue or epilogue (cpu_abi.h,
  * "Go prologues and epilogues"), decoded from the instruction at ip (the
  * interrupted one: ip is an instruction boundary) and the one before: a
  * table entry (ra slot k, fp 0: %rbp is still the caller's), 0 elsewhere.
@@ -433,7 +498,7 @@ __noinline __u64 pp_go_edge(__u64 ip)
 
 /*
  * The return address into the caller of runtime.systemstack/asmcgocall,
- * for a thread on g0 that switched there (cpu.h, "Frameless Go code
+ * for a thread on g0 that switched there (cpu_abi.h, "Frameless Go code
  * mid-stack"): [curg.sched.sp], each step checked. g is a candidate for
  * g0. 0 when it does not check out.
  */
@@ -466,7 +531,7 @@ static __always_inline __u64 g0_caller(__u64 g)
  *  - ra is a g0 switch site (runtime.systemstack, asmcgocall): the caller
  *    of the switching function, from curg, with g0 from %r14 (Go's g
  *    register) or else from Go's TLS slot (%fs:-8);
- *  - ra lies in frameless Go code (cpu.h, "Mid-stack"): that function kept
+ *  - ra lies in frameless Go code (cpu_abi.h, "Mid-stack"): that function kept
  *    its caller's return address at its own %rsp, which is where the
  *    callee's frame ends: [a+16].
  * A global function: verified once, not at every frame of the walk (a
@@ -502,6 +567,20 @@ __noinline __u64 pp_frame_fix(const struct cpu_fl_proc *fl, __u64 ra, __u64 a, _
 	return c;
 }
 
+#else
+/* arm64: none of those rules (see "Architectures" above) */
+static __always_inline __u64 pp_go_edge(__u64 ip)
+{
+	return 0;
+}
+
+static __always_inline __u64 pp_frame_fix(const struct cpu_fl_proc *fl, __u64 ra, __u64 a,
+					  __u64 g, struct fl_cache *cache)
+{
+	return 0;
+}
+#endif /* PP_FRAME_RULES */
+
 /*
  * The user stack by frame pointers, as the kernel's perf_callchain_user()
  * walks it (the leaf ip, then [bp+8] up the [bp] chain until a zero, an
@@ -514,7 +593,7 @@ __noinline __u64 pp_frame_fix(const struct cpu_fl_proc *fl, __u64 ra, __u64 a, _
  * prologues, epilogues and frameless leaves) gets its caller and the
  * caller's %rbp from the stack slots its table gives; a Go frame returning
  * into runtime.systemstack on g0 or into frameless code gets the caller
- * that the plain walk skips inserted (cpu.h).
+ * that the plain walk skips inserted (cpu_abi.h).
  */
 static __always_inline __u64 grab_user_stack(struct bpf_perf_event_data *ctx,
 					     struct task_struct *task, __u32 tgid,
@@ -529,24 +608,24 @@ static __always_inline __u64 grab_user_stack(struct bpf_perf_event_data *ctx,
 	 * the walk below in one state (a stack copy, zeroed on some paths and
 	 * read from a map on others, made it verify the walk five times) */
 	const struct cpu_fl_proc *flc = &sc->proc;
-	__u64 ip, fp, sp, r14;
+	__u64 ip, fp, sp, g;	/* g: Go's g register */
 	__u32 n;
 
 	st->len = 0;
 	if (task->flags & PF_KTHREAD)	/* a trusted pointer: a load, no helper call */
 		return CPU_STACK_NONE;
 	if (in_user) {
-		ip = r[16];	/* x86-64 pt_regs: ip */
-		fp = r[4];	/* bp */
-		sp = r[19];	/* sp */
-		r14 = r[1];	/* r14: Go's g register */
+		ip = PP_REG(r, __PT_IP_REG);
+		fp = PP_REG(r, __PT_FP_REG);
+		sp = PP_REG(r, __PT_SP_REG);
+		g = PP_REG(r, PP_GO_G_REG);
 	} else {
 		struct pt_regs *ur = (struct pt_regs *)bpf_task_pt_regs(task);
 
-		ip = BPF_CORE_READ(ur, ip);
-		fp = BPF_CORE_READ(ur, bp);
-		sp = BPF_CORE_READ(ur, sp);
-		r14 = BPF_CORE_READ(ur, r14);
+		ip = PT_REGS_IP_CORE(ur);
+		fp = PT_REGS_FP_CORE(ur);
+		sp = PT_REGS_SP_CORE(ur);
+		g = BPF_CORE_READ(__PT_REGS_CAST(ur), PP_GO_G_REG);
 	}
 	if (fl) {			/* filtering: from the allowed_tgids entry */
 		sc->proc = *fl;
@@ -579,9 +658,9 @@ static __always_inline __u64 grab_user_stack(struct bpf_perf_event_data *ctx,
 	n = 1;
 	__u64 inject = 0;	/* a frame to insert before the next one read */
 	/* the leaf in a table range: its caller and the caller's %rbp from
-	 * the stack slots the table gives (cpu.h); elsewhere %rbp is the
+	 * the stack slots the table gives (cpu_abi.h); elsewhere %rbp is the
 	 * leaf's own frame and the plain walk is right */
-	__u64 e = max_depth > 1 ? pp_leaf_find(flc, ip, &sc->cache, gen) : 0;
+	__u64 e = PP_FRAME_RULES && max_depth > 1 ? pp_leaf_find(flc, ip, &sc->cache, gen) : 0;
 	/* no range, but a chunk with a Go prologue or epilogue: decode it */
 	if (e == CPU_CFA_EDGE_MAYBE)
 		e = flc->go ? pp_go_edge(ip) : 0;
@@ -610,7 +689,7 @@ static __always_inline __u64 grab_user_stack(struct bpf_perf_event_data *ctx,
 			/* the caller may be frameless too (a write-barrier stub):
 			 * the leaf's frame ends at [sp + 8k + 8] */
 			if (ra >= flc->mid_lo && ra < flc->mid_hi)
-				inject = pp_frame_fix(flc, ra, sp + 8 * (__u64)k - 8, r14,
+				inject = pp_frame_fix(flc, ra, sp + 8 * (__u64)k - 8, g,
 							      &sc->cache);
 		} else {
 			count(CPU_STAT_FL_FAULT);
@@ -642,9 +721,9 @@ static __always_inline __u64 grab_user_stack(struct bpf_perf_event_data *ctx,
 		st->ips[n] = frame[1];
 		n++;
 		fp = frame[0];
-		/* only return addresses in that span can need a fix (cpu.h) */
+		/* only return addresses in that span can need a fix (cpu_abi.h) */
 		if (frame[1] >= flc->mid_lo && frame[1] < flc->mid_hi)
-			inject = pp_frame_fix(flc, frame[1], a, r14, &sc->cache);
+			inject = pp_frame_fix(flc, frame[1], a, g, &sc->cache);
 	}
 	st->len = n;
 	if (n >= max_depth && fp)
@@ -652,20 +731,25 @@ static __always_inline __u64 grab_user_stack(struct bpf_perf_event_data *ctx,
 	return ~0ULL;
 }
 
-/* The stack id of probe slot `probe` for a stack of content hash h. */
-static __always_inline __u64 stack_slot(__u64 h, __u32 probe)
+/* The stack id of probe slot `probe` for a stack st of content hash h:
+ * CPU_STACK_LARGE set when it goes to the 1 KiB map (cpu_abi.h). */
+static __always_inline __u64 stack_slot(__u64 h, __u32 probe, const struct cpu_stack *st)
 {
 	__u64 k = h + probe * 0x9e3779b97f4a7c15ULL;
 
+	if (st->len > CPU_SMALL_DEPTH)
+		return k | CPU_STACK_LARGE;
+	k &= ~CPU_STACK_LARGE;
 	return k < CPU_STACK_RESERVED ? k + CPU_STACK_RESERVED : k;
 }
 
-/* Store st (content hash h) in the stacks map: its id, or a reserved id
- * naming why it could not be stored. */
-static __always_inline __u64 store_stack(void *stacks, const struct cpu_stack *st, __u64 h)
+/* Store st (content hash h) in stacks, whose values hold `depth` frames (a
+ * constant): its id, or a reserved id naming why it could not be stored. */
+static __always_inline __u64 store_in(void *stacks, const struct cpu_stack *st, __u64 h,
+				      __u32 depth)
 {
 	for (__u32 probe = 0; probe < CPU_MAX_PROBES; probe++) {
-		__u64 k = stack_slot(h, probe);
+		__u64 k = stack_slot(h, probe, st);
 		struct cpu_stack *ex = bpf_map_lookup_elem(stacks, &k);
 		if (!ex) {
 			long r = bpf_map_update_elem(stacks, &k, st, BPF_NOEXIST);
@@ -680,12 +764,21 @@ static __always_inline __u64 store_stack(void *stacks, const struct cpu_stack *s
 			if (!ex)
 				continue;
 		}
-		if (stack_equal(ex, st))
+		if (stack_equal(ex, st, depth))
 			return k;
 		count(CPU_STAT_PROBE);
 	}
 	count(CPU_STAT_COLLISION);
 	return CPU_STACK_COLLISION;
+}
+
+/* Store st in the map of its size (cpu_abi.h): its id, or a reserved id. */
+static __always_inline __u64 store_stack(void *small, void *large, const struct cpu_stack *st,
+					 __u64 h)
+{
+	if (st->len > CPU_SMALL_DEPTH)
+		return store_in(large, st, h, CPU_MAX_DEPTH);
+	return store_in(small, st, h, CPU_SMALL_DEPTH);
 }
 
 SEC("perf_event")
@@ -711,9 +804,8 @@ int pp_cpu_sample(struct bpf_perf_event_data *ctx)
 
 	__u32 set = active & 1;
 	void *counts = bpf_map_lookup_elem(&counts_sets, &set);
-	void *stacks = bpf_map_lookup_elem(&stacks_sets, &set);
 	struct scratch *s = bpf_map_lookup_elem(&scratch_map, &zero);
-	if (!counts || !stacks || !s)
+	if (!counts || !s)
 		return 0;
 
 	__builtin_memset(&s->key, 0, sizeof(s->key));
@@ -721,9 +813,10 @@ int pp_cpu_sample(struct bpf_perf_event_data *ctx)
 	s->key.pid = pid;
 	s->key.cgroup_id = bpf_get_current_cgroup_id();
 	bpf_get_current_comm(s->key.comm, sizeof(s->key.comm));
+	if (cpu_label)
+		s->key.cpu = bpf_get_smp_processor_id();
 
-	/* x86-64 pt_regs: cs; its low bits are the privilege level */
-	bool in_user = (((const __u64 *)&ctx->regs)[17] & 3) == 3;
+	bool in_user = PP_USER_MODE((const __u64 *)&ctx->regs);
 	struct task_struct *task = bpf_get_current_task_btf();
 
 	__u64 u = grab_user_stack(ctx, task, tgid, fl, in_user, s), uh = 0;
@@ -734,7 +827,7 @@ int pp_cpu_sample(struct bpf_perf_event_data *ctx)
 
 	/*
 	 * The common case, a sample like one counted before in this window:
-	 * one map operation (cpu.h, "Fast path"). The key holds each stack's
+	 * one map operation (cpu_abi.h, "Fast path"). The key holds each stack's
 	 * first probe slot; a hit means an earlier sample of this thread
 	 * stored that slot with a stack of the same 64-bit hash.
 	 */
@@ -742,8 +835,8 @@ int pp_cpu_sample(struct bpf_perf_event_data *ctx)
 		uh = stack_hash(&s->user);
 	if (k == ~0ULL)
 		kh = stack_hash(&s->kern);
-	s->key.user_stack = u == ~0ULL ? stack_slot(uh, 0) : u;
-	s->key.kernel_stack = k == ~0ULL ? stack_slot(kh, 0) : k;
+	s->key.user_stack = u == ~0ULL ? stack_slot(uh, 0, &s->user) : u;
+	s->key.kernel_stack = k == ~0ULL ? stack_slot(kh, 0, &s->kern) : k;
 	__u64 *c = bpf_map_lookup_elem(counts, &s->key);
 	if (c) {
 		__sync_fetch_and_add(c, 1);
@@ -756,10 +849,14 @@ int pp_cpu_sample(struct bpf_perf_event_data *ctx)
 	 * the same ids the key just missed (nearly always) no second lookup:
 	 * the insert below meets another CPU's entry as -EEXIST */
 	__u64 uid = s->key.user_stack, kid = s->key.kernel_stack;
+	void *small = bpf_map_lookup_elem(&sstacks_sets, &set);
+	void *large = bpf_map_lookup_elem(&stacks_sets, &set);
+	if (!small || !large)
+		return 0;
 	if (u == ~0ULL)
-		s->key.user_stack = store_stack(stacks, &s->user, uh);
+		s->key.user_stack = store_stack(small, large, &s->user, uh);
 	if (k == ~0ULL)
-		s->key.kernel_stack = store_stack(stacks, &s->kern, kh);
+		s->key.kernel_stack = store_stack(small, large, &s->kern, kh);
 	c = NULL;
 	if (s->key.user_stack != uid || s->key.kernel_stack != kid)
 		c = bpf_map_lookup_elem(counts, &s->key);

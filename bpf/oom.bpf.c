@@ -12,7 +12,7 @@
  * runtime.mbuckets with bpf_probe_read_user inside bpf_loop.
  *
  * The walk streams into the `ring` ring buffer: counters only for buckets
- * user space has mirrored (see oom.h), whole buckets otherwise. Every way
+ * user space has mirrored (see oom_abi.h), whole buckets otherwise. Every way
  * a capture can fall short sets a flag in the victim's state, and the
  * final state is kept in `victims` as well as sent, so a full ring never
  * makes a capture vanish.
@@ -22,7 +22,7 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 
-#include "oom.h"
+#include "oom_abi.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -161,7 +161,7 @@ static long walk_one(__u64 i, void *ctx)
 	__u32 zero = 0;
 	struct scratch *s;
 	struct walk *w;
-	__u64 hdr[6], mr[16], nstk, cur;
+	__u64 hdr[GO_BUCKET_HDR / 8], mr[GO_MEMRECORD_SIZE / 8], nstk, cur;
 	long rc;
 
 	s = bpf_map_lookup_elem(&scratch, &zero);

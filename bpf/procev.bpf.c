@@ -1,14 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * procev.bpf.c - fork / exec / rename events for the target scanner, when
- * the netlink proc connector is not available (see procev.h).
+ * the netlink proc connector is not available (see procev_abi.h).
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 
-#include "procev.h"
+#include "procev_abi.h"
 
 char LICENSE[] SEC("license") = "GPL";
 

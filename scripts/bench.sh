@@ -1,5 +1,5 @@
 #!/bin/sh
-# Benchmark suite (issue 8): workload slowdown against perf record, agent CPU
+# Benchmark suite: workload slowdown against perf record, agent CPU
 # and BPF time per sample, memory, Go heap snapshot / OOM capture time, wire
 # bytes. Needs root (BPF, perf -a, kernel.bpf_stats_enabled).
 #

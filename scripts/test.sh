@@ -7,7 +7,8 @@
 #   sudo ./scripts/test.sh            everything
 #   PUSHPROF_TEST_ASAN=0 ...          skip the sanitizer pass
 #   PUSHPROF_FUZZ_SECONDS=N ...       fuzz each parser N s (default 30; 0 = skip)
-#   PUSHPROF_TEST_ARGS="cpu" ...      only tests whose name matches (meson test args)
+#   PUSHPROF_TEST_ARGS="--suite cpu"  one area (meson test args: --suite AREA, --suite unit,
+#                                     or test names such as "cpu_stacks config_units")
 set -uo pipefail
 cd "$(dirname "$0")/.."
 

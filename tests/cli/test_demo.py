@@ -1,4 +1,4 @@
-"""README's first command, ./scripts/demo.sh, as a newcomer runs it (issue 14):
+"""README's first command, ./scripts/demo.sh, as a newcomer runs it:
 it builds its own workloads, profiles the host with the agent under test, and
 must show what the workloads were built to do:
 - shop's CPU split between main.priceOrders and main.renderReport near 70/30;

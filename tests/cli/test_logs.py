@@ -1,4 +1,4 @@
-"""The agent's log lines as log collectors read them (issue 14): JSON lines
+"""The agent's log lines as log collectors read them: JSON lines
 that Python's json module parses, numbers as JSON numbers and strings as
 strings (a comm of "1234" stays a string), logfmt lines that split by the
 logfmt grammar, and no value cut silently: a line longer than the 4 KiB

@@ -1,4 +1,4 @@
-"""`pushprof run` as a Parca Agent user would start it (issue 14): without a
+"""`pushprof run` as a Parca Agent user would start it: without a
 config file it runs on the built-in defaults (config/pushprof.yaml as
 shipped); Parca Agent's flag names override the file, meet the same checks
 as the keys (a bad value exits 2 naming the flag) and survive a SIGHUP
@@ -14,6 +14,7 @@ import signal
 import subprocess
 import time
 
+import pptest
 import rellib as rl
 from pptest import PUSHPROF, SOURCE_DIR, check, done, tmpdir
 
@@ -74,6 +75,18 @@ try:
     check(r.returncode == 0 and started and f"remote_store={faddr}" in started[0]
           and "local_store=none" in started[0],
           "--remote-store-address gives it a destination", f"rc={r.returncode} {r.stderr[-500:]}")
+    # 1f. remote_store as a list: a --remote-store-* flag cannot say which
+    # store it is for, so it is refused (naming the flag and the list)
+    lst = rl.write_config(os.path.join(d, "list.yaml"), cpu=False,
+                          extra=f"remote_store:\n  - address: \"{faddr}\"\n"
+                          "  - {address: \"127.0.0.1:1\", protocol: pyroscope}\n")
+    for flag, val in (("--remote-store-address", "x:1"), ("--remote-store-insecure", None)):
+        r = run("--config", lst, "--duration", "2s", flag, *([val] if val else []))
+        check(r.returncode == 2 and f"{flag} sets remote_store." in r.stderr
+              and f"remote_store in {lst}:" in r.stderr and "is a list of stores" in r.stderr
+              and "agent started" not in r.stderr,
+              f"{flag} with a list of stores: exit 2, naming the flag",
+              f"rc={r.returncode} {r.stderr[-500:]}")
     has = rl.write_config(os.path.join(d, "has-store.yaml"), cpu=False,
                           store=os.path.join(d, "s-has"))
     r = run("--config", has, "--duration", "2s", "--local-store", "")
@@ -83,7 +96,7 @@ try:
     # SIGHUP to a file without a store: rejected, the running config stays
     hup = rl.write_config(os.path.join(d, "hup-store.yaml"), cpu=False,
                           store=os.path.join(d, "s-hup"))
-    agent = rl.Agent(hup, os.path.join(d, "hup-store.log"))
+    agent = pptest.Agent(hup, os.path.join(d, "hup-store.log"))
     try:
         check(agent.started is not None, "agent with a local store starts", agent.log()[-500:])
         rl.write_config(hup, cpu=False)
@@ -203,15 +216,17 @@ try:
     # /etc/pushprof is empty, whatever this machine has installed there)
     store = os.path.join(d, "store")
     port = rl.free_port()
-    cmd = [PUSHPROF, "run", "--duration", "4s", "--local-store", store, "--node", "flagnode",
-           "--http-address", f"127.0.0.1:{port}", "--remote-store-address", ""]
+    wrap = []
     if os.path.isdir("/etc/pushprof"):
-        cmd = ["unshare", "-m", "sh", "-c",
-               'mount -t tmpfs none /etc/pushprof && exec "$@"', "sh"] + cmd
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=90)
-    started = [ln for ln in r.stderr.splitlines() if "agent started" in ln]
-    check(r.returncode == 0 and "no config file: running on the built-in defaults" in r.stderr,
-          "no config file: runs on the built-in defaults", r.stderr[-1500:])
+        wrap = ["unshare", "-m", "sh", "-c",
+                'mount -t tmpfs none /etc/pushprof && exec "$@"', "sh"]
+    a = pptest.Agent(None, wrap=wrap, args=["--duration", "4s", "--local-store", store,
+                                            "--node", "flagnode", "--http-address",
+                                            f"127.0.0.1:{port}", "--remote-store-address", ""])
+    rc, _ = a.wait(90)
+    started = [a.started] if a.started else []
+    check(rc == 0 and "no config file: running on the built-in defaults" in a.log(),
+          "no config file: runs on the built-in defaults", a.log()[-1500:])
     check(started and "node=flagnode" in started[0] and f"local_store={store}" in started[0]
           and "remote_store=none" in started[0] and f"http_port={port}" in started[0]
           and 'config="built-in defaults (config/pushprof.yaml)"' in started[0],
@@ -237,7 +252,7 @@ try:
                           targets=f"targets:\n  - pids: [{busy.pid}]\n",
                           remote="127.0.0.1:1")  # nothing listens: the flag must win
     check("node: rel-node" in open(cfg).read(), "the file names another node")
-    agent = rl.Agent(cfg, os.path.join(d, "agent.log"),
+    agent = pptest.Agent(cfg, os.path.join(d, "agent.log"),
                      args=("--node", "flagnode", "--remote-store-address", f"127.0.0.1:{rport}",
                            "--remote-store-insecure"))
     try:

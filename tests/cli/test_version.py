@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import time
 
+import pptest
 import rellib as rl
 from pptest import PUSHPROF, SOURCE_DIR, check, done, tmpdir
 
@@ -83,7 +84,7 @@ cfg = rl.write_config(os.path.join(d, "a.yaml"), cpu=True, interval="1s",
                       targets=f"targets:\n  - pids: [{busy.pid}]\n",
                       store=os.path.join(d, "store"),
                       remote=f"127.0.0.1:{rport}")
-agent = rl.Agent(cfg, os.path.join(d, "agent.log"))
+agent = pptest.Agent(cfg, os.path.join(d, "agent.log"))
 try:
     check(agent.wait_log("cpu window", 30), "agent built a window", agent.log()[-2000:])
     t_end = time.time() + 30

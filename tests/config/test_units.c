@@ -10,20 +10,7 @@
 #include <unistd.h>
 
 #include "config.h"
-
-static int failures, passes;
-
-#define CHECK(cond, ...)						\
-	do {								\
-		if (cond) {						\
-			passes++;					\
-		} else {						\
-			failures++;					\
-			printf("FAIL %s:%d: ", __FILE__, __LINE__);	\
-			printf(__VA_ARGS__);				\
-			printf("\n");					\
-		}							\
-	} while (0)
+#include "check.h"
 
 static void durations(void)
 {
@@ -144,11 +131,63 @@ static void api(void)
 	config_free(&c);
 }
 
+/* remote_store as a mapping or a list: config_nstores()/config_store() */
+static void stores(void)
+{
+	struct config c;
+	struct pp_err err = { 0 };
+
+	static const char one[] = "remote_store: {address: \"p:7070\"}\n";
+	CHECK(config_parse(one, strlen(one), "one", &c, &err) == 0, "mapping: %s", err.msg);
+	CHECK(config_nstores(&c) == 1 && !c.remote_store_list && config_store(&c, 0) ==
+	      &c.remote_store && !strcmp(c.remote_store.name, "parca-p_7070"),
+	      "mapping: one store named parca-p_7070 (%s)", c.remote_store.name);
+	config_free(&c);
+	CHECK(config_parse(NULL, 0, NULL, &c, &err) == 0 && config_nstores(&c) == 0 &&
+	      !*c.remote_store.name, "defaults: no store, no name");
+	config_free(&c);
+
+	static const char two[] = "remote_store:\n  - address: \"p:7070\"\n"
+				  "  - {name: py, address: \"http://y:4040/x\", protocol: pyroscope}\n";
+	CHECK(config_parse(two, strlen(two), "two", &c, &err) == 0, "list: %s", err.msg);
+	const struct remote_store_config *y = config_nstores(&c) == 2 ? config_store(&c, 1) : NULL;
+	CHECK(c.remote_store_list && y && y->protocol == STORE_PYROSCOPE && y->http &&
+	      !strcmp(y->name, "py") && !strcmp(y->address, "y:4040") &&
+	      !strcmp(y->path_prefix, "/x") && !y->debuginfo_upload &&
+	      y->timeout_ns == 10000000000ull && c.remote_store.debuginfo_upload,
+	      "list: two stores, each with its own keys and defaults");
+	config_free(&c);
+
+	static const char empty[] = "remote_store: []\n";
+	CHECK(config_parse(empty, strlen(empty), "empty", &c, &err) == 0 &&
+	      config_nstores(&c) == 0 && c.remote_store_list, "empty list: no store");
+	config_free(&c);
+
+	/* a failure in a later item frees the earlier ones (ASan/LSan) */
+	static const char late[] = "remote_store:\n  - {address: \"a:1\", tenant_id: t}\n"
+				   "  - {address: \"b:1\", headers: {x-a: b}}\n  - {address: 7}\n";
+	memset(&err, 0, sizeof(err));
+	CHECK(config_parse(late, strlen(late), "late", &c, &err) == -EINVAL &&
+	      strstr(err.msg, "late:4:15: remote_store[2].address"), "late item error: %s",
+	      err.msg);
+	config_free(&c);
+
+	/* a flag cannot say which item it is for */
+	static const struct config_override ov = { "remote_store.address", "x:1", false,
+						   "--remote-store-address" };
+	struct config_load_opts lo = { .ov = &ov, .nov = 1 };
+	memset(&err, 0, sizeof(err));
+	CHECK(config_parse_ov(two, strlen(two), "two", &lo, &c, &err) == -EINVAL &&
+	      strstr(err.msg, "--remote-store-address sets remote_store.address, but "
+		     "remote_store in two:2:3 is a list"), "flag with a list: %s", err.msg);
+	config_free(&c);
+}
+
 int main(void)
 {
 	durations();
 	sizes();
 	api();
-	printf("%d passed, %d failed\n", passes, failures);
-	return failures || !passes;
+	stores();
+	return check_done();
 }

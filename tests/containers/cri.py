@@ -23,9 +23,9 @@ class CRI:
         self.timeout = timeout
         self.ch = grpc.insecure_channel("unix://" + socket_path)
 
-    def call(self, method, req, resp_name=None):
+    def call(self, method, req, resp_name=None, service="RuntimeService"):
         resp_cls = getattr(self.pb, resp_name or (method + "Response"))
-        fn = self.ch.unary_unary("/runtime.v1.RuntimeService/" + method,
+        fn = self.ch.unary_unary(f"/runtime.v1.{service}/" + method,
                                  request_serializer=lambda m: m.SerializeToString(),
                                  response_deserializer=resp_cls.FromString)
         return fn(req, timeout=self.timeout)
@@ -45,10 +45,19 @@ class CRI:
         r = self.call("RunPodSandbox", pb.RunPodSandboxRequest(config=cfg))
         return r.pod_sandbox_id, cfg
 
-    def create_start(self, sandbox_id, sandbox_cfg, name, image, args, labels):
+    def image_id(self, tag):
+        """The runtime's id ("sha256:...") of the image tagged tag."""
+        r = self.call("ListImages", self.pb.ListImagesRequest(), service="ImageService")
+        return [im.id for im in r.images if tag in im.repo_tags][0]
+
+    def create_start(self, sandbox_id, sandbox_cfg, name, image, args, labels,
+                     user_image=""):
+        """image: a name, or an image id as kubelet passes it (user_image:
+        the pod spec's name, which kubelet 1.28+ sends beside the id)."""
         pb = self.pb
         cc = pb.ContainerConfig(
-            metadata=pb.ContainerMetadata(name=name), image=pb.ImageSpec(image=image),
+            metadata=pb.ContainerMetadata(name=name),
+            image=pb.ImageSpec(image=image, user_specified_image=user_image),
             args=args, labels=labels,
             linux_config=pb.LinuxContainerConfig(security_context=pb.LinuxContainerSecurityContext(
                 namespace_options=pb.NamespaceOption(network=pb.NODE))))

@@ -176,8 +176,10 @@ def agent_end_to_end(d, sock, pid, ns, pod, cid):
     the config key metadata.cri_socket; until then this part is reported as
     skipped (not passed)."""
     probe_cfg = f"metadata: {{cri_socket: {sock}}}\n"
-    p = pptest.run([pptest.PUSHPROF, "check-config", "-"], input=probe_cfg)
-    dump = pptest.run([pptest.PUSHPROF, "check-config", "-"], input="relabel_configs: []\n")
+    dest = "remote_store: {address: '127.0.0.1:1', insecure: true}\n"  # a config needs one
+    p = pptest.run([pptest.PUSHPROF, "check-config", "-"], input=dest + probe_cfg)
+    dump = pptest.run([pptest.PUSHPROF, "check-config", "-"],
+                      input=dest + "relabel_configs: []\n")
     if p.returncode != 0 or "not applied" in dump.stdout:
         print("NOTE: end-to-end agent check SKIPPED: the agent does not take "
               "metadata.cri_socket / apply relabel_configs yet (wiring pending)")
@@ -200,22 +202,22 @@ def agent_end_to_end(d, sock, pid, ns, pod, cid):
                         "  - {source_labels: [__meta_kubernetes_pod_name], target_label: pod}\n"
                         "  - {source_labels: [__meta_kubernetes_pod_container_name], target_label: container}\n"
                         "  - {source_labels: [__meta_kubernetes_pod_container_id], target_label: container_id}\n")
-            r = pptest.run([pptest.PUSHPROF, "run", "--config", cfg, "--duration", "4s"],
-                           timeout=60)
+            agent = pptest.Agent(cfg, args=["--duration", "4s"])
+            rc, _ = agent.wait(60)
             series = [s["labels"] for s in rcv.series()]
         finally:
             rcv.stop()
         mine = [l for l in series if l.get("pod") == pod]
         if want:
-            check(r.returncode == 0 and mine and all(
+            check(rc == 0 and mine and all(
                 l.get("namespace") == ns and l.get("container") == "spinner"
                 and l.get("container_id") == "containerd://" + cid for l in mine),
                 "agent pushes the container's profile with namespace, pod, container labels",
-                f"rc={r.returncode} {series[:3]} {r.stderr[-500:]}")
+                f"rc={rc} {series[:3]} {agent.log()[-500:]}")
             check(mine and not any(k.startswith("__meta_") for l in mine for k in l),
                   "no __meta_* label reaches the server", str(mine[:1]))
         else:
-            check(r.returncode == 0 and not mine,
+            check(rc == 0 and not mine,
                   "keep on another namespace: the container's profile is not sent",
                   f"{len(mine)} series")
 
@@ -297,6 +299,7 @@ def main():
             "__meta_kubernetes_pod_name": pod,
             "__meta_kubernetes_pod_uid": uid,
             "__meta_kubernetes_pod_container_name": "spinner",
+            "__meta_kubernetes_pod_container_image": "docker.io/library/pushprof-test:1",
             "__meta_kubernetes_pod_container_id": "containerd://" + cid,
             "__meta_container_id": cid,
             "__meta_kubernetes_pod_qos_class": "burstable",
@@ -339,9 +342,12 @@ def main():
                   and "__meta_kubernetes_pod_container_name" not in pm,
                   "pause process: pod named via its UID, no container name", str(pm))
 
-        # A container started after the cache was filled is found (rate-limited refresh).
+        # A container started after the cache was filled is found. It is
+        # created as kubelet does: the image by its id (kubelet resolves the
+        # pod spec's name first); its name comes from ListImages.
         time.sleep(1.1)
-        cid2 = client.create_start(sid, scfg, "sidecar", "docker.io/library/pushprof-test:1",
+        img_id = client.image_id("docker.io/library/pushprof-test:1")
+        cid2 = client.create_start(sid, scfg, "sidecar", img_id,
                                    [], dict(kube_labels, **{"io.kubernetes.container.name":
                                                             "sidecar"}))
         pid2 = client.container_pid(cid2)
@@ -349,9 +355,26 @@ def main():
         check(m2.get("__meta_kubernetes_pod_container_name") == "sidecar"
               and m2.get("__meta_kubernetes_namespace") == ns,
               "container started later is named", str(m2))
+        check(img_id.startswith("sha256:") and
+              m2.get("__meta_kubernetes_pod_container_image") == "docker.io/library/pushprof-test:1",
+              "a container created by image id (as kubelet does) has its image's name",
+              f"{img_id}: {m2.get('__meta_kubernetes_pod_container_image')!r}")
         st = pr.stats()
         check(st["containers"] == "2" and st["errors"] == "0", "cache now holds 2 containers",
               str(st))
+
+        # kubelet 1.28+ also sends the pod spec's name as written; a runtime
+        # that keeps it (containerd 1.7.x+) lists it, an older one drops it
+        # and the image's repo tag stands in
+        time.sleep(1.1)
+        cid3 = client.create_start(sid, scfg, "third", img_id, [],
+                                   dict(kube_labels, **{"io.kubernetes.container.name": "third"}),
+                                   user_image="pushprof-test:1")
+        _, m3i, _, _ = pr.labels(client.container_pid(cid3))
+        check(m3i.get("__meta_kubernetes_pod_container_image") in
+              ("pushprof-test:1", "docker.io/library/pushprof-test:1"),
+              "user_specified_image: the pod spec's name, else the repo tag",
+              str(m3i.get("__meta_kubernetes_pod_container_image")))
 
         # A container the runtime does not know (say plain docker beside k8s): one
         # extra refresh for that id, then none until the TTL.

@@ -19,6 +19,7 @@ sys.path[:0] = [os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "
 os.environ.setdefault("PUSHPROF_SOURCE_DIR",
                       os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 import cputest as ct  # noqa: E402
+import pptest  # noqa: E402
 from pptest import tmpdir  # noqa: E402
 from receiver import Receiver  # noqa: E402
 
@@ -54,9 +55,8 @@ try:
         text = text.replace(f"interval: {a.interval}}}", f"interval: {a.interval}, kernel_stacks: false}}")
     with open(cfg, "w") as f:
         f.write(text)
-    agent = ct.start_agent(cfg, f"{int(a.secs * 1000)}ms")
-    started = ct.wait_started(agent)
-    prog_id = ct.logfields(started[-1]).get("bpf_prog_id")
+    agent = pptest.Agent(cfg, args=["--duration", f"{int(a.secs * 1000)}ms"])
+    prog_id = ct.logfields(agent.started or "").get("bpf_prog_id")
     t0 = time.time()
     peak_rss = 0
     prog = {}
@@ -76,7 +76,8 @@ try:
                              capture_output=True, text=True).stdout
         if out.strip():
             prog = json.loads(out)
-    rc, log = ct.finish(agent)
+    rc, _ = agent.wait(60)
+    log = agent.log()
     wins = [ct.logfields(l) for l in ct.window_lines(log)]
     samples = sum(int(w["samples"]) for w in wins)
     print(f"windows={len(wins)} samples={samples} profiles={sum(int(w['processes']) for w in wins)}"

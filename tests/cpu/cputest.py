@@ -1,5 +1,6 @@
-"""Helpers shared by the CPU profiling tests: build the workloads, run the
-agent with a config, and read the profiles it produced (decoded with
+"""Helpers shared by the CPU profiling tests: build the workloads, write the
+agent's config (the agent runs through pptest.Agent), and read the profiles
+it produced (decoded with
 protoc-generated Python classes, and parsed by `go tool pprof`)."""
 import glob
 import gzip
@@ -11,7 +12,7 @@ import sys
 import time
 
 import pptest
-from pptest import BUILD_DIR, PUSHPROF, SOURCE_DIR
+from pptest import SOURCE_DIR
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORK = os.path.join(HERE, "workloads")
@@ -82,42 +83,12 @@ def metrics(port, timeout=10):
         f"http://127.0.0.1:{port}/metrics", timeout=timeout).read().decode())
 
 
-def start_agent(config, duration):
-    return subprocess.Popen([PUSHPROF, "run", "--config", config, "--duration", duration],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def wait_started(agent, timeout=20):
-    """Read stderr until the 'agent started' line; returns the lines read."""
-    lines = []
-    end = time.time() + timeout
-    while time.time() < end:
-        line = agent.stderr.readline()
-        if not line:
-            break
-        lines.append(line)
-        if "agent started" in line:
-            return lines
-    return lines
-
-
-def finish(agent, timeout=60):
-    """Wait for the agent; a sanitizer report in its log counts as failure
-    (rc 99) even when the sanitizer let it exit 0."""
-    out, err = agent.communicate(timeout=timeout)
-    rc = agent.returncode
-    if "runtime error:" in err or "Sanitizer" in err:
-        print("sanitizer report in the agent's log:\n" + err[-4000:])
-        rc = 99
-    return rc, err
-
-
 def stop_checked(agent, store, workloads=(), tail=2500):
     """SIGINT the agent, then kill the workloads (Popen objects); check that
     it exited 0 and that every profile it wrote parses with `go tool
     pprof`. Returns (log, profile paths)."""
-    agent.send_signal(signal.SIGINT)
-    rc, log = finish(agent)
+    rc, _ = agent.stop(signal.SIGINT, 60)
+    log = agent.log()
     for w in workloads:
         w.kill()
         w.wait()
@@ -249,15 +220,8 @@ def run_with_go_profile(d, tag, argv, frameless, enough, time_limit):
     w = subprocess.Popen([a.format(gprof=gprof) for a in argv],
                          env=dict(os.environ, GOMAXPROCS="2"))
     cfg, store = write_config(rd, f"targets:\n  - pids: [{w.pid}]\n")
-    env = dict(os.environ)
-    if frameless:
-        os.environ.pop("PUSHPROF_FRAMELESS", None)
-    else:
-        os.environ["PUSHPROF_FRAMELESS"] = "off"
-    agent = start_agent(cfg, f"{time_limit + 20}s")
-    os.environ.clear()
-    os.environ.update(env)
-    wait_started(agent)
+    agent = pptest.Agent(cfg, args=["--duration", f"{time_limit + 20}s"],
+                         env={"PUSHPROF_FRAMELESS": None if frameless else "off"})
     t0 = time.time()
     seen, samples = set(), []
     while time.time() - t0 < time_limit:
@@ -271,8 +235,8 @@ def run_with_go_profile(d, tag, argv, frameless, enough, time_limit):
     w.send_signal(signal.SIGINT)    # Go writes its profile and exits
     wrc = w.wait(timeout=60)
     time.sleep(1.2)                 # the window holding the last samples
-    agent.send_signal(signal.SIGINT)
-    rc, log = finish(agent)
+    rc, _ = agent.stop(signal.SIGINT, 60)
+    log = agent.log()
     files = profiles(store)
     for path in files:
         if path not in seen:

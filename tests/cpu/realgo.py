@@ -1,5 +1,5 @@
 """CPU stacks of a real Go program nobody here wrote against its own
-profiler (issue 11): Debian's Prometheus (Go 1.19, stripped, cgo), loaded
+profiler: Debian's Prometheus (Go 1.19, stripped, cgo), loaded
 with HTTP requests (gzip'd /metrics, PromQL queries) while pushprof samples
 it and Prometheus's own /debug/pprof/profile (runtime/pprof, pclntab
 unwinding) records the same seconds. Used by tests/cpu/test_cpu_realgo.py
@@ -26,6 +26,7 @@ import time
 import urllib.request
 
 import cputest as ct
+import pptest
 
 KERNEL = "[kernel.kallsyms]"
 PORT = 0    # measure() takes a free one: runs must not meet on a port
@@ -98,25 +99,15 @@ def round_(pushprof, secs, d, pid, frameless, tag):
                 f"spool: {{directory: \"\"}}\ncpu: {{frequency_hz: 99, interval: 5s}}\n"
                 f"go_heap: {{enabled: false}}\nlocal_store: {{directory: {store}}}\n"
                 f"targets:\n  - pids: [{pid}]\n")
-    env = dict(os.environ)
-    if frameless:
-        env.pop("PUSHPROF_FRAMELESS", None)
-    else:
-        env["PUSHPROF_FRAMELESS"] = "off"
-    agent = subprocess.Popen([pushprof, "run", "--config", cfg, "--duration",
-                              f"{secs + 30}s"], env=env, stderr=subprocess.PIPE,
-                             stdout=subprocess.DEVNULL, text=True)
-    for line in agent.stderr:
-        if "agent started" in line:
-            break
+    agent = pptest.Agent(cfg, args=["--duration", f"{secs + 30}s"], binary=pushprof,
+                         env={"PUSHPROF_FRAMELESS": None if frameless else "off"})
     time.sleep(1)
     gprof = os.path.join(rd, "go.pprof")
     with urllib.request.urlopen(f"http://127.0.0.1:{PORT}/debug/pprof/profile?seconds="
                                 f"{secs}", timeout=secs + 30) as r, open(gprof, "wb") as f:
         f.write(r.read())
     time.sleep(1)
-    agent.send_signal(signal.SIGINT)
-    agent.communicate(timeout=60)
+    agent.stop(signal.SIGINT, 60)
     ours = []
     for p in sorted(glob.glob(os.path.join(store, "*"))):
         ours += ct.Prof(p).samples

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "cpu.h"
+#include "check.h"
 
 static volatile unsigned long sink;
 
@@ -40,7 +41,6 @@ int main(void)
 	struct cpu_sampler *s;
 	struct cpu_sampler_opts o = { .frequency_hz = 199, .max_depth = 127, .kernel_stacks = true,
 				      .filter = true, .interval_ns = 1000000000ull };
-	int fails = 0;
 
 	if (cpu_sampler_new(&o, &s, &err) < 0) {
 		fprintf(stderr, "sampler: %s\n", err.msg);
@@ -74,16 +74,12 @@ int main(void)
 		       (unsigned long)w.stats[CPU_STAT_FILTERED], (unsigned long)w.stats[CPU_STAT_RUNS],
 		       (unsigned long)w.stats[CPU_STAT_IDLE], (unsigned long)w.stats[CPU_STAT_STACK_ERR],
 		       (unsigned long)mine, (unsigned long)resolved);
-		if (w.stats[CPU_STAT_STACKS_FULL] || w.stats[CPU_STAT_COLLISION] ||
-		    w.stats[CPU_STAT_LOST_COUNTS_FULL]) {
-			printf("FAIL samples or stacks lost\n");
-			fails++;
-		}
+		CHECK(!w.stats[CPU_STAT_STACKS_FULL] && !w.stats[CPU_STAT_COLLISION] &&
+		      !w.stats[CPU_STAT_LOST_COUNTS_FULL], "round %d: no samples or stacks lost", round);
 		/* 0.5 s of CPU at 199 Hz: ~100 samples expected */
-		if (mine < 60 || resolved * 10 < mine * 9) {
-			printf("FAIL too few own samples or unresolved stacks\n");
-			fails++;
-		}
+		CHECK(mine >= 60 && resolved * 10 >= mine * 9,
+		      "round %d: enough own samples (%lu), 90 %% of them with stacks (%lu)", round,
+		      (unsigned long)mine, (unsigned long)resolved);
 	}
 	/*
 	 * Hotplug paths without taking CPUs offline: pinned to CPU 1, this
@@ -99,10 +95,7 @@ int main(void)
 		for (int phase = 0; phase < 2; phase++) {
 			int r = phase == 0 ? cpu_sampler_set_cpus(s, "0", &changed, &err)
 					   : cpu_sampler_sync_cpus(s, &changed, &err);
-			if (r < 0 || !changed) {
-				printf("FAIL set cpus phase %d: %d %s\n", phase, r, err.msg);
-				fails++;
-			}
+			CHECK(r >= 0 && changed, "set cpus phase %d: %d %s", phase, r, err.msg);
 			if (cpu_sampler_drain(s, &w, &err) < 0)	/* start clean */
 				return 1;
 			total_rec += w.stats[CPU_STAT_RECORDED];
@@ -118,10 +111,7 @@ int main(void)
 		}
 		printf("hotplug: cpu0 only -> own samples %lu; all online -> %lu (ncpus %u)\n",
 		       (unsigned long)mine[0], (unsigned long)mine[1], cpu_sampler_ncpus(s));
-		if (mine[0] > 2 || mine[1] < 30) {
-			printf("FAIL detach/attach by CPU list\n");
-			fails++;
-		}
+		CHECK(mine[0] <= 2 && mine[1] >= 30, "detach/attach by CPU list");
 	} else {
 		printf("hotplug check skipped: needs 2 CPUs\n");
 	}
@@ -133,13 +123,9 @@ int main(void)
 	total_drained += w.samples;
 	printf("total recorded=%lu drained=%lu\n", (unsigned long)total_rec,
 	       (unsigned long)total_drained);
-	if (total_rec != total_drained) {
-		printf("FAIL recorded != drained\n");
-		fails++;
-	}
+	CHECK(total_rec == total_drained, "everything recorded is drained");
 	printf("prog_id=%d\n", cpu_sampler_prog_id(s));
 	cpu_window_free(&w);
 	cpu_sampler_free(s);
-	printf(fails ? "FAIL\n" : "PASS\n");
-	return fails ? 1 : 0;
+	return check_done();
 }

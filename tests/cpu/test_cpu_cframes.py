@@ -1,5 +1,5 @@
-"""C prologues, epilogues and frameless leaves from .eh_frame (issue 11,
-the C/C++ part; bpf/cpu.h "C and C++: prologues, epilogues, frameless
+"""C prologues, epilogues and frameless leaves from .eh_frame
+(bpf/cpu_abi.h "C and C++: prologues, epilogues, frameless
 leaves").
 
 workloads/cframes.c, built with -O2 -fno-omit-frame-pointer
@@ -27,6 +27,7 @@ import subprocess
 import time
 
 import cputest as ct
+import pptest
 from pptest import check, done, tmpdir
 
 KERNEL = "[kernel.kallsyms]"
@@ -69,17 +70,8 @@ def run(tag, on, binary=None, limit=TIME_LIMIT, want=WANT):
     os.makedirs(rd)
     w = subprocess.Popen([binary or work, str(limit + 30)])
     cfg, store = ct.write_config(rd, f"targets:\n  - pids: [{w.pid}]\n")
-    old = os.environ.get("PUSHPROF_FRAMELESS")
-    if on:
-        os.environ.pop("PUSHPROF_FRAMELESS", None)
-    else:
-        os.environ["PUSHPROF_FRAMELESS"] = "off"
-    agent = ct.start_agent(cfg, f"{limit + 20}s")
-    if old is None:
-        os.environ.pop("PUSHPROF_FRAMELESS", None)
-    else:
-        os.environ["PUSHPROF_FRAMELESS"] = old
-    ct.wait_started(agent)
+    agent = pptest.Agent(cfg, args=["--duration", f"{limit + 20}s"],
+                         env={"PUSHPROF_FRAMELESS": None if on else "off"})
     t0 = time.time()
     seen, samples = set(), []
     while time.time() - t0 < limit:
@@ -92,8 +84,8 @@ def run(tag, on, binary=None, limit=TIME_LIMIT, want=WANT):
         if all(b[l][0] >= want[l] for l in CHAINS) and time.time() - t0 >= 3:
             break
     time.sleep(1.2)     # the window holding the last samples
-    agent.send_signal(signal.SIGINT)
-    rc, log = ct.finish(agent)
+    rc, _ = agent.stop(signal.SIGINT, 60)
+    log = agent.log()
     w.kill()
     w.wait()
     files = ct.profiles(store)

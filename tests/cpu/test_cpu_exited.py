@@ -14,6 +14,7 @@ import subprocess
 import time
 
 import cputest as ct
+import pptest
 from pptest import check, done, tmpdir, local_name
 
 KERNEL_START = 0xffff800000000000
@@ -26,9 +27,8 @@ shutil.copy(ct.build_c("libcburn", d), cprog)
 shutil.copy(ct.build_go("split", d), goprog)
 
 cfg, store = ct.write_config(d, 'targets:\n  - exe_regex: "/short(c|go)$"\n')
-agent = ct.start_agent(cfg, "60s")
-started = ct.wait_started(agent)
-check(any("agent started" in l for l in started), "agent starts", "".join(started)[-600:])
+agent = pptest.Agent(cfg, args=["--duration", "60s"])
+check(agent.started, "agent starts", agent.log()[-600:])
 pids = {"c": [], "go": []}
 maps = {}
 t0 = time.time()

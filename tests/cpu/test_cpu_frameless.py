@@ -1,5 +1,5 @@
 """Go leaves whose %rbp is not their own frame against Go's own CPU profiler
-(issue 11, items 1 and 2, the leaf case).
+(the frameless-leaf tables).
 
 workloads/leaves.go spends its time in leaves with a zero-size frame (no
 saved frame pointer): runtime.memmove (a large copy from main.copyBig),
@@ -8,7 +8,7 @@ compiled leaf main.mix called from main.hotA and main.hotB 70/30, and
 runtime/internal/syscall.Syscall6 (reads of /dev/zero: time in the kernel
 under a frameless assembly leaf); also in
 crypto/sha256.block (assembly with a frame that uses %rbp as data: the
-plain walk reads junk above it; issue 11 item 2).
+plain walk reads junk above it).
 It runs runtime/pprof's CPU profiler on itself while the agent samples it.
 
 Run twice: with the frameless table off (PUSHPROF_FRAMELESS=off: the plain

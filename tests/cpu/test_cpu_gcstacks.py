@@ -1,5 +1,5 @@
 """Callers of Go's stack-switching and frameless mid-stack functions against
-Go's own CPU profiler (issue 11, item 1, mid-stack).
+Go's own CPU profiler (the mid-stack walk).
 
 workloads/gcstack.go spends its time in garbage collection and write
 barriers. With Go 1.19, runtime.systemstack has no frame and switches to
@@ -8,7 +8,7 @@ the grand-caller (gcBgMarkWorker.func2 <- systemstack <- goexit instead of
 <- gcBgMarkWorker; mallocgc instead of gcAssistAlloc), and the frameless
 write-barrier stubs (runtime.gcWriteBarrierCX, ...) lose their caller the
 same way without a switch. The agent inserts the caller from curg.sched.sp
-and from the word above the callee's frame (bpf/cpu.h).
+and from the word above the callee's frame (bpf/cpu_abi.h).
 
 Runs the Go 1.19 build with the frameless tables off (PUSHPROF_FRAMELESS=off)
 and on, and the Go 1.23 build (when installed) on: Go 1.21 on gives

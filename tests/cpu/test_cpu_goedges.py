@@ -1,5 +1,5 @@
 """Go leaves sampled in their prologue or epilogue against Go's own CPU
-profiler (issue 11: compiled Go functions, not only frameless ones).
+profiler (compiled Go functions, not only frameless ones).
 
 workloads/edges.go spends its time in main.step, a small function with a
 frame called at a very high rate from main.edgeA and main.edgeB (70/30).
@@ -7,7 +7,7 @@ For a few instructions at its start and end (`sub; mov %rbp; lea` and
 `add; ret` up to Go 1.20, `push %rbp; mov %rsp,%rbp` and `ret` from Go
 1.21) %rbp is still the caller's frame, so a plain frame-pointer walk hangs
 those samples under the grand-caller. BPF decodes those instructions at the
-leaf (bpf/cpu.h, "Go prologues and epilogues").
+leaf (bpf/cpu_abi.h, "Go prologues and epilogues").
 
 Run for the Go 1.19 build and, when installed, the Go 1.23 build: with the
 tables off (PUSHPROF_FRAMELESS=off, the plain walk) and on. The share of

@@ -1,4 +1,4 @@
-"""The symbolizer opens files a target controls without trusting them (issue 12 #3).
+"""The symbolizer opens files a target controls without trusting them.
 
 A chrooted process's mappings are named in /proc/PID/maps by their path as
 the agent sees it (/tmp/.../root/bin/worker), and the agent opens them
@@ -55,26 +55,13 @@ shutil.copy(worker, outside)  # a real ELF outside the root: must not be read
 link_root, link_p = chroot_with_plant("link-root", lambda p: os.symlink(outside, p))
 time.sleep(0.3)
 cfg, store = ct.write_config(d, "targets:\n  - pids: [%d, %d]\n" % (fifo_p.pid, link_p.pid))
-# the log goes to a file and is polled: a blocked agent must fail the test,
-# not hang it on a pipe read
-log_path = os.path.join(d, "agent.log")
-logf = open(log_path, "w")
-agent = subprocess.Popen(["setpriv", "--bounding-set", "-sys_admin,-checkpoint_restore", "--",
-                          ct.PUSHPROF, "run", "--config", cfg],
-                         stdout=subprocess.DEVNULL, stderr=logf)
-
-
-def log():
-    with open(log_path) as f:
-        return f.read()
-
-
+# a blocked agent fails the test (no "agent started" within 30 s, or no exit
+# within 15 s of SIGTERM): pptest.Agent never blocks on the agent's output
+agent = pptest.Agent(cfg, os.path.join(d, "agent.log"),
+                     wrap=["setpriv", "--bounding-set", "-sys_admin,-checkpoint_restore", "--"])
 try:
-    end = time.time() + 30
-    while time.time() < end and "agent started" not in log() and agent.poll() is None:
-        time.sleep(0.2)
-    check("agent started" in log(), "agent started (not blocked at its first look at the "
-          "targets)", log()[-500:])
+    check(agent.started, "agent started (not blocked at its first look at the targets)",
+          agent.log()[-500:])
     # map_files is really closed to the agent: the fallback path is what runs
     st = subprocess.run(["setpriv", "--bounding-set", "-sys_admin,-checkpoint_restore", "--",
                          "cat", f"/proc/{fifo_p.pid}/map_files/" +
@@ -83,18 +70,8 @@ try:
     check(st.returncode != 0, "without those capabilities map_files cannot be opened",
           st.stderr.decode()[-200:])
     time.sleep(6)
-    t = time.time()
-    agent.send_signal(signal.SIGTERM)
-    try:
-        rc = agent.wait(15)
-    except subprocess.TimeoutExpired:
-        agent.kill()
-        rc = agent.wait()
-    took = time.time() - t
-    text = log()
-    if "runtime error:" in text or "Sanitizer" in text:
-        print("sanitizer report in the agent's log:\n" + text[-4000:])
-        rc = 99
+    rc, took = agent.stop(signal.SIGTERM, 15)
+    text = agent.log()
     wins = ct.window_lines(text)
     print(f"{len(wins)} windows in ~6 s; SIGTERM -> exit {rc} in {took:.1f}s")
     check(rc == 0 and took < 5, "SIGTERM: exit 0 within 5 s", f"rc={rc} took={took:.1f}s")
@@ -111,9 +88,8 @@ try:
           "the symlink out of the root was not followed (no names from the outside ELF)",
           str(sorted(named)[:20]))
 finally:
-    if agent.poll() is None:
-        agent.kill()
-    logf.close()
+    if agent.alive():
+        agent.stop(signal.SIGKILL)
     for p in procs:
         p.kill()
         p.wait()

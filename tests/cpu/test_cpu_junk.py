@@ -15,6 +15,7 @@ import os
 import subprocess
 
 import cputest as ct
+import pptest
 from pptest import check, done, tmpdir, local_name
 
 KERNEL_START = 0xffff800000000000
@@ -43,8 +44,7 @@ def exec_ranges(pid):
 port = ct.free_port()
 cfg, store = ct.write_config(d, "targets:\n  - pids: [%s]\n" % ", ".join(
     str(p) for p in pids.values()), http=f"127.0.0.1:{port}")
-agent = ct.start_agent(cfg, "40s")
-ct.wait_started(agent)
+agent = pptest.Agent(cfg, args=["--duration", "40s"])
 # 1500 samples, at least 3 windows, at most 30 s
 ct.collect_until(store, lambda path: ct.Prof(path).total(), 1500, 3.2)
 ranges = {name: exec_ranges(pid) for name, pid in pids.items()}

@@ -1,4 +1,4 @@
-"""Parca Agent's relabel inputs (issue 13): a relabel file written for Parca
+"""Parca Agent's relabel inputs: a relabel file written for Parca
 Agent reads __meta_process_executable_{name,build_id,compiler,static,
 stripped} and __meta_system_kernel_{release,machine}; each one, put back as a
 label by the rules Parca Agent's own kubernetes config uses, must equal what
@@ -12,6 +12,7 @@ import subprocess
 import time
 
 import cputest as ct
+import pptest
 from pptest import check, done, run, tmpdir
 from receiver import Receiver
 
@@ -55,8 +56,9 @@ try:
             f"targets:\n  - pids: [{procs[0].pid}, {procs[1].pid}]\n"
             f"relabel_configs:\n{rules}")
     cfg, _ = ct.write_config(d, body)
-    agent = ct.start_agent(cfg, "4s")
-    rc, log = ct.finish(agent)
+    agent = pptest.Agent(cfg, args=["--duration", "4s"])
+    rc, _ = agent.wait(60)
+    log = agent.log()
     check(rc == 0, "agent exits 0", log[-800:])
     series = rcv.series()
     want = {str(procs[0].pid): truth(chain), str(procs[1].pid): truth(split)}

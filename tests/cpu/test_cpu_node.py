@@ -9,6 +9,7 @@ import shutil
 import subprocess
 
 import cputest as ct
+import pptest
 from pptest import check, done, tmpdir
 
 node = shutil.which("node") or shutil.which("nodejs")
@@ -19,8 +20,7 @@ d = tmpdir()
 w = subprocess.Popen([node, "--perf-basic-prof", os.path.join(ct.WORK, "hot.js"), "60"],
                      cwd=d)
 cfg, store = ct.write_config(d, f"targets:\n  - pids: [{w.pid}]\n")
-agent = ct.start_agent(cfg, "40s")
-ct.wait_started(agent)
+agent = pptest.Agent(cfg, args=["--duration", "40s"])
 # 50 samples naming hotLoop, at least 2 windows, at most 30 s
 hot = ct.collect_until(store, lambda path: ct.Prof(path).count_where(
     lambda fr: any("hotLoop" in f for f in fr)), 50, 2.2)

@@ -24,6 +24,7 @@ import subprocess
 import time
 
 import cputest as ct
+import pptest
 from pptest import check, done, tmpdir, local_name
 
 d = tmpdir()
@@ -93,8 +94,7 @@ pids = {name: jit_pid(name) for name in procs}
 print("pids", pids, "A's NSpid:",
       [l for l in open(f"/proc/{pids['A']}/status") if l.startswith("NSpid")])
 cfg, store = ct.write_config(d, 'targets:\n  - comm_regex: "^jitwl$"\n')
-agent = ct.start_agent(cfg, "40s")
-ct.wait_started(agent)
+agent = pptest.Agent(cfg, args=["--duration", "40s"])
 # 50 samples of A naming jit_hot_code, at least 4 windows, at most 30 s
 t0 = time.time()
 ct.collect_until(store, lambda path: ct.Prof(path).count_where(lambda fr: "jit_hot_code" in fr)

@@ -35,9 +35,8 @@ try:
             "  - {source_labels: [__meta_process_pid], target_label: pid}\n"
             "  - {source_labels: [__meta_process_cgroup], target_label: cgroup_path}\n")
     cfg, store = ct.write_config(d, body, http=f"127.0.0.1:{ct.free_port()}")
-    agent = ct.start_agent(cfg, "6s")
-    started = ct.wait_started(agent)
-    port = ct.logfields(started[-1]).get("http_port") if started else None
+    agent = pptest.Agent(cfg, args=["--duration", "6s"])
+    port = agent.port
     import urllib.request
     # poll until two windows are counted (a loaded machine may lag a little)
     deadline = time.time() + 5.0
@@ -52,8 +51,8 @@ try:
             metrics, ready = f"error: {e}", None
         if "\npushprof_cpu_windows_total 2\n" in metrics or "\npushprof_cpu_windows_total 3\n" in metrics:
             break
-    rc, log = ct.finish(agent)
-    log = "".join(started) + log
+    rc, _ = agent.wait(60)
+    log = agent.log()
     vals = {}
     for line in metrics.splitlines():
         if line and not line.startswith("#") and not line.startswith("error"):
@@ -95,15 +94,11 @@ try:
     # SIGTERM mid-window: a 10 s window cut short, still flushed.
     before = len(rcv.calls())
     cfg2, _ = ct.write_config(d, body, interval="10s")
-    agent = subprocess.Popen([ct.PUSHPROF, "run", "--config", cfg2], stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True)
-    started = ct.wait_started(agent)
-    prog_id = ct.logfields(started[-1]).get("bpf_prog_id") if started else None
+    agent = pptest.Agent(cfg2)
+    prog_id = ct.logfields(agent.started or "").get("bpf_prog_id")
     time.sleep(1.5)
-    t = time.time()
-    agent.send_signal(signal.SIGTERM)
-    rc, log = ct.finish(agent, timeout=20)
-    took = time.time() - t
+    rc, took = agent.stop(signal.SIGTERM, 20)
+    log = agent.log()
     print(log[-800:])
     check(rc == 0, "SIGTERM: exit 0", f"rc={rc}")
     check(took < 5, "SIGTERM: exits promptly", f"{took:.1f}s")

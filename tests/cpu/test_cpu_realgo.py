@@ -1,14 +1,14 @@
-"""CPU stacks of a real Go program nobody here wrote against its own profiler
-(issue 11): Debian's Prometheus (Go 1.19, stripped, cgo) under HTTP load,
+"""CPU stacks of a real Go program nobody here wrote against its own profiler:
+Debian's Prometheus (Go 1.19, stripped, cgo) under HTTP load,
 sampled by pushprof while its own /debug/pprof/profile records the same
 seconds (realgo.py). Over the top 15 leaves of pushprof's profile, the
 share of samples under a caller Go's own profile never shows for that leaf:
-with the leaf tables at most 3 %, the issue's goal (measured 0.5-1.2 % in
+with the leaf tables at most 3 %, the goal (docs/performance.md; measured 0.5-1.2 % in
 single 20 s runs since Go prologues and epilogues are decoded, 2.5-4.0 %
 before, against a noise floor of 0.5-3.9 %: Go's own profile split in two
 random halves, whose "wrong" callers are legitimate ones the other half did
 not happen to sample), without them (PUSHPROF_FRAMELESS=off) at least 15 % (the
-issue's ~30 %: the test sees the defect). Skipped when prometheus is not
+~30 % before the tables: the test sees the defect). Skipped when prometheus is not
 installed (scripts/setup.sh --tests installs it).
 """
 import shutil

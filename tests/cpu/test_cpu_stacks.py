@@ -13,6 +13,7 @@ import subprocess
 import time
 
 import cputest as ct
+import pptest
 from pptest import check, done, tmpdir, local_name
 
 d = tmpdir()
@@ -31,8 +32,7 @@ cfg, store = ct.write_config(d, "targets:\n  - pids: [%s]\n" % ", ".join(
 # (binomial sd at 800 samples: 1.6 points; 600 accepted on a very busy
 # machine), at least 3 windows, at most 25 s:
 # quick on an idle machine, still meaningful on a loaded one.
-agent = ct.start_agent(cfg, "26s")
-ct.wait_started(agent)
+agent = pptest.Agent(cfg, args=["--duration", "26s"])
 t0 = time.time()
 seen = set()
 go_samples = 0
@@ -45,8 +45,8 @@ while time.time() - t0 < 25:
         go_samples += ct.Prof(path).total()
     if go_samples >= 800 and time.time() - t0 >= 3.2:
         break
-agent.send_signal(signal.SIGINT)
-rc, log = ct.finish(agent)
+rc, _ = agent.stop(signal.SIGINT, 60)
+log = agent.log()
 for p in procs.values():
     p.kill()
     p.wait()

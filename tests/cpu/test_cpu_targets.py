@@ -11,6 +11,7 @@ import threading
 import time
 
 import cputest as ct
+import pptest
 from pptest import check, done, tmpdir, local_name
 
 d = tmpdir()
@@ -35,15 +36,14 @@ cfg, store = ct.write_config(d, f"""targets:
     comm_regex: "^chain"
   - exe_regex: "/chainx$"
 """)
-agent = ct.start_agent(cfg, "4s")
-started = ct.wait_started(agent)
-check(any("agent started" in l for l in started), "agent starts", "".join(started))
+agent = pptest.Agent(cfg, args=["--duration", "4s"])
+check(agent.started, "agent starts", agent.log())
 # PUSHPROF_PROC_EVENTS (meson runs this test once per event source)
 want = {"bpf": "bpf", "off": "none", "netlink": "netlink"}.get(
     os.environ.get("PUSHPROF_PROC_EVENTS", ""))
 if want:
-    check(any(f"proc_events={want}" in l for l in started),
-          f"process events from: {want}", "".join(started)[-600:])
+    check(f"proc_events={want}" in (agent.started or ""),
+          f"process events from: {want}", agent.log()[-600:])
 t0 = time.time()
 # Started after the agent: A in the cgroup (matches entry 1), B identical
 # outside (no match), D by exe (entry 2), E in the cgroup with another
@@ -69,7 +69,8 @@ for t in threads:
     t.start()
 for t in threads:
     t.join()
-rc, log = ct.finish(agent)
+rc, _ = agent.wait(60)
+log = agent.log()
 print(log[-2500:])
 try:
     os.rmdir(cg_dir)

@@ -9,14 +9,14 @@ import os
 import subprocess
 
 import cputest as ct
+import pptest
 from pptest import check, done, tmpdir
 
 d = tmpdir()
 prog = ct.build_c("vdsoloop", d)
 w = subprocess.Popen([prog, "60"])
 cfg, store = ct.write_config(d, f"targets:\n  - pids: [{w.pid}]\n")
-agent = ct.start_agent(cfg, "40s")
-ct.wait_started(agent)
+agent = pptest.Agent(cfg, args=["--duration", "40s"])
 # 200 [vdso] frames, at least 2 windows, at most 30 s
 ct.collect_until(store, lambda path: sum(v * k.count("[vdso]")
                                          for f, k, v, l in ct.Prof(path).samples), 200, 2.2)

@@ -19,6 +19,7 @@ import subprocess
 import time
 
 import cputest as ct
+import pptest
 from pptest import check, done, run, tmpdir
 from receiver import Receiver
 
@@ -48,8 +49,9 @@ def agent_run(name, mode, duration="4s", extra=""):
                 f"targets:\n  - pids: [{work.pid}]\n")
         cfg, _ = ct.write_config(out, body, store=False)
         t0 = time.time()
-        agent = ct.start_agent(cfg, duration)
-        rc, log = ct.finish(agent)
+        agent = pptest.Agent(cfg, args=["--duration", duration])
+        rc, _ = agent.wait(60)
+        log = agent.log()
         took = time.time() - t0
         return rcv, rc, log, took
     finally:

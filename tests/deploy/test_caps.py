@@ -36,25 +36,26 @@ def run_agent(d, caps, duration="4s", env=None):
                 "cpu: {enabled: true, frequency_hz: 97, interval: 1s}\n"
                 "go_heap: {enabled: false}\n")
     bounding = "-all," + ",".join("+" + c.lower() for c in caps)
-    args = ["setpriv", "--bounding-set", bounding, "--",
-            os.path.abspath(pptest.PUSHPROF), "run", "--config", cfg, "--duration", duration]
-    p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                         env=dict(os.environ, **(env or {})))
+    p = pptest.Agent(cfg, args=["--duration", duration], env=env, ready=False,
+                     wrap=["setpriv", "--bounding-set", bounding, "--"],
+                     binary=os.path.abspath(pptest.PUSHPROF))
     eff = None
     end = time.time() + 3
-    while time.time() < end and p.poll() is None and eff is None:
+    while time.time() < end and p.alive() and eff is None:
         try:
+            # one read gives the name and the capabilities together: with
+            # the name from a second read, a status read just before
+            # setpriv's exec (root's full set) passed for the agent's
             with open(f"/proc/{p.pid}/status") as f:
                 st = f.read()
-            with open(f"/proc/{p.pid}/comm") as f:
-                if f.read().strip() == "pushprof":
-                    eff = int(re.search(r"CapEff:\s*([0-9a-f]+)", st).group(1), 16)
+            if re.search(r"^Name:\s*pushprof$", st, re.M):
+                eff = int(re.search(r"CapEff:\s*([0-9a-f]+)", st).group(1), 16)
         except (OSError, AttributeError):
             pass
         time.sleep(0.05)
-    out, _ = p.communicate(timeout=60)
+    rc, _ = p.wait(60)
     files = os.listdir(store) if os.path.isdir(store) else []
-    return p.returncode, out, eff, files
+    return rc, p.log(), eff, files
 
 
 def main():

@@ -77,6 +77,23 @@ def check_daemonset(ds, what, caps=CAPS, privileged=False):
           f"{what}: requests and limits set", str(r))
 
 
+def check_node_rbac(objs, ds, what, sa_name, sa_ns):
+    """Node labels: a ClusterRole with exactly `get` on nodes, bound to the
+    agent's service account, and the pods mount its token."""
+    role, bind = dl.find(objs, "ClusterRole"), dl.find(objs, "ClusterRoleBinding")
+    check(role and role["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}],
+          f"{what}: ClusterRole grants only get on nodes", str(role and role.get("rules")))
+    check(bind and bind["roleRef"]["name"] == role["metadata"]["name"]
+          and bind["subjects"] == [{"kind": "ServiceAccount", "name": sa_name, "namespace": sa_ns}],
+          f"{what}: ClusterRoleBinding binds it to the agent's service account",
+          str(bind and bind.get("subjects")))
+    check(ds["spec"]["template"]["spec"].get("automountServiceAccountToken") is True,
+          f"{what}: the pods mount the service-account token (for get on nodes)")
+
+
+CLUSTER_SCOPED = ("Namespace", "ClusterRole", "ClusterRoleBinding")
+
+
 def check_cfg(text, what, expect=(), env=None):
     rc, out = dl.check_config(text, env)
     if not check(rc == 0, f"{what}: pushprof check-config accepts the config", out[-800:]):
@@ -126,8 +143,10 @@ def main():
     docs = dl.load_manifests()
     allobjs = [o for objs in docs.values() for o in objs]
     check(sorted(o["kind"] for o in allobjs) ==
-          ["ConfigMap", "DaemonSet", "Namespace", "Service", "ServiceAccount"],
-          "deploy/kubernetes: namespace, serviceaccount, configmap, daemonset, service",
+          ["ClusterRole", "ClusterRoleBinding", "ConfigMap", "DaemonSet", "Namespace", "Service",
+           "ServiceAccount"],
+          "deploy/kubernetes: namespace, serviceaccount, node-reader RBAC, configmap, daemonset, "
+          "service",
           str([o["kind"] for o in allobjs]))
     check_valid(allobjs, models, "deploy/kubernetes")
     ns = dl.find(allobjs, "Namespace")
@@ -143,7 +162,8 @@ def main():
     check(spec["serviceAccountName"] == dl.find(allobjs, "ServiceAccount")["metadata"]["name"],
           "DaemonSet uses the ServiceAccount")
     check(all(o["metadata"].get("namespace") == ns["metadata"]["name"]
-              for o in allobjs if o["kind"] != "Namespace"), "everything in the namespace")
+              for o in allobjs if o["kind"] not in CLUSTER_SCOPED), "everything in the namespace")
+    check_node_rbac(allobjs, ds, "manifests", "pushprof", ns["metadata"]["name"])
     svc = dl.find(allobjs, "Service")
     check(svc["spec"]["selector"].items() <= ds["spec"]["template"]["metadata"]["labels"].items()
           and svc["spec"]["ports"][0]["targetPort"] == "http",
@@ -162,12 +182,15 @@ def main():
         return done()
     objs = dl.load_docs(out)
     check(sorted(o["kind"] for o in objs) ==
-          ["ConfigMap", "DaemonSet", "Service", "ServiceAccount"],
-          "chart defaults: configmap, daemonset, service, serviceaccount",
+          ["ClusterRole", "ClusterRoleBinding", "ConfigMap", "DaemonSet", "Service",
+           "ServiceAccount"],
+          "chart defaults: node-reader RBAC, configmap, daemonset, service, serviceaccount",
           str([o["kind"] for o in objs]))
     check_valid(objs, models, "chart defaults")
     ds = dl.find(objs, "DaemonSet")
     check_daemonset(ds, "chart defaults")
+    check_node_rbac(objs, ds, "chart defaults", dl.find(objs, "ServiceAccount")["metadata"]["name"],
+                    dl.find(objs, "ServiceAccount")["metadata"]["namespace"])
     cm = dl.find(objs, "ConfigMap")
     cfg_default = cm["data"]["pushprof.yaml"]
     ck = ds["spec"]["template"]["metadata"]["annotations"].get("checksum/config", "")
@@ -249,7 +272,8 @@ image: {tag: "0.2.0"}
     if check(rc == 0, "chart renders with token/serviceMonitor/extras overrides", err):
         objs = dl.load_docs(out)
         check(sorted(o["kind"] for o in objs) ==
-              ["ConfigMap", "DaemonSet", "Secret", "Service", "ServiceAccount", "ServiceMonitor"],
+              ["ClusterRole", "ClusterRoleBinding", "ConfigMap", "DaemonSet", "Secret", "Service",
+               "ServiceAccount", "ServiceMonitor"],
               "overrides add a Secret and a ServiceMonitor", str([o["kind"] for o in objs]))
         check_valid(objs, models, "chart overrides 1")
         ds = dl.find(objs, "DaemonSet")
@@ -300,6 +324,7 @@ remoteStore:
   existingSecretKey: bearer
 serviceAccount: {create: false, name: node-agents}
 service: {enabled: false}
+rbac: {nodeLabels: false}
 config:
   remote_store: {timeout: 30s, headers: {x-scope-orgid: tenant1}}
   cpu: {frequency_hz: 49}
@@ -312,7 +337,10 @@ nodeSelector: {kubernetes.io/os: linux, pool: apps}
     if check(rc == 0, "chart renders with existingSecret/no-SA/config overrides", err):
         objs = dl.load_docs(out)
         check(sorted(o["kind"] for o in objs) == ["ConfigMap", "DaemonSet"],
-              "no ServiceAccount, Secret or Service created", str([o["kind"] for o in objs]))
+              "no ServiceAccount, RBAC, Secret or Service created", str([o["kind"] for o in objs]))
+        check(dl.find(objs, "DaemonSet")["spec"]["template"]["spec"].get(
+              "automountServiceAccountToken") is False,
+              "rbac.nodeLabels: false: no service-account token mounted")
         check_valid(objs, models, "chart overrides 2")
         ds = dl.find(objs, "DaemonSet")
         spec = ds["spec"]["template"]["spec"]

@@ -1,4 +1,4 @@
-"""The commands the docs show are the commands the binary has (issue 14).
+"""The commands the docs show are the commands the binary has.
 
 Every shell command in README.md's "Using it" block and in docs/running.md's
 code blocks is run, sandboxed: temp directories for the local store and the
@@ -144,7 +144,7 @@ rcv = SERVER = cfg_shipped = cfg_etc = PID = demo_dir = cfg_api = api_http = api
 def start_api_agent():
     global api_agent
     if api_agent is None:
-        api_agent = rl.Agent(cfg_api, os.path.join(d, "api-agent.log"))
+        api_agent = pptest.Agent(cfg_api, os.path.join(d, "api-agent.log"))
         check(api_agent.started, "agent with snapshot_api for the docs' curl started",
               api_agent.log()[-500:])
         time.sleep(2)   # its first /proc scan knows the Go program
@@ -451,11 +451,11 @@ def setup():
 
     # What ./scripts/demo.sh leaves in /tmp/pushprof-demo/profiles: the shipped
     # config, the whole host, for a few seconds.
-    r = subprocess.run([PUSHPROF, "run", "--config", cfg_shipped, "--duration", "3s"],
-                       capture_output=True, text=True, timeout=60)
+    demo = pptest.Agent(cfg_shipped, args=["--duration", "3s"])
+    rc, _ = demo.wait(60)
     demo_dir = effective(cfg_shipped, "local_store")
-    check(r.returncode == 0 and glob.glob(os.path.join(demo_dir, "*.pb.gz")),
-          "the demo's run (shipped config, 3 s) wrote profiles", r.stderr[-500:])
+    check(rc == 0 and glob.glob(os.path.join(demo_dir, "*.pb.gz")),
+          "the demo's run (shipped config, 3 s) wrote profiles", demo.log()[-500:])
     cfg_api = sandbox_config(os.path.join(d, "api.yaml"), snapshot_api=True)
     api_http = re.search(r"^http_address: (\S+)$", open(cfg_api).read(), re.M).group(1)
 

@@ -1,6 +1,6 @@
 /*
  * fuzz_buckets - libFuzzer target for the heap bucket walk and profile
- * building in goheap.c over a hostile memory image.
+ * building in goheap_*.c over a hostile memory image.
  *
  * The target's memory is a fake address space given to the gobin through
  * its read seam (struct gobin_mem): goheap_read() + goheap_to_pprof() (the

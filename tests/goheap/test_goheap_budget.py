@@ -1,4 +1,4 @@
-"""go_heap.budget against a hostile, unprivileged Go process (issue 12):
+"""go_heap.budget against a hostile, unprivileged Go process:
 fakebuckets.go lays out 100,000 buckets x 128 distinct PCs in its own
 memory and runtime.mbuckets is pointed at them (through /proc/PID/mem, as
 the program could do itself). Expected:
@@ -88,7 +88,7 @@ cfg = rl.write_config(os.path.join(tmp, "agent.yaml"), store=store, interval="1s
                       go_heap="{enabled: true, interval: 2s, on_oom: true, "
                               "budget: {backoff: 1m}}",
                       targets=f"targets:\n  - exe_regex: '^{re.escape(binary)}$'\n")
-agent = rl.Agent(cfg, os.path.join(tmp, "agent.log"))
+agent = pptest.Agent(cfg, os.path.join(tmp, "agent.log"))
 check(agent.started is not None, "the agent starts", agent.log()[-2000:])
 if agent.wait_log('msg="cpu window"', 20, after=2) is None:
     check(False, "the agent builds CPU windows", agent.log()[-2000:])

@@ -5,8 +5,6 @@ agent hears of new processes — the netlink proc connector, BPF tracepoints
 profile lands in the local store."""
 import glob
 import os
-import subprocess
-import threading
 import time
 
 import ghlib
@@ -15,43 +13,6 @@ from pptest import check, done
 
 tmp = ghlib.tmpdir("pushprof-goheap-host-")
 binary = ghlib.build("many", tmp, "plain")
-
-
-class Agent:
-    """`pushprof run` whose stderr is collected by a thread."""
-
-    def __init__(self, config, env):
-        self.p = subprocess.Popen([pptest.PUSHPROF, "run", "--config", config],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                                  env=dict(os.environ, **env))
-        self.lines = []
-        self.t = threading.Thread(target=self._read, daemon=True)
-        self.t.start()
-
-    def _read(self):
-        for line in self.p.stderr:
-            self.lines.append(line)
-
-    def wait_for(self, text, timeout):
-        end = time.time() + timeout
-        while time.time() < end:
-            for line in list(self.lines):
-                if text in line:
-                    return line
-            if self.p.poll() is not None:
-                return None
-            time.sleep(0.05)
-        return None
-
-    def stop(self):
-        self.p.terminate()
-        try:
-            self.p.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.p.kill()
-            self.p.wait()
-        self.t.join(timeout=5)
-        return self.p.returncode
 
 
 for source, shown in (("netlink", "netlink"), ("bpf", "bpf"), ("off", "none")):
@@ -64,15 +25,15 @@ for source, shown in (("netlink", "netlink"), ("bpf", "bpf"), ("off", "none")):
                 f"spool: {{directory: ''}}\nlocal_store: {{directory: {store}}}\n"
                 "cpu: {enabled: false}\n"
                 "go_heap: {enabled: true, interval: 2s, on_oom: false}\n")
-    agent = Agent(cfg, {"PUSHPROF_PROC_EVENTS": source})
+    agent = pptest.Agent(cfg, env={"PUSHPROF_PROC_EVENTS": source})
     try:
-        started = agent.wait_for("agent started", 30)
+        started = agent.started
         check(started is not None and f"proc_events={shown}" in started,
               f"{source}: agent started, process events from {shown}", str(started))
         t0 = time.time()
         with ghlib.Workload(binary, ["1000", os.path.join(d, "own.pb.gz")],
                             os.path.join(d, "ready"), env={"PP_MEMPROFILERATE": "1"}) as w:
-            line = agent.wait_for(f"pid={w.pid} ", 10)
+            line = agent.wait_log(f"pid={w.pid} ", 10)
             took = time.time() - t0
             check(line is not None and "tracking go process" in line,
                   f"{source}: the new Go program is tracked ({took:.1f} s after its start)",
@@ -91,6 +52,6 @@ for source, shown in (("netlink", "netlink"), ("bpf", "bpf"), ("off", "none")):
                 check("main." in top, f"{source}: the profile names the program's functions",
                       top[-600:])
     finally:
-        rc = agent.stop()
+        rc, _ = agent.stop()
     check(rc == 0, f"{source}: agent exits 0 on SIGTERM", f"rc={rc}")
 done()

@@ -1,16 +1,26 @@
-"""Shared helpers for pushprof's tests (run by meson test, as root).
+"""Shared helpers for pushprof's Python tests (run by meson test; as root but
+for the suite 'unit'): check()/done() for assertions and the verdict, Agent
+for `pushprof run`, run()/pushprof() for other commands, Go builds and
+`go tool pprof`.
 
 Tests exercise real things: the built agent binary, real BPF programs, real
 processes and a real gRPC receiver. Every produced profile is read back with
 `go tool pprof`, a parser this project did not write.
 """
+import atexit
 import collections
+import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
 
 PUSHPROF = os.environ.get("PUSHPROF", "build/pushprof")
 BUILD_DIR = os.environ.get("PUSHPROF_BUILD_DIR", "build")
@@ -73,7 +83,191 @@ def run(args, timeout=60, env=None, input=None, check_rc=None):
 
 
 def pushprof(*args, **kw):
+    """A command that is not `run` (check-config, push, snapshot, help, version);
+    `pushprof run` goes through Agent."""
     return run([PUSHPROF, *args], **kw)
+
+
+def sanitizer_report(log):
+    """True when a log holds an ASan/UBSan/LSan report."""
+    return "runtime error:" in log or "Sanitizer" in log
+
+
+_agents = []
+
+
+class Agent:
+    """`pushprof run`: the one way the tests start the agent.
+
+    Agent(config, log_path=None, args=(), env=None, wrap=(), ready=True, timeout=30,
+          binary=None)
+    starts [*wrap, binary or PUSHPROF, "run", "--config", config, *args] (config
+    None: no --config; wrap: e.g. ["setpriv", ...]; env: added to the
+    environment, a value None removes the variable). A thread reads its
+    stdout and stderr (the log) into .lines and, with log_path, appends them
+    to that file (a test can give two agents one file).
+    With ready, the constructor waits up to `timeout` s for the "agent started"
+    line: .started is that line, or None when the agent exited first or did not
+    start in time (the test checks .started; nothing is raised). .port is the
+    HTTP port that line names (http_port=N), else None.
+
+    A run with --duration ends with wait(), any other with stop(); both return
+    (rc, seconds waited), kill the agent if it outlives `timeout` (rc -9), and
+    give rc 99 when its log holds a sanitizer report (UBSan lets it exit 0). An
+    agent a test forgets (an exception) is killed at exit, or by `with`.
+    """
+
+    def __init__(self, config, log_path=None, args=(), env=None, wrap=(), ready=True,
+                 timeout=30, binary=None):
+        self.lines = []
+        self._logf = open(log_path, "a") if log_path else None
+        argv = [*wrap, binary or PUSHPROF, "run", *(["--config", config] if config else []),
+                *args]
+        e = dict(os.environ)
+        for k, v in (env or {}).items():
+            if v is None:
+                e.pop(k, None)
+            else:
+                e[k] = v
+        self.p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True, errors="replace", env=e)
+        self.pid = self.p.pid
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        _agents.append(self)
+        self.started = self.port = None
+        if ready:
+            self.started = self.wait_log("agent started", timeout)
+            m = re.search(r'http_port"?[=:](\d+)', self.started or "")
+            self.port = int(m.group(1)) if m else None
+
+    def _read(self):
+        for line in self.p.stdout:
+            self.lines.append(line)
+            f = self._logf
+            if f:
+                try:
+                    f.write(line)
+                    f.flush()
+                except ValueError:  # closed by _end() after its join timed out
+                    pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self.alive():
+            self.stop()
+
+    def alive(self):
+        return self.p.poll() is None
+
+    def log(self):
+        """Everything the agent logged so far."""
+        return "".join(self.lines)
+
+    def wait_log(self, needle, timeout, after=0):
+        """The first log line (after `after` earlier matches) containing needle,
+        or for which needle(line) is true; None once the agent has exited
+        without it, or after timeout s."""
+        match = needle if callable(needle) else (lambda l: needle in l)
+        end = time.time() + timeout
+        while True:
+            exited = not self.alive()
+            if exited:
+                self._reader.join(5)    # the last lines, before judging
+            hits = [l for l in list(self.lines) if match(l)]
+            if len(hits) > after:
+                return hits[after]
+            if exited or time.time() >= end:
+                return None
+            time.sleep(0.05)
+
+    def count(self, needle):
+        return sum(1 for l in list(self.lines) if needle in l)
+
+    def windows(self):
+        """The "cpu window" lines (logfmt or JSON)."""
+        return [l for l in list(self.lines) if 'msg="cpu window"' in l
+                or '"msg":"cpu window"' in l]
+
+    def events(self, msg):
+        """The JSON log lines (log.format: json) with this msg, as dicts."""
+        out = []
+        for line in list(self.lines):
+            try:
+                e = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(e, dict) and e.get("msg") == msg:
+                out.append(e)
+        return out
+
+    def event(self, msg, timeout=20, **fields):
+        """The first JSON log line with this msg (and these field values), as a
+        dict; None after timeout s or once the agent has exited without it."""
+        def match(line):
+            try:
+                e = json.loads(line)
+            except ValueError:
+                return False
+            return (isinstance(e, dict) and e.get("msg") == msg
+                    and all(str(e.get(k)) == str(v) for k, v in fields.items()))
+        line = self.wait_log(match, timeout)
+        return json.loads(line) if line else None
+
+    def get(self, path, timeout=5):
+        """GET on the agent's HTTP port: (status, body); (0, why) when it does
+        not answer (not listening, e.g. mid-reload)."""
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}",
+                                        timeout=timeout) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode()
+        except (urllib.error.URLError, OSError) as e:
+            return 0, str(e)
+
+    def metrics(self):
+        """/metrics as {'name{labels}': value} ({} when it does not answer)."""
+        code, text = self.get("/metrics")
+        return parse_metrics(text) if code == 200 else {}
+
+    def wait(self, timeout=60):
+        """Wait for the agent to exit by itself (--duration): (rc, seconds)."""
+        return self._end(None, timeout)
+
+    def stop(self, sig=signal.SIGTERM, timeout=30):
+        """Signal the agent (SIGTERM, SIGINT) and wait for it: (rc, seconds)."""
+        return self._end(sig, timeout)
+
+    def _end(self, sig, timeout):
+        t = time.time()
+        if sig is not None and self.alive():
+            self.p.send_signal(sig)
+        try:
+            rc = self.p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            print(f"agent {self.pid} still running after {timeout} s: killed")
+            self.p.kill()
+            rc = self.p.wait()
+        took = time.time() - t
+        self._reader.join(10)
+        if self._logf:
+            self._logf.close()
+            self._logf = None
+        if sanitizer_report(self.log()):
+            print("sanitizer report in the agent's log:\n" + self.log()[-4000:])
+            rc = 99
+        return rc, took
+
+
+@atexit.register
+def _kill_forgotten_agents():
+    for a in _agents:
+        if a.alive():
+            a.p.kill()
+            a.p.wait()
 
 
 def go_env():

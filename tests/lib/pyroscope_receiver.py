@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""A Grafana-Pyroscope-compatible Push receiver for tests (issue 13).
+"""A Grafana-Pyroscope-compatible Push receiver for tests.
 
 Serves push.v1.PusherService/Push on 127.0.0.1 twice: over gRPC (grpcio, on
 `port`) and over Connect's unary HTTP protocol (HTTP/1.1 POST

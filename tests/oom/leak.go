@@ -151,7 +151,7 @@ func leakyAllocator() {
 
 // runtime.mbuckets: `var mbuckets *bucket` in runtime/mprof.go (Go 1.19:
 // the head of the memory-profile bucket list, newest first). Layout as in
-// bpf/oom.h: nstk at offset 40, the stack from 48, the memRecord after it.
+// bpf/oom_abi.h: nstk at offset 40, the stack from 48, the memRecord after it.
 //
 //go:linkname mbuckets runtime.mbuckets
 var mbuckets uintptr

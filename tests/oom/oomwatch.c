@@ -211,6 +211,14 @@ static void handle(const char *dir, struct oom_result *r)
 	fflush(stdout);
 }
 
+/* The agent's wiring (agent.c): OOM profiles go to the outbox, durably. */
+static int report_outbox(void *arg, const struct pp_labels *labels, const uint8_t *gz, size_t len,
+			 bool durable, struct pp_err *err)
+{
+	return durable ? outbox_submit_durable(arg, labels, gz, len, err)
+		       : outbox_submit(arg, labels, gz, len, err);
+}
+
 int main(int argc, char **argv)
 {
 	struct oom_watch_opts o = { .max_buckets = 100000, .max_stack_depth = 128 };
@@ -296,6 +304,8 @@ int main(int argc, char **argv)
 	}
 	signal(SIGTERM, on_sig);
 	signal(SIGINT, on_sig);
+	if (ob)
+		o.report = (struct pp_reporter){ report_outbox, ob };
 	if (oom_watch_new(&o, &w, &err)) {
 		fprintf(stderr, "oomwatch: %s\n", err.msg);
 		return 1;
@@ -327,7 +337,7 @@ int main(int argc, char **argv)
 			struct timespec ts;
 			int64_t now;
 
-			oom_watch_deliver(w, ob, &err);
+			oom_watch_deliver(w, &err);
 			clock_gettime(CLOCK_MONOTONIC, &ts);
 			now = ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 			if (now - last_flush >= 1000) {

@@ -23,7 +23,6 @@ PUSHPROF_LONG_TESTS=1 adds 20 kills in a row through one agent and prints the
 success rate.
 """
 import glob
-import json
 import os
 import signal
 import socket
@@ -48,7 +47,8 @@ def closed_port():
 
 
 class Agent:
-    """`pushprof run` with a JSON log collected line by line."""
+    """A config for `pushprof run` (JSON log) and the agent run with it
+    (pptest.Agent, in .run); start() again after stop() restarts it."""
 
     def __init__(self, d, name, address, extra="", go_heap="", spool=None, local=None,
                  http=False):
@@ -76,34 +76,18 @@ go_heap:
         self.start()
 
     def start(self):
+        """Run the agent (again, after stop()) with this config."""
         self.failures = pptest._failures
-        self.p = subprocess.Popen([pptest.PUSHPROF, "run", "--config", self.cfg],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        self.log = oomlib.Lines(self.p.stderr)
-        if not self.event("agent started", timeout=30):
-            raise RuntimeError("agent did not start:\n" + "\n".join(self.log.all[-30:]))
+        self.run = pptest.Agent(self.cfg)
+        if not self.run.started:
+            raise RuntimeError("agent did not start:\n" + self.run.log()[-3000:])
 
     def event(self, msg, timeout=20, **fields):
         """First JSON log line with this msg (and these field values)."""
-        def f(line):
-            try:
-                e = json.loads(line)
-            except ValueError:
-                return False
-            return e.get("msg") == msg and all(str(e.get(k)) == str(v) for k, v in fields.items())
-        line = self.log.wait(f, timeout)
-        return json.loads(line) if line else None
+        return self.run.event(msg, timeout, **fields)
 
     def events(self, msg):
-        out = []
-        for line in list(self.log.all):
-            try:
-                e = json.loads(line)
-            except ValueError:
-                continue
-            if e.get("msg") == msg:
-                out.append(e)
-        return out
+        return self.run.events(msg)
 
     def metrics(self):
         import urllib.request
@@ -111,30 +95,21 @@ go_heap:
             f"http://127.0.0.1:{self.http_port}/metrics", timeout=10).read().decode())
 
     def windows(self):
-        return len(self.events("cpu window"))
+        return len(self.run.windows())
 
     def alive(self):
-        return self.p.poll() is None
+        return self.run.alive()
 
     def stop(self, what):
-        if self.p.poll() is None:
-            self.p.send_signal(signal.SIGTERM)
-        try:
-            rc = self.p.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.p.kill()
-            rc = self.p.wait()
-        self.log.t.join(timeout=5)
-        text = "\n".join(self.log.all)
-        bad = "runtime error:" in text or "Sanitizer" in text
-        check(rc == 0 and not bad, f"{what}: agent exits 0 on SIGTERM",
-              f"rc={rc}\n" + "\n".join(self.log.all[-40:]))
+        rc, _ = self.run.stop(signal.SIGTERM, 30)
+        check(rc == 0, f"{what}: agent exits 0 on SIGTERM",
+              f"rc={rc}\n" + "".join(self.run.lines[-40:]))
         if pptest._failures > self.failures:
             print(f"--- {what}: agent log (without windows and target changes)")
-            for line in self.log.all:
+            for line in self.run.lines:
                 if not any(x in line for x in ('"cpu window"', '"target added"',
                                                '"target removed"')):
-                    print("   " + line)
+                    print("   " + line, end="")
         return rc
 
 
@@ -146,7 +121,7 @@ def victim(a, cg, argv, tracked=True, env=None):
         v.p.kill()
         return None
     if tracked and not a.event("tracking go process", timeout=20, pid=v.pid):
-        check(False, f"agent tracks pid {v.pid}", "\n".join(a.log.all[-20:]))
+        check(False, f"agent tracks pid {v.pid}", "".join(a.run.lines[-20:]))
     return v
 
 

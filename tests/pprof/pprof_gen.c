@@ -22,20 +22,7 @@
 
 #include "pprof.h"
 #include "proto/profile.pb-c.h"
-
-static int failures;
-
-#define CHECK(cond, ...)                                          \
-	do {                                                      \
-		if (cond) {                                       \
-			printf("ok   ");                          \
-		} else {                                          \
-			printf("FAIL ");                          \
-			failures++;                               \
-		}                                                 \
-		printf(__VA_ARGS__);                              \
-		printf("\n");                                     \
-	} while (0)
+#include "check.h"
 
 static uint64_t rng = 0x1234567;
 static uint32_t rnd(uint32_t n)
@@ -398,6 +385,5 @@ int main(int argc, char **argv)
 	gen_heap(argv[1]);
 	gen_big(argv[1]);
 	check_validate();
-	printf("%s\n", failures ? "C CHECKS FAILED" : "C checks passed");
-	return failures ? 1 : 0;
+	return check_done();
 }

@@ -16,18 +16,7 @@
 #include "config.h"
 #include "ppregex.h"
 #include "relabel.h"
-
-static int failures;
-
-#define CHECK(cond, ...)                                                                   \
-	do {                                                                               \
-		if (!(cond)) {                                                             \
-			failures++;                                                        \
-			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);               \
-			fprintf(stderr, __VA_ARGS__);                                      \
-			fputc('\n', stderr);                                               \
-		}                                                                          \
-	} while (0)
+#include "check.h"
 
 struct tcase {
 	const char *name;
@@ -570,11 +559,7 @@ int main(int argc, char **argv)
 	run_md5();
 	run_limits();
 	run_spec();
-	if (failures) {
-		fprintf(stderr, "%d failure(s)\n", failures);
-		return 1;
-	}
-	printf("relabel: %zu cases, %zu Prometheus cases (data), %zu rejected configs, all ok\n",
+	printf("relabel: %zu cases, %zu Prometheus cases (data), %zu rejected configs\n",
 	       sizeof(cases) / sizeof(cases[0]), ndata, sizeof(bad) / sizeof(bad[0]));
-	return 0;
+	return check_done();
 }

@@ -1,19 +1,15 @@
-"""Helpers for the reliability tests: the real agent (PUSHPROF from the
-environment, so the ASan build runs these too), the real test receiver as a
-separate process (so it can be stopped, hung and restarted on the same
-port), configs, /metrics and the agent's log."""
+"""Helpers for the reliability tests: the real test receiver as a separate
+process (so it can be stopped, hung and restarted on the same port),
+configs, spool and store files. The agent itself runs through pptest.Agent."""
 import glob
 import hashlib
 import json
 import os
-import re
 import signal
 import socket
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 
 import pptest
 from pptest import PUSHPROF, SOURCE_DIR
@@ -28,7 +24,7 @@ def build_go(name, out_dir):
 
 def free_port():
     """A port free on every interface (agents listen on 0.0.0.0 too). Still
-    only free now: start agents with start_agent(), which retries."""
+    only free now."""
     with socket.socket() as s:
         s.bind(("", 0))
         return s.getsockname()[1]
@@ -75,9 +71,13 @@ class Rcv:
     def __init__(self, out, port, *flags):
         self.out, self.port = out, port
         os.makedirs(out, exist_ok=True)
+        # without meson's MALLOC_PERTURB_, meant for the code under test: with it
+        # this Python receiver took 4-11 s per WriteRaw of ~20 series (0.03 s
+        # without) and tests with a 2 s remote_store.timeout saw no delivery
+        env = {k: v for k, v in os.environ.items() if k != "MALLOC_PERTURB_"}
         self.p = subprocess.Popen([sys.executable, RECEIVER, "--port", str(port), "--out", out,
                                    *flags], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  text=True)
+                                  text=True, env=env)
         line = self.p.stdout.readline()
         if "listening" not in line:
             raise RuntimeError(f"receiver did not start: {line} {self.p.stderr.read()}")
@@ -138,82 +138,6 @@ class Rcv:
                 with open(os.path.join(self.out, f), "rb") as fh:
                     out[sha(fh.read())] = s["labels"]
         return out
-
-
-class Agent:
-    """`pushprof run` with its log (stderr) in a file."""
-
-    def __init__(self, config, log_path, args=()):
-        self.log_path = log_path
-        self.logf = open(log_path, "a")
-        self.start_off = os.path.getsize(log_path)
-        self.p = subprocess.Popen([PUSHPROF, "run", "--config", config, *args],
-                                  stdout=subprocess.DEVNULL, stderr=self.logf)
-        self.pid = self.p.pid
-        self.port = None
-        self.started = self.wait_log("agent started", 30)
-        if self.started:
-            m = re.search(r"http_port=(\d+)", self.started)
-            self.port = int(m.group(1)) if m else None
-
-    def log(self):
-        with open(self.log_path) as f:
-            f.seek(self.start_off)
-            return f.read()
-
-    def wait_log(self, needle, timeout, after=0):
-        """The first log line (after `after` matches) containing needle."""
-        end = time.time() + timeout
-        while time.time() < end:
-            hits = [l for l in self.log().splitlines() if needle in l]
-            if len(hits) > after:
-                return hits[after]
-            if self.p.poll() is not None:
-                return None
-            time.sleep(0.1)
-        return None
-
-    def count(self, needle):
-        return sum(1 for l in self.log().splitlines() if needle in l)
-
-    def windows(self):
-        return [l for l in self.log().splitlines() if 'msg="cpu window"' in l]
-
-    def get(self, path, timeout=5):
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}",
-                                        timeout=timeout) as r:
-                return r.status, r.read().decode()
-        except urllib.error.HTTPError as e:
-            return e.code, e.read().decode()
-        except (urllib.error.URLError, OSError) as e:  # not listening (e.g. mid-reload)
-            return 0, str(e)
-
-    def metrics(self):
-        """{'name{labels}': value}"""
-        _, text = self.get("/metrics")
-        return pptest.parse_metrics(text)
-
-    def stop(self, sig=signal.SIGTERM, timeout=30):
-        """Signal and wait: (rc, seconds taken). rc 99 = sanitizer report."""
-        t = time.time()
-        if self.p.poll() is None:
-            self.p.send_signal(sig)
-        try:
-            rc = self.p.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.p.kill()
-            rc = self.p.wait()
-        took = time.time() - t
-        self.logf.close()
-        if sanitizer_report(self.log()):
-            print("sanitizer report in the agent's log:\n" + self.log()[-4000:])
-            rc = 99
-        return rc, took
-
-
-def sanitizer_report(log):
-    return "runtime error:" in log or "Sanitizer" in log or "LeakSanitizer" in log
 
 
 def msum(vals, name):

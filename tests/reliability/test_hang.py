@@ -10,6 +10,7 @@ import signal
 import subprocess
 import time
 
+import pptest
 import rellib as rl
 from pptest import check, done, tmpdir
 
@@ -25,7 +26,7 @@ hang = rl.Rcv(os.path.join(d, "rcv-hang"), port, "--hang")
 good = None
 agent = None
 try:
-    agent = rl.Agent(cfg, os.path.join(d, "agent.log"))
+    agent = pptest.Agent(cfg, os.path.join(d, "agent.log"))
     check(agent.started is not None, "agent started")
     t0 = time.time()
     time.sleep(HANG)
@@ -75,7 +76,7 @@ try:
     cfg2 = rl.write_config(os.path.join(d, "b.yaml"), remote=f"127.0.0.1:{hang2.port}",
                            spool=spool2, timeout="10s",
                            targets=f"targets:\n  - pids: [{work.pid}]\n")
-    agent = rl.Agent(cfg2, os.path.join(d, "agent2.log"))
+    agent = pptest.Agent(cfg2, os.path.join(d, "agent2.log"))
     rl.wait_for(lambda: len(hang2.calls()) > 0, 15)
     time.sleep(1.0)
     rc, took = agent.stop(signal.SIGTERM)

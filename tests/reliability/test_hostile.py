@@ -22,6 +22,7 @@ import signal
 import subprocess
 import time
 
+import pptest
 import rellib as rl
 from pptest import check, done, local_name, tmpdir
 
@@ -78,7 +79,7 @@ cfg = rl.write_config(os.path.join(d, "a.yaml"), remote=f"127.0.0.1:{rcv.port}",
                       spool=os.path.join(d, "spool"), level="debug",
                       go_heap="{enabled: true, interval: 1s}",
                       targets=f"targets:\n  - exe_regex: '^{re.escape(bins)}/'\n")
-agent = rl.Agent(cfg, os.path.join(d, "agent.log"))
+agent = pptest.Agent(cfg, os.path.join(d, "agent.log"))
 late = {}
 try:
     check(agent.started is not None, "agent started")

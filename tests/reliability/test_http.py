@@ -1,4 +1,4 @@
-"""The HTTP endpoint under slow clients (issue 12 #5): probes keep answering.
+"""The HTTP endpoint under slow clients: probes keep answering.
 
 500 connections trickle a request line one byte every 2 s (a slowloris: each
 keeps its connection busy but never finishes a request), spread over 20
@@ -13,13 +13,14 @@ import os
 import socket
 import time
 
+import pptest
 import rellib as rl
 from pptest import check, done, tmpdir
 
 d = tmpdir("pushprof-rel-http-")
 cfg = rl.write_config(os.path.join(d, "a.yaml"), cpu=True, store=os.path.join(d, "store"),
                       targets="targets:\n  - pids: [1]\n")
-agent = rl.Agent(cfg, os.path.join(d, "agent.log"))
+agent = pptest.Agent(cfg, os.path.join(d, "agent.log"))
 slow, greedy = [], []
 
 

@@ -16,6 +16,7 @@ import stat
 import subprocess
 import time
 
+import pptest
 import rellib as rl
 from pptest import check, done, local_name, tmpdir
 
@@ -38,7 +39,7 @@ rcv_b = None
 agents = []
 try:
     t0 = time.time()
-    a1 = rl.Agent(cfg, log)
+    a1 = pptest.Agent(cfg, log)
     agents.append(a1)
     check(a1.started is not None, "agent 1 started")
     rl.wait_for(lambda: len(rcv_a.series()) >= 4, 20)
@@ -68,7 +69,7 @@ try:
     print(f"agent 1: {n1} profiles handed over, {len(rl.spool_files(spool))} spool files, "
           f"stopped in {took:.1f}s")
 
-    a2 = rl.Agent(cfg, log)
+    a2 = pptest.Agent(cfg, log)
     agents.append(a2)
     check(a2.started is not None, "agent 2 started with the same spool")
     time.sleep(max(0, outage_end - time.time()))

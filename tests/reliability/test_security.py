@@ -10,9 +10,9 @@ import os
 import signal
 import socket
 import stat
-import subprocess
 import time
 
+import pptest
 import rellib as rl
 from pptest import check, done, tmpdir
 
@@ -44,7 +44,7 @@ try:
                           extra=extra)
     old = os.umask(0)
     try:
-        agent = rl.Agent(cfg, os.path.join(d, "file.log"))
+        agent = pptest.Agent(cfg, os.path.join(d, "file.log"))
     finally:
         os.umask(old)
     rl.wait_for(lambda: len(rcv.calls()) >= 2, 15)
@@ -74,7 +74,7 @@ try:
     for label, value in (("env", TOKEN), ("env, wrong token", TOKEN[::-1])):
         os.environ["PUSHPROF_BEARER_TOKEN"] = value
         try:
-            agent = rl.Agent(cfg, os.path.join(d, f"{label}.log"))
+            agent = pptest.Agent(cfg, os.path.join(d, f"{label}.log"))
         finally:
             del os.environ["PUSHPROF_BEARER_TOKEN"]
         # until the receiver has judged a push from this agent (how soon
@@ -105,7 +105,7 @@ try:
     cfg = rl.write_config(os.path.join(d, "t.yaml"), level="debug", extra=extra)
     os.environ.update(GRPC_TRACE="http,api", GRPC_VERBOSITY="debug")
     try:
-        agent = rl.Agent(cfg, os.path.join(d, "trace.log"))
+        agent = pptest.Agent(cfg, os.path.join(d, "trace.log"))
     finally:
         del os.environ["GRPC_TRACE"], os.environ["GRPC_VERBOSITY"]
     check(rl.wait_for(lambda: any(c["auth"] == "ok" for c in rcv.calls()), 60),
@@ -133,7 +133,7 @@ try:
     os.chmod(loose_store, 0o755)
     cfg = rl.write_config(os.path.join(d, "dirs.yaml"), spool=loose_spool, store=loose_store,
                           remote=f"127.0.0.1:{rl.free_port()}")
-    agent = rl.Agent(cfg, os.path.join(d, "dirs.log"))
+    agent = pptest.Agent(cfg, os.path.join(d, "dirs.log"))
     modes = [oct(stat.S_IMODE(os.stat(p).st_mode)) for p in (loose_spool, loose_store)]
     rc, _ = agent.stop()
     log = agent.log()
@@ -154,10 +154,10 @@ try:
                               "is a symbolic link; refusing")):
         cfg = rl.write_config(os.path.join(d, "bad-dir.yaml"),
                               remote=f"127.0.0.1:{rl.free_port()}", **kw)
-        r = subprocess.run([rl.PUSHPROF, "run", "--config", cfg, "--duration", "5s"],
-                           capture_output=True, text=True, timeout=60)
-        check(r.returncode != 0 and needle in r.stderr, f"{what}: refused with a clear error",
-              f"rc={r.returncode} {r.stderr.strip()[-300:]}")
+        a = pptest.Agent(cfg, args=["--duration", "5s"])
+        rc, _ = a.wait(60)
+        check(rc != 0 and needle in a.log(), f"{what}: refused with a clear error",
+              f"rc={rc} {a.log().strip()[-300:]}")
 
     # -- HTTP binds loopback by default ---------------------------------------
     cfg = os.path.join(d, "c.yaml")
@@ -168,7 +168,7 @@ try:
         with socket.socket() as s:
             return s.connect_ex(("127.0.0.1", 7071)) != 0
     rl.wait_for(port_free, 30, 1)
-    agent = rl.Agent(cfg, os.path.join(d, "http.log"))
+    agent = pptest.Agent(cfg, os.path.join(d, "http.log"))
     inodes = set()
     for fd in os.listdir(f"/proc/{agent.pid}/fd"):
         try:

@@ -13,6 +13,7 @@ import signal
 import subprocess
 import time
 
+import pptest
 import rellib as rl
 from pptest import check, done, run, tmpdir
 
@@ -29,7 +30,7 @@ try:
         cfg = rl.write_config(os.path.join(d, f"{name}.yaml"), remote=f"127.0.0.1:{rcv.port}",
                               interval="10s", targets=targets, timeout="5s")
         t_start = time.time()
-        agent = rl.Agent(cfg, os.path.join(d, f"{name}.log"))
+        agent = pptest.Agent(cfg, os.path.join(d, f"{name}.log"))
         m = re.search(r"bpf_prog_id=(\d+)", agent.started or "")
         prog = m.group(1) if m else None
         check(prog and run(["bpftool", "prog", "show", "id", prog]).returncode == 0,
@@ -68,7 +69,7 @@ try:
     base = dict(remote=f"127.0.0.1:{rcv.port}", interval="1s", targets=targets,
                 http=f"127.0.0.1:{rl.free_port()}")
     rl.write_config(path, extra="external_labels: {gen: one}\n", **base)
-    agent = rl.Agent(path, os.path.join(d, "hup.log"))
+    agent = pptest.Agent(path, os.path.join(d, "hup.log"))
     check(agent.wait_log('msg="cpu window"', 10, after=1) is not None, "SIGHUP: agent running")
     good = open(path).read()
     with open(path, "w") as f:
@@ -116,7 +117,7 @@ try:
     store, spool = os.path.join(d, "store-storm"), os.path.join(d, "spool-storm")
     path = os.path.join(d, "storm.yaml")
     rl.write_config(path, store=store, spool=spool, **base)
-    agent = rl.Agent(path, os.path.join(d, "storm.log"))
+    agent = pptest.Agent(path, os.path.join(d, "storm.log"))
     check(agent.started is not None, "HUP storm: agent started")
     sent = 0
     t_end = time.time() + 10
@@ -140,7 +141,7 @@ try:
     rc, took = agent.stop(signal.SIGTERM)
     check(rc == 0, "SIGHUP then SIGTERM at once: exit 0", f"rc={rc} in {took:.1f}s")
     if rl.spool_files(spool):  # undelivered at the stop: the next agent sends them
-        a2 = rl.Agent(rl.write_config(os.path.join(d, "drain.yaml"), spool=spool,
+        a2 = pptest.Agent(rl.write_config(os.path.join(d, "drain.yaml"), spool=spool,
                                       remote=f"127.0.0.1:{rcv.port}", cpu=False,
                                       go_heap="{enabled: true, interval: 0s}"),
                       os.path.join(d, "drain.log"))

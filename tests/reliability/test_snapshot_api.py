@@ -1,5 +1,5 @@
-"""POST /api/v1/snapshot against the real agent and a real Go program (issue
-12 #1): who may ask for a heap profile, and how often.
+"""POST /api/v1/snapshot against the real agent and a real Go program:
+who may ask for a heap profile, and how often.
 
 - Off by default: 404 that says how to turn it on; /healthz and /metrics
   still answer.
@@ -67,7 +67,7 @@ try:
     port = rl.free_port()
     cfg = rl.write_config(os.path.join(d, "off.yaml"), cpu=False, go_heap=heap, store=store,
                           targets=targets, http=f"127.0.0.1:{port}")
-    agent = rl.Agent(cfg, os.path.join(d, "off.log"))
+    agent = pptest.Agent(cfg, os.path.join(d, "off.log"))
     st, body, _ = post(agent.port, work.pid)
     check(st == 404 and b"snapshot_api.enabled" in body, "off by default: 404 with the reason",
           f"{st} {body[:120]!r}")
@@ -82,9 +82,10 @@ try:
     r = pptest.run([rl.PUSHPROF, "check-config", open_cfg])
     check(r.returncode == 2 and "needs snapshot_api.bearer_token_file" in r.stderr,
           "check-config refuses the API on 0.0.0.0 without a token", r.stderr.strip())
-    r = pptest.run([rl.PUSHPROF, "run", "--config", open_cfg], timeout=30)
-    check(r.returncode == 2 and "needs snapshot_api.bearer_token_file" in r.stderr,
-          "pushprof run refuses it too (exit 2)", f"rc={r.returncode} {r.stderr.strip()}")
+    a = pptest.Agent(open_cfg)
+    rc, _ = a.wait(30)
+    check(rc == 2 and "needs snapshot_api.bearer_token_file" in a.log(),
+          "pushprof run refuses it too (exit 2)", f"rc={rc} {a.log().strip()}")
 
     # -- on, on every interface, with a token ---------------------------------
     # a free port can be taken before the agent binds it (CI: "cannot
@@ -96,7 +97,7 @@ try:
             store=store, http=f"0.0.0.0:{port}",
             extra=(f"snapshot_api: {{enabled: true, bearer_token_file: {tok}, "
                    f"per_pid_interval: 30s, per_client_per_minute: 4}}\n"))
-        agent = rl.Agent(cfg, os.path.join(d, "on.log"))
+        agent = pptest.Agent(cfg, os.path.join(d, "on.log"))
         if agent.port == port:
             break
         agent.stop()
@@ -144,7 +145,7 @@ try:
     cfg = rl.write_config(os.path.join(d, "noheap.yaml"), cpu=True, targets=targets,
                           store=store, http=f"127.0.0.1:{port}",
                           extra="snapshot_api: {enabled: true}\n")
-    agent = rl.Agent(cfg, os.path.join(d, "noheap.log"))
+    agent = pptest.Agent(cfg, os.path.join(d, "noheap.log"))
     st, body, _ = post(port, work.pid)
     check(st == 403 and b"go_heap.enabled: false" in body,
           "go_heap.enabled false: 403 with the reason", f"{st} {body[:120]!r}")

@@ -13,6 +13,7 @@ import signal
 import subprocess
 import time
 
+import pptest
 import rellib as rl
 from pptest import check, done, tmpdir
 
@@ -27,7 +28,7 @@ try:
     spool, store = os.path.join(d, "spool"), os.path.join(d, "store")
     cfg = rl.write_config(os.path.join(d, "a.yaml"), remote=f"127.0.0.1:{port}", spool=spool,
                           store=store, targets=targets)
-    agent = rl.Agent(cfg, os.path.join(d, "a1.log"))      # no receiver: everything spools
+    agent = pptest.Agent(cfg, os.path.join(d, "a1.log"))      # no receiver: everything spools
     rl.wait_for(lambda: len(rl.spool_files(spool)) >= 3, 20)
     rc, _ = agent.stop()
     real = rl.spool_files(spool)
@@ -40,7 +41,7 @@ try:
         f.write(data[:len(data) // 2])
     open(os.path.join(spool, "00000000000000000003.spool"), "wb").close()
     rcv = rl.Rcv(os.path.join(d, "rcv1"), port)
-    agent = rl.Agent(cfg, os.path.join(d, "a2.log"))
+    agent = pptest.Agent(cfg, os.path.join(d, "a2.log"))
     drained = rl.wait_for(lambda: not rl.spool_files(spool), 30)
     check(drained, "the spool drains past the corrupt files", str(rl.spool_files(spool)))
     corrupt = sorted(f for f in os.listdir(spool) if f.endswith(".corrupt"))
@@ -70,7 +71,7 @@ try:
     cfg2 = rl.write_config(os.path.join(d, "b.yaml"), remote=f"127.0.0.1:{port}",
                            store=store2, targets=targets,
                            extra=f"spool: {{directory: {spool2}, max_bytes: {cap}}}\n")
-    agent = rl.Agent(cfg2, os.path.join(d, "b.log"))
+    agent = pptest.Agent(cfg2, os.path.join(d, "b.log"))
     seen, peak = set(), 0
     end = time.time() + 14
     while time.time() < end:
@@ -124,7 +125,7 @@ try:
     work = subprocess.Popen([busy, "0"])
     cfg3 = rl.write_config(os.path.join(d, "c.yaml"), remote=f"127.0.0.1:{port}",
                            spool=spool3, targets=f"targets:\n  - pids: [{work.pid}]\n")
-    agent = rl.Agent(cfg3, os.path.join(d, "c1.log"))
+    agent = pptest.Agent(cfg3, os.path.join(d, "c1.log"))
     rl.wait_for(lambda: len(rl.spool_files(spool3)) >= 2, 20)
     agent.stop()
     n3 = len(rl.spool_files(spool3))
@@ -132,7 +133,7 @@ try:
                            spool=spool3, interval="2s",
                            go_heap="{enabled: true, interval: 0s}", cpu=False)
     rcv = rl.Rcv(os.path.join(d, "rcv3"), port)
-    agent = rl.Agent(cfg4, os.path.join(d, "c2.log"))
+    agent = pptest.Agent(cfg4, os.path.join(d, "c2.log"))
     check(agent.started is not None, "heap-only agent started", agent.log()[-300:])
     drained = rl.wait_for(lambda: not rl.spool_files(spool3), 15)
     check(n3 >= 2 and drained and len(rcv.series()) >= n3,

@@ -67,7 +67,7 @@ if ASAN:
     # would show up as RSS growth: keep it small so RSS means live memory
     os.environ["ASAN_OPTIONS"] = (os.environ.get("ASAN_OPTIONS", "") +
                                   ":quarantine_size_mb=16").lstrip(":")
-agent = rl.Agent(cfg, os.path.join(d, "agent.log"))
+agent = pptest.Agent(cfg, os.path.join(d, "agent.log"))
 try:
     check(agent.started is not None, "agent started (whole host)")
     rl.wait_for(lambda: len(agent.windows()) >= 2, 20)

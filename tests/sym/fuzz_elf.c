@@ -1,6 +1,8 @@
 /*
  * fuzz_elf - libFuzzer target for the hostile-input parsers of symbols:
- * the Go pclntab decoder on arbitrary bytes and the ELF loader from memory.
+ * the Go pclntab decoder on arbitrary bytes and the ELF reader from memory
+ * (elffile: headers, sections, notes, Go build info, symbol lookups, code
+ * and section reads; elfsym on top of it).
  * First input byte picks the mode (even: raw pclntab, odd: ELF image).
  * Built only with -Dfuzz=true and clang (see tests/sym/meson.build).
  */
@@ -8,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "elffile.h"
 #include "elfsym.h"
 #include "gopclntab.h"
 
@@ -56,8 +59,30 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		free(gf);
 		return 0;
 	}
+	struct elffile *f;
+	if (elffile_open_mem(data, size, &f, NULL) < 0)
+		return 0;
+	/* labels: terminated within their buffers, whatever the notes said */
+	if (!memchr(f->gnu_build_id, 0, sizeof(f->gnu_build_id)) ||
+	    !memchr(f->go_build_id, 0, sizeof(f->go_build_id)) ||
+	    !memchr(f->go_version, 0, sizeof(f->go_version)) ||
+	    !memchr(f->comment, 0, sizeof(f->comment)))
+		abort();
+	static const char *const names[] = { "main", "runtime.mbuckets", "_start" };
+	uint64_t v[3], sz[3];
+	elffile_find_symbols(f, names, 3, v, sz);
+	uint8_t *sec;
+	size_t len;
+	uint64_t addr;
+	if (elffile_read_section(f, ".eh_frame", 1u << 20, &sec, &len, &addr, NULL) == 0)
+		free(sec);
+	uint8_t code[256];
+	for (size_t i = 0; i < f->nloads; i++)
+		elffile_read_code(f, f->loads[i].vaddr + f->loads[i].filesz / 2, code, sizeof(code));
 	struct elfsym *e;
-	if (elfsym_load_mem(data, size, &e, NULL) == 0) {
+	if (elfsym_load_file(f, &e, NULL) == 0) {
+		if (strcmp(e->gnu_build_id, f->gnu_build_id) || strcmp(e->go_version, f->go_version))
+			abort();	/* one set of labels */
 		if (e->pcln)
 			exercise(e->pcln);
 		for (size_t i = 0; i < e->nsyms && i < 256; i++)
@@ -68,5 +93,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				elfsym_lookup(e, va, NULL);
 		elfsym_free(e);
 	}
+	elffile_close(f);
 	return 0;
 }

@@ -1,4 +1,4 @@
-/* cframes.c - C workload for the .eh_frame tables (bpf/cpu.h, "C and C++:
+/* cframes.c - C workload for the .eh_frame tables (bpf/cpu_abi.h, "C and C++:
  * prologues, epilogues, frameless leaves"). Built with -O2
  * -fno-omit-frame-pointer -momit-leaf-frame-pointer:
  *  - leaf() is hot and has no frame pointer (and a stack array, so its CFA

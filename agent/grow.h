@@ -1,0 +1,84 @@
+/*
+ * grow.h - the one grow-by-doubling for the agent's vectors.
+ *
+ * A vector is a pointer, a capacity and a count the caller keeps; before
+ * storing element `need - 1` the caller asks pp_grow for room. Capacity
+ * starts at `first` and doubles, so n appends cost O(n) copies.
+ * Not thread-safe by itself: the caller owns the vector.
+ */
+#ifndef PUSHPROF_GROW_H
+#define PUSHPROF_GROW_H
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/*
+ * Make *(T **)pp hold at least `need` elements of `elem` bytes: nothing
+ * when *cap already does, else realloc to the first of first, 2*first, ...
+ * (or 2*cap, 4*cap, ... when *cap > 0) that does. `pp` is the address of
+ * the caller's typed pointer (T **), so no cast is needed at the call.
+ * New elements are uninitialised. 0, or -ENOMEM (allocation failed or the
+ * size would overflow) with *pp and *cap unchanged, the old block still
+ * the caller's.
+ */
+static inline int pp_grow(void *pp, size_t *cap, size_t need, size_t elem, size_t first)
+{
+	if (need <= *cap)
+		return 0;
+	size_t nc = *cap ? *cap : (first ? first : 1);
+	while (nc < need) {
+		if (nc > SIZE_MAX / 2)
+			return -ENOMEM;
+		nc *= 2;
+	}
+	if (elem && nc > SIZE_MAX / elem)
+		return -ENOMEM;
+	void *old;
+	memcpy(&old, pp, sizeof(old));
+	void *nv = realloc(old, nc * elem);
+	if (!nv)
+		return -ENOMEM;
+	memcpy(pp, &nv, sizeof(nv));
+	*cap = nc;
+	return 0;
+}
+
+/*
+ * A growing byte string for encoders and rewriters: append, and check oom
+ * once at the end (an allocation failure is sticky: later appends do
+ * nothing). p is NUL-terminated after every append, so text can be used
+ * as a C string; binary data is fine too (n is its length). Zero-initialise;
+ * the owner frees p.
+ */
+struct pp_buf {
+	char *p;
+	size_t n, cap;
+	bool oom;
+};
+
+static inline void pp_buf_add(struct pp_buf *b, const void *d, size_t len)
+{
+	if (b->oom)
+		return;
+	if (b->n + len + 1 < b->n || pp_grow(&b->p, &b->cap, b->n + len + 1, 1, 256)) {
+		b->oom = true;
+		return;
+	}
+	if (len)
+		memcpy(b->p + b->n, d, len);
+	b->n += len;
+	b->p[b->n] = '\0';
+}
+
+/* The string so far ("" when nothing was added), or NULL after oom. */
+static inline const char *pp_buf_str(struct pp_buf *b)
+{
+	if (!b->p && !b->oom)
+		pp_buf_add(b, "", 0);
+	return b->oom ? NULL : b->p;
+}
+
+#endif

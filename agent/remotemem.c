@@ -1,0 +1,137 @@
+/*
+ * remotemem.c - process_vm_readv (or a gobin_mem seam), exact reads with
+ * messages, and the window cache of struct rmem. See remotemem.h.
+ */
+#include "remotemem.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+
+#include "gobin.h"
+
+ssize_t rmem_read_some(const struct gobin_mem *mem, pid_t pid, uint64_t addr, void *buf,
+		       size_t len)
+{
+	if (mem) {
+		ssize_t n = mem->read(mem->ctx, addr, buf, len);
+		/* a reader that claims more than asked for is broken: no bytes */
+		return n > (ssize_t)len ? -EIO : n;
+	}
+	struct iovec l = {.iov_base = buf, .iov_len = len};
+	struct iovec r = {.iov_base = (void *)(uintptr_t)addr, .iov_len = len};
+	ssize_t n = process_vm_readv(pid, &l, 1, &r, 1, 0);
+	return n < 0 ? -errno : n;
+}
+
+/* The message for a failed exact read; returns code. */
+static int say(struct pp_err *err, int code, pid_t pid, uint64_t addr, size_t len)
+{
+	int e = -code;
+	if (e == EFAULT)
+		return pp_errf(err, code, "pid %d: short read at 0x%" PRIx64, (int)pid, addr);
+	if (e == ESRCH)
+		return pp_errf(err, code, "pid %d: the process exited", (int)pid);
+	if (e == EPERM || e == EACCES)
+		return pp_errf(err, code, "pid %d: not allowed to read its memory (%s)", (int)pid,
+			       strerror(e));
+	return pp_errf(err, code, "pid %d: read 0x%" PRIx64 "+%zu: %s", (int)pid, addr, len,
+		       strerror(e));
+}
+
+int rmem_read_exact(const struct gobin_mem *mem, pid_t pid, uint64_t addr, void *buf, size_t len,
+		    struct pp_err *err)
+{
+	ssize_t n = rmem_read_some(mem, pid, addr, buf, len);
+	if (n == (ssize_t)len)
+		return 0;
+	return say(err, n >= 0 ? -EFAULT : (int)n, pid, addr, len);
+}
+
+void rmem_init(struct rmem *r, const struct gobin_mem *mem, pid_t pid, bool cached)
+{
+	memset(r, 0, sizeof(*r));
+	r->mem = mem;
+	r->pid = pid;
+	r->cached = cached;
+}
+
+void rmem_free(struct rmem *r)
+{
+	for (unsigned i = 0; i < RMEM_NWINDOWS; i++) {
+		free(r->w[i].buf);
+		r->w[i].buf = NULL;
+		r->w[i].len = 0;
+	}
+}
+
+static ssize_t counted(struct rmem *r, uint64_t addr, void *buf, size_t len)
+{
+	r->calls++;
+	r->bytes += len;
+	return rmem_read_some(r->mem, r->pid, addr, buf, len);
+}
+
+/* A miss: fill a window around [addr, addr+len), or read exactly that. */
+static int fill(struct rmem *r, uint64_t addr, void *out, size_t len)
+{
+	struct rmem_window *w = &r->w[r->next];
+	r->next = (r->next + 1) % RMEM_NWINDOWS;
+	if (!w->buf && !(w->buf = malloc(RMEM_WINDOW)))
+		return -ENOMEM;
+	uint64_t end = (addr + len + 4095) & ~4095ULL;
+	uint64_t start = end >= RMEM_WINDOW ? end - RMEM_WINDOW : 0;
+	if (start > addr)
+		start = addr & ~4095ULL;
+	/* A list that runs upwards (not the runtime's way, but the target's
+	 * choice) would miss on every object with a window that ends at the
+	 * request: read the window that starts there instead. */
+	if (addr > r->last_miss && r->last_miss) {
+		start = addr & ~4095ULL;
+		end = start + RMEM_WINDOW < start ? UINT64_MAX & ~4095ULL : start + RMEM_WINDOW;
+	}
+	r->last_miss = addr;
+	w->len = 0;
+	ssize_t n = counted(r, start, w->buf, end - start);
+	if (n < 0 || (uint64_t)n < addr + len - start) {
+		if (n == -ESRCH)
+			return -ESRCH;
+		/* The window reached into unmapped memory: read exactly. */
+		start = addr;
+		n = counted(r, start, w->buf, len);
+		if (n < 0)
+			return (int)n;
+		if ((size_t)n < len)
+			return -EFAULT;
+	}
+	w->start = start;
+	w->len = (size_t)n;
+	memcpy(out, w->buf + (addr - start), len);
+	return 0;
+}
+
+int rmem_read(struct rmem *r, uint64_t addr, void *out, size_t len, struct pp_err *err)
+{
+	int rc;
+	if (addr + len < addr || (r->cached && len > RMEM_WINDOW))
+		return pp_errf(err, -EINVAL, "pid %d: read 0x%" PRIx64 "+%zu: out of range",
+			       (int)r->pid, addr, len);
+	if (!r->cached) {
+		ssize_t n = counted(r, addr, out, len);
+		rc = n == (ssize_t)len ? 0 : n >= 0 ? -EFAULT : (int)n;
+	} else {
+		for (unsigned i = 0; i < RMEM_NWINDOWS; i++) {
+			const struct rmem_window *w = &r->w[i];
+			if (w->len && addr >= w->start && addr + len <= w->start + w->len) {
+				memcpy(out, w->buf + (addr - w->start), len);
+				return 0;
+			}
+		}
+		rc = fill(r, addr, out, len);
+	}
+	if (rc == -ENOMEM)
+		return pp_errf(err, rc, "out of memory reading pid %d", (int)r->pid);
+	return rc ? say(err, rc, r->pid, addr, len) : 0;
+}

@@ -1,0 +1,28 @@
+/*
+ * procev_abi.h - process events from BPF (procev.bpf.c -> agent/procev.c).
+ *
+ * Where the netlink proc connector is out of reach (it needs CAP_NET_ADMIN
+ * in the host's network namespace, which a DaemonSet usually lacks), the
+ * agent still learns of new processes, execs and renames as they happen
+ * from these three tracepoints. Records are written without waking user
+ * space; the agent drains the ring once a second.
+ */
+#ifndef PUSHPROF_BPF_PROCEV_ABI_H
+#define PUSHPROF_BPF_PROCEV_ABI_H
+
+#ifndef __VMLINUX_H__
+#include <linux/types.h>
+#endif
+
+enum procev_type {
+	PROCEV_FORK = 1,	/* a new process (not a thread) */
+	PROCEV_EXEC = 2,
+	PROCEV_COMM = 3,	/* a process's main thread renamed itself */
+};
+
+struct procev_rec {
+	__u32 type;
+	__u32 tgid;
+};
+
+#endif

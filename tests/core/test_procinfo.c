@@ -1,0 +1,76 @@
+/* Unit test of agent/procinfo.c against this very process and a child. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "procinfo.h"
+#include "check.h"
+
+static int cg_count_cb(const char *ctrls, const char *path, void *arg)
+{
+	(void)ctrls;
+	if (path[0] == '/')
+		(*(int *)arg)++;
+	return 0;
+}
+
+int main(void)
+{
+	struct proc_maps maps;
+	struct pp_err err = { 0 };
+	char buf[4096];
+	pid_t self = getpid();
+
+	CHECK(proc_maps_read(self, &maps, &err) == 0, "maps: %s", err.msg);
+	const struct proc_map *m = proc_maps_find(&maps, (uint64_t)(uintptr_t)&main);
+	CHECK(m && strstr(m->path, "test_procinfo") && m->perms[2] == 'x', "main's mapping");
+	CHECK(proc_maps_find(&maps, 0) == NULL, "no mapping at 0");
+	CHECK(m && proc_maps_first_of(&maps, m->path) && proc_maps_first_of(&maps, m->path)->offset == 0,
+	      "first mapping of the exe has offset 0");
+	proc_maps_free(&maps);
+
+	prctl(PR_SET_NAME, "pp test (x)", 0, 0, 0);
+	CHECK(proc_comm(self, buf, sizeof(buf)) == 0 && strcmp(buf, "pp test (x)") == 0, "comm %s", buf);
+	uint64_t t1 = 0;
+	CHECK(proc_start_time(self, &t1) == 0 && t1 > 0, "start time with ')' and spaces in comm");
+	CHECK(proc_exe(self, buf, sizeof(buf)) == 0 && strstr(buf, "test_procinfo"), "exe %s", buf);
+	int n = 0;
+	CHECK(proc_cgroup_each(self, cg_count_cb, &n) == 0 && n > 0, "cgroup lines");
+	CHECK(proc_cgroup(self, NULL, buf, sizeof(buf)) == 0 && buf[0] == '/', "cgroup path %s", buf);
+	CHECK(proc_cgroup(self, "memory", buf, sizeof(buf)) == 0 && buf[0] == '/', "memory cgroup %s", buf);
+	struct proc_stat st;
+	CHECK(proc_stat(self, &st) == 0 && st.state == 'R' && !(st.flags & 0x00200000UL) &&
+	      st.start_time == t1, "stat of self: running, not a kernel thread, same start time");
+	CHECK(proc_stat(2, &st) != 0 || (st.flags & 0x00200000UL), "pid 2 (kthreadd) is a kernel thread");
+	pid_t tg = 0;
+	CHECK(proc_tgid(self, &tg) == 0 && tg == self, "tgid");
+	CHECK(proc_root_path(42, "/usr/bin/x", buf, sizeof(buf)) == 0 && strcmp(buf, "/proc/42/root/usr/bin/x") == 0, "root path");
+
+	/* the kernel's stack limit, as the file says */
+	FILE *f = fopen("/proc/sys/kernel/perf_event_max_stack", "r");
+	unsigned want = 0;
+	if (f) {
+		if (fscanf(f, "%u", &want) != 1)
+			want = 0;
+		fclose(f);
+	}
+	CHECK(proc_perf_max_stack() == want && (want || !f),
+	      "perf_event_max_stack: %u, the file says %u", proc_perf_max_stack(), want);
+
+	/* A process that is gone reports -ESRCH everywhere. */
+	pid_t child = fork();
+	if (child == 0)
+		_exit(0);
+	waitpid(child, NULL, 0);
+	CHECK(proc_maps_read(child, &maps, &err) == -ESRCH, "gone: maps");
+	CHECK(proc_comm(child, buf, sizeof(buf)) == -ESRCH, "gone: comm");
+	CHECK(proc_exe(child, buf, sizeof(buf)) == -ESRCH, "gone: exe");
+	CHECK(proc_start_time(child, &t1) == -ESRCH, "gone: stat");
+
+	return check_done();
+}
