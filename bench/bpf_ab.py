@@ -93,15 +93,16 @@ def prog(prog_id):
     return json.loads(r.stdout) if r.returncode == 0 else {}
 
 
-def start(binary, d, pid, secs, freq, targeted, env=None):
+def start(binary, d, pid, secs, freq, targeted, env=None, cpu_extra=""):
     """An agent and its BPF program's id."""
     os.makedirs(d, exist_ok=True)
     store = os.path.join(d, "store")
     shutil.rmtree(store, ignore_errors=True)    # this turn's profiles only
     cfg = os.path.join(d, "cfg.yaml")
+    extra = ", " + cpu_extra if cpu_extra else ""
     with open(cfg, "w") as f:
         f.write(f"node: bench\nlog: {{level: info}}\nhttp_address: \"\"\n"
-                f"spool: {{directory: \"\"}}\ncpu: {{frequency_hz: {freq}, interval: 5s}}\n"
+                f"spool: {{directory: \"\"}}\ncpu: {{frequency_hz: {freq}, interval: 5s{extra}}}\n"
                 f"go_heap: {{enabled: false}}\nlocal_store: {{directory: {store}}}\n")
         if targeted:
             f.write(f"targets:\n  - pids: [{pid}]\n")
@@ -127,8 +128,8 @@ def delta(p0, p1):
     return ns / cnt if cnt else float("nan"), cnt
 
 
-def turn(binary, d, pid, secs, freq, targeted, env=None):
-    a, prog_id = start(binary, d, pid, secs, freq, targeted, env)
+def turn(binary, d, pid, secs, freq, targeted, env=None, cpu_extra=""):
+    a, prog_id = start(binary, d, pid, secs, freq, targeted, env, cpu_extra)
     p0 = prog(prog_id)
     time.sleep(secs)
     p1 = prog(prog_id)
@@ -143,10 +144,10 @@ def together(o, d, pid, b_first):
     fire back to back, the second program finds the caches warm."""
     bf = o.freq - 1 if o.drift else o.freq
     if b_first:
-        b, ib = start(o.b, os.path.join(d, "b"), pid, o.secs, bf, o.targeted, o.benv)
-    a, ia = start(o.a, os.path.join(d, "a"), pid, o.secs, o.freq, o.targeted, o.aenv)
+        b, ib = start(o.b, os.path.join(d, "b"), pid, o.secs, bf, o.targeted, o.benv, o.bcpu)
+    a, ia = start(o.a, os.path.join(d, "a"), pid, o.secs, o.freq, o.targeted, o.aenv, o.acpu)
     if not b_first:
-        b, ib = start(o.b, os.path.join(d, "b"), pid, o.secs, bf, o.targeted, o.benv)
+        b, ib = start(o.b, os.path.join(d, "b"), pid, o.secs, bf, o.targeted, o.benv, o.bcpu)
     time.sleep(2)   # past both agents' start-up work
     a0, b0 = prog(ia), prog(ib)
     time.sleep(o.secs)
@@ -172,6 +173,10 @@ def main():
                     help="with --together, B samples at --freq - 1 Hz: the two "
                     "programs' events drift through every phase once a second, "
                     "so neither keeps finding the caches the other warmed")
+    ap.add_argument("--a-cpu", dest="acpu", default="",
+                    help="extra keys for A's cpu: section, e.g. 'cpu_label: false'")
+    ap.add_argument("--b-cpu", dest="bcpu", default="",
+                    help="extra keys for B's cpu: section (an older A may not know them)")
     ap.add_argument("--workload", choices=["leaves", "gcstack", "cframes", "split", "cpuwork"], default="leaves")
     ap.add_argument("--a-env", action="append", default=[], help="K=V for agent A")
     ap.add_argument("--b-env", action="append", default=[], help="K=V for agent B")
@@ -223,7 +228,8 @@ def main():
         for which in order:
             ns, cnt, fr = turn(o.a if which == "A" else o.b, os.path.join(d, which.lower()),
                                w.pid, o.secs, o.freq, o.targeted,
-                               o.aenv if which == "A" else o.benv)
+                               o.aenv if which == "A" else o.benv,
+                               o.acpu if which == "A" else o.bcpu)
             res[which].append(ns)
             fps[which].append(fr)
             print(f"{which}: {ns:.0f} ns/run over {cnt} runs, {fr:.2f} frames/sample", flush=True)

@@ -26,7 +26,7 @@
  *    frame record, or in its prologue, still has it in the link register
  *    x30, which is not read here: such a leaf's caller is missing;
  *  - pp_go_edge decodes x86 instructions, and the tables come from x86
- *    code (agent/frameless.c, agent/ehframe.c);
+ *    code (agent/cpu/frameless.c, agent/cpu/ehframe.c);
  *  - the g0 switch rule reads Go's g from %r14 or %fs:-8 (x28 and
  *    tpidr_el0 on arm64).
  */

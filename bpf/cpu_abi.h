@@ -1,5 +1,5 @@
 /*
- * cpu_abi.h - what the on-CPU sampler (cpu.bpf.c) and user space (agent/cpu.c)
+ * cpu_abi.h - what the on-CPU sampler (cpu.bpf.c) and user space (agent/cpu/cpu.c)
  * share: map keys, values and counter indices.
  *
  * Design, so that no sample is lost silently:
@@ -33,6 +33,13 @@
 /* Frames per stack the maps can hold; the kernel's default
  * perf_event_max_stack. The configured depth may be lower, never higher. */
 #define CPU_MAX_DEPTH 127
+
+/* cpu.frequency_hz's range, checked by the sampler (agent/cpu/cpu.c) and the
+ * config schema, which includes this header rather than the sampler's: the
+ * cpu-clock event takes any period, but above 1 kHz the sampler's own cost
+ * is no longer small beside the workload's. The BPF program does not use it. */
+#define CPU_HZ_MIN 1
+#define CPU_HZ_MAX 1000
 /*
  * Two stack maps per set, by size: stacks of up to CPU_SMALL_DEPTH frames
  * (nearly all: Go's GC and allocator, syscalls, most kernel stacks) in
@@ -66,7 +73,7 @@
  *  - C/C++: a function's first instruction, between `push %rbp` and
  *    `mov %rsp,%rbp`, the `ret` after `leave`, and leaves built without a
  *    frame pointer (-momit-leaf-frame-pointer).
- * User space (agent/frameless.c) finds such PC ranges once per executable
+ * User space (agent/cpu/frameless.c) finds such PC ranges once per executable
  * (Go: .gopclntab's pcsp, the stack-pointer delta Go's own unwinder uses;
  * C/C++: .eh_frame, where the CFA is %rsp-based) and records for each where
  * the return address is, [sp + 8*ra], and the caller's %rbp: still in %rbp

@@ -1,8 +1,8 @@
 /*
  * golayout.h - the Go runtime's memory-profile data as it lies in a Go
  * program's memory: the one statement of it, for the BPF capture
- * (bpf/oom.bpf.c, through bpf/oom_abi.h) and for user space (agent/gobucket.c
- * decodes buckets with it; agent/gobin.c locates the globals).
+ * (bpf/oom.bpf.c, through bpf/oom_abi.h) and for user space (agent/goheap/gobucket.c
+ * decodes buckets with it; agent/goheap/gobin.c locates the globals).
  *
  * For amd64 and arm64 (8-byte uintptr, little-endian). Checked against
  * the runtime sources of go1.19.8 and go1.23.5, the two releases the tests
@@ -92,7 +92,7 @@ struct go_rt_memrecord {
 #define GO_MEMRECORD_SIZE	128	/* active + future[3] */
 
 /*
- * The globals (agent/gobin.c finds their addresses):
+ * The globals (agent/goheap/gobin.c finds their addresses):
  *   runtime.mbuckets: mprof.go:155 (1.19), :169 (1.23)
  *     atomic.UnsafePointer (*bucket), the newest bucket
  *   runtime.mProfCycle: mprof.go:160 (1.19), :174 (1.23)

@@ -1,6 +1,6 @@
 /*
  * oom_abi.h - what the OOM-capture BPF program (bpf/oom.bpf.c) and the agent
- * (agent/oom.c) exchange: the per-process map user space fills, the
+ * (agent/goheap/oom.c) exchange: the per-process map user space fills, the
  * per-victim state the BPF side keeps, and the ring buffer records a
  * capture streams.
  *
@@ -11,7 +11,7 @@
  * record per mirrored bucket (active + the three future cycles summed:
  * the `latest` view). Buckets newer than the mirror head (or past its
  * bottom) are copied whole. At 1,000,000 buckets that is 32 MB of
- * counters, which is what bounds the ring buffer (see agent/oom.h).
+ * counters, which is what bounds the ring buffer (see agent/goheap/oom.h).
  *
  * Included by BPF C (vmlinux.h types) and by user space (<stdint.h>), so
  * only fixed-width types from the __u* family are used here.

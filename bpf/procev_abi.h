@@ -1,5 +1,5 @@
 /*
- * procev_abi.h - process events from BPF (procev.bpf.c -> agent/procev.c).
+ * procev_abi.h - process events from BPF (procev.bpf.c -> agent/targets/procev.c).
  *
  * Where the netlink proc connector is out of reach (it needs CAP_NET_ADMIN
  * in the host's network namespace, which a DaemonSet usually lacks), the

@@ -1,5 +1,5 @@
 /*
- * log_probe - writes known log lines through agent/log.c, in the format
+ * log_probe - writes known log lines through agent/base/log.c, in the format
  * given as argv[1] (logfmt | json), for test_logs.py to parse with parsers
  * nobody here wrote (Python's json module; logfmt by its grammar).
  */

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "tests/lib/fuzz.h"
 
 static char *dump(const struct config *c, size_t *len)
 {

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "containers.h"
+#include "tests/lib/fuzz.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -1,5 +1,5 @@
 /*
- * fuzz_nodelabels.c - libFuzzer target for node_labels_parse (agent/nodemeta.c):
+ * fuzz_nodelabels.c - libFuzzer target for node_labels_parse (agent/meta/nodemeta.c):
  * the API server's Node object or a node labels file. A broken or hostile
  * answer must give an error or labels within the documented bounds, never
  * a crash or a read past the input; every label name built from the result
@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "nodemeta.h"
+#include "tests/lib/fuzz.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -5,10 +5,10 @@ temp dir), imports two images it builds from a static Go binary (an OCI
 layout imported with `ctr -n k8s.io images import`, no registry: one is the
 pause image), then through the CRI API creates a pod sandbox and containers
 the way kubelet does (cgroupfs driver, cgroup_parent /kubepods/burstable/
-pod<uid>). agent/containers.c (driven through tests/containers/cri_probe)
+pod<uid>). agent/meta/containers.c (driven through tests/containers/cri_probe)
 must then name namespace, pod, container, pod labels for the real container
 processes, cache the lists, notice a container started later, survive a
-missing runtime, and agent/relabel.c must keep/drop on those names.
+missing runtime, and agent/meta/relabel.c must keep/drop on those names.
 
 Exits 77 (meson: skipped) when containerd, ctr or runc is not installed.
 """

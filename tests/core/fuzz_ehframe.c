@@ -1,4 +1,4 @@
-/* libFuzzer target: .eh_frame bytes (agent/ehframe.c). The section is the
+/* libFuzzer target: .eh_frame bytes (agent/cpu/ehframe.c). The section is the
  * target's, hence hostile: parsing must stay in bounds and in budget, and
  * every row it yields must be sane for the BPF table (a range inside
  * [lo, hi), slots in range, the caller's %rbp slot below the return
@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "ehframe.h"
+#include "tests/lib/fuzz.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "procinfo.h"
+#include "tests/lib/fuzz.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "spool.h"
+#include "tests/lib/fuzz.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -1,4 +1,4 @@
-/* Unit test of agent/ehframe.c on a hand-built .eh_frame: a function with
+/* Unit test of agent/cpu/ehframe.c on a hand-built .eh_frame: a function with
  * a frame-pointer prologue and an early `ret` bracketed by
  * remember/restore_state (GCC's shape), a frameless leaf with a stack
  * frame, an FDE with an unsupported instruction, a truncated entry; and

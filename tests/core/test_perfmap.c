@@ -1,4 +1,4 @@
-/* Unit test of agent/perfmap.c (and proc_root_open) against this process's
+/* Unit test of agent/sym/perfmap.c (and proc_root_open) against this process's
  * own /tmp/perf-PID.map: parsing, growth read incrementally (a partial last
  * line waits for its newline), later lines winning, replacement, and files
  * that must not be read: FIFO, device, over 64 MiB, symlink out of root

@@ -1,4 +1,4 @@
-/* Unit test of agent/procinfo.c against this very process and a child. */
+/* Unit test of agent/base/procinfo.c against this very process and a child. */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>

@@ -1,4 +1,4 @@
-/* Unit test of agent/spool.c on a real directory: order, bounds, corruption. */
+/* Unit test of agent/ship/spool.c on a real directory: order, bounds, corruption. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,5 +1,5 @@
 /*
- * Unit test of agent/targets.c's pid-reuse handling against real processes.
+ * Unit test of agent/targets/targets.c's pid-reuse handling against real processes.
  *
  * A matched process exits and its pid goes to a new process that matches
  * too (set through /proc/sys/kernel/ns_last_pid, root). Whoever reads the

@@ -38,6 +38,7 @@
 #include "gobin.h"
 #include "goheap.h"
 #include "pprof.h"
+#include "tests/lib/fuzz.h"
 
 #define GLOBALS 0x10000ull	/* rate, cycle, head: 8 bytes each */
 #define HDR 32

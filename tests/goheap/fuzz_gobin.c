@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "gobin.h"
+#include "tests/lib/fuzz.h"
 
 static int memfd = -1;
 static char path[64];

@@ -12,7 +12,7 @@ from pptest import check, done
 
 ROOT = os.environ.get("PUSHPROF_SOURCE_DIR",
                       os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
-FILES = ["bpf/golayout.h", "agent/goheap_scale.c", "agent/goheap_pprof.c"]
+FILES = ["bpf/golayout.h", "agent/goheap/goheap_scale.c", "agent/goheap/goheap_pprof.c"]
 GOROOT = {"1.19": "/usr/lib/go-1.19", "1.23": "/usr/lib/go-1.23"}
 VERSION = {"1.19": "go1.19.8", "1.23": "go1.23.5"}   # what golayout.h says it was checked on
 GOFILE = {"mprof.go": "runtime/mprof.go", "protomem.go": "runtime/pprof/protomem.go",

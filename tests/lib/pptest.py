@@ -27,7 +27,7 @@ BUILD_DIR = os.environ.get("PUSHPROF_BUILD_DIR", "build")
 SOURCE_DIR = os.environ.get("PUSHPROF_SOURCE_DIR", ".")
 
 # The agent's local_store file names: "<UTC time>-<type>-<comm>-<pid>-<seq>.pb.gz"
-# (agent/outbox.c, local_name). type is "cpu", "heap-<trigger>" or a __name__;
+# (agent/ship/outbox.c, local_name). type is "cpu", "heap-<trigger>" or a __name__;
 # comm never contains '-'.
 LocalName = collections.namedtuple("LocalName", "time type comm pid seq")
 _LOCAL_NAME = re.compile(r"^(\d{8}T\d{6}\.\d{3}Z)-(.+)-([^-]+)-(\d+)-(\d+)\.pb\.gz$")
@@ -325,12 +325,12 @@ def cgroup_label(pid):
     return best if best is not None else v2
 
 
-SPOOL_MAGIC = b"PPSPOOL1"   # agent/spool.c: the magic, then one zstd frame
+SPOOL_MAGIC = b"PPSPOOL1"   # agent/ship/spool.c: the magic, then one zstd frame
 
 
 def spool_payload(path):
     """The decoded content of a spool file (bytes), or None when it is not
-    one (yet): agent/spool.c writes the magic, then one zstd frame."""
+    one (yet): agent/ship/spool.c writes the magic, then one zstd frame."""
     try:
         with open(path, "rb") as f:
             raw = f.read()

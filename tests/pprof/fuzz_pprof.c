@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "pprof.h"
+#include "tests/lib/fuzz.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

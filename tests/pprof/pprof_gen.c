@@ -1,5 +1,5 @@
 /*
- * pprof_gen - builds profiles with agent/pprof.c and writes them to OUTDIR:
+ * pprof_gen - builds profiles with agent/ship/pprof.c and writes them to OUTDIR:
  *   cpu.pb.gz   CPU-like: samples/count + cpu/nanoseconds, inline frames,
  *               string and numeric labels, comments, many merged samples
  *   heap.pb.gz  Go-heap-like: 4 sample types, space/bytes period, default

@@ -1,4 +1,4 @@
-"""pprof encoder (agent/pprof.c) read back by `go tool pprof`.
+"""pprof encoder (agent/ship/pprof.c) read back by `go tool pprof`.
 
 pprof_gen (C, linked with libpushprof) builds a CPU-like profile, a
 Go-heap-like profile (4 sample types) and a 5,000-sample one, runs C-level

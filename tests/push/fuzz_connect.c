@@ -1,6 +1,6 @@
 /*
  * fuzz_connect.c - libFuzzer target for the Connect error parser
- * (agent/connect.c, connect_parse_error): the body of a non-200 answer
+ * (agent/ship/connect.c, connect_parse_error): the body of a non-200 answer
  * comes from the store or anything between (a proxy's page), so any bytes
  * must give a known gRPC status and a bounded, one-line, NUL-terminated
  * message. The first two input bytes choose the HTTP status.
@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "connect.h"
+#include "tests/lib/fuzz.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

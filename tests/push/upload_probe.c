@@ -1,5 +1,5 @@
 /*
- * upload_probe - drives agent/upload.c directly for what `pushprof push`
+ * upload_probe - drives agent/ship/upload.c directly for what `pushprof push`
  * cannot show (it is one-shot and validates its input first):
  *   upload_probe ADDR invalid
  *       send a gzip'd non-profile; the receiver's real validation must

@@ -17,6 +17,7 @@
 
 #include "config.h"
 #include "relabel.h"
+#include "tests/lib/fuzz.h"
 
 /* rules (a relabel_configs value) -> compiled rules, or NULL with err set */
 static struct relabel *load(const char *y, size_t len, struct pp_err *err)

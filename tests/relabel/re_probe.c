@@ -1,5 +1,5 @@
 /*
- * re_probe - agent/ppregex.c on a stream of cases, for test_re2_diff.py,
+ * re_probe - agent/base/ppregex.c on a stream of cases, for test_re2_diff.py,
  * which runs Go's regexp (re_probe.go) on the same stream and compares.
  *
  * stdin, one case a line: MODE TAB PATTERN TAB SUBJECT, MODE "F" (relabel:

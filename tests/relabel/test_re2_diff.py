@@ -1,4 +1,4 @@
-"""agent/ppregex.c (RE2 syntax on PCRE2) against Go's regexp, which is what
+"""agent/base/ppregex.c (RE2 syntax on PCRE2) against Go's regexp, which is what
 Prometheus and Parca Agent run, on the same regexes and values.
 
 Random regexes from RE2 building blocks (classes, escapes, flags, groups,

@@ -13,6 +13,7 @@
 #include "elffile.h"
 #include "elfsym.h"
 #include "gopclntab.h"
+#include "tests/lib/fuzz.h"
 
 static void exercise(const struct gopcln *t)
 {

@@ -1,4 +1,4 @@
-"""The symbolizer (agent/symbolize.c) against live processes.
+"""The symbolizer (agent/sym/symbolize.c) against live processes.
 
 Expected names come from binutils (nm, readelf) and the Go runtime, runtime
 addresses from the live process's /proc/PID/maps; the symbolizer runs as

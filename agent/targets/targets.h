@@ -98,7 +98,7 @@ const struct target_proc *targets_get(const struct targets *t, pid_t pid);
  */
 int targets_events_open(struct targets *t);
 int targets_events_read(struct targets *t, uint64_t now_ns, targets_change_fn cb, void *arg);
-/* Events come from elsewhere (BPF, agent/procev.h) and are fed through
+/* Events come from elsewhere (BPF, agent/targets/procev.h) and are fed through
  * targets_check_pid(): re-read known processes less often, as with the
  * connector. targets_events_lost(): some were lost, so the next scan
  * re-reads every process. */

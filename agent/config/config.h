@@ -60,7 +60,7 @@ struct store_config {
 
 struct cpu_config {
 	bool enabled;
-	uint32_t frequency_hz;		/* CPU_HZ_MIN..CPU_HZ_MAX (cpu.h), default 19 */
+	uint32_t frequency_hz;		/* CPU_HZ_MIN..CPU_HZ_MAX (bpf/cpu_abi.h), default 19 */
 	uint64_t interval_ns;		/* default 10s */
 	uint32_t max_stack_depth;	/* default 127; <= perf_event_max_stack */
 	bool kernel_stacks;		/* default true */

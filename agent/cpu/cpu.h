@@ -21,12 +21,6 @@
 
 struct cpu_sampler;
 
-/* cpu.frequency_hz's range, checked here and by the config schema: the
- * cpu-clock event takes any period, but above 1 kHz the sampler's own cost
- * is no longer small beside the workload's. */
-#define CPU_HZ_MIN 1
-#define CPU_HZ_MAX 1000
-
 struct cpu_sampler_opts {
 	uint32_t frequency_hz;		/* CPU_HZ_MIN..CPU_HZ_MAX */
 	uint32_t max_depth;		/* 1..CPU_MAX_DEPTH and <= perf_event_max_stack */
@@ -78,7 +72,7 @@ int cpu_sampler_set_cpus(struct cpu_sampler *s, const char *cpulist, bool *chang
 int cpu_sampler_allow(struct cpu_sampler *s, pid_t tgid, bool allow);
 
 /*
- * Frameless Go code (bpf/cpu_abi.h; agent/frameless.c decides what goes in).
+ * Frameless Go code (bpf/cpu_abi.h; agent/cpu/frameless.c decides what goes in).
  * fl_write stores n bitmap words at pool index word (word + n <=
  * CPU_FL_POOL_WORDS); fl_set gives tgid its text range: with opts.filter
  * in its allowed_tgids entry (-ENOENT when the tgid is not allowed: call

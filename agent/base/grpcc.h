@@ -10,7 +10,7 @@
  * grpcc_channel_new() installs the log hook and runs grpc_init(), freeing
  * the last channel runs grpc_shutdown(). Safe from any thread.
  *
- * Log hook: grpc's log lines go to agent/log.h at debug level, redacted
+ * Log hook: grpc's log lines go to agent/base/log.h at debug level, redacted
  * by value (every grpcc_secret_register()ed string, as text and as grpc's
  * hex dump of it) and by name (whatever follows "authorization"). Its
  * error lines are also kept, numbered, for grpcc_errors_take().

@@ -1,6 +1,6 @@
 /*
  * upload.h - the remote store's client: Parca's
- * ProfileStoreService/WriteRaw (or Pyroscope's Push) over agent/grpcc.h,
+ * ProfileStoreService/WriteRaw (or Pyroscope's Push) over agent/base/grpcc.h,
  * or Connect over HTTP (connect.h).
  *
  * uploader_write() sends a batch synchronously: one RawProfileSeries per

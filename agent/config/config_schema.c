@@ -19,7 +19,7 @@
 #include <sys/types.h>
 
 #include "bpf/golayout.h"	/* GO_MAX_STACK */
-#include "cpu.h"		/* CPU_HZ_*: the sampler's limits */
+#include "bpf/cpu_abi.h"	/* CPU_HZ_*: the sampler's limits */
 #include "config_internal.h"
 
 #define MAX_LIST_ITEMS 4096		/* targets, pids, relabel_configs */

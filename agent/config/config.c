@@ -21,7 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cpu.h"		/* CPU_MAX_DEPTH */
+#include "bpf/cpu_abi.h"	/* CPU_MAX_DEPTH */
 #include "procinfo.h"
 #include "config_internal.h"
 

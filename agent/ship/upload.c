@@ -1,5 +1,5 @@
 /*
- * upload.c - WriteRaw (or Pyroscope's Push) over agent/grpcc.h: one
+ * upload.c - WriteRaw (or Pyroscope's Push) over agent/base/grpcc.h: one
  * channel per uploader, one synchronous unary call per request; or over
  * connect.h when remote_store.transport is http.
  *
