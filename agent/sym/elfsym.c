@@ -8,6 +8,8 @@
 #include <errno.h>
 #include <elf.h>
 #include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -31,6 +33,12 @@ struct tsym {
 	uint32_t name;
 	uint8_t rank;
 };
+
+static int sym_addr_cmp(const void *a, const void *b)
+{
+	const struct elfsym_sym *x = a, *y = b;
+	return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
 
 static int tsym_cmp(const void *a, const void *b)
 {
@@ -432,7 +440,68 @@ int elfsym_load_path(const char *path, struct elfsym **out, struct pp_err *err)
 	return rc;
 }
 
-int elfsym_load_mem(const void *buf, size_t len, struct elfsym **out, struct pp_err *err)
+/*
+ * Name the code of f's executable sections that no symbol covers, one
+ * name per gap between symbols: "<prefix>+0x<gap start>". The vDSO exports
+ * only its entry points; its static helpers (the pvclock reader of a KVM
+ * guest, where most of clock_gettime's time goes) have no symbol, and a raw
+ * address differs in every process (ASLR) while a gap's offset does not.
+ */
+static int name_gaps(struct elfsym *e, const struct elffile *f, const char *prefix)
+{
+	size_t n = e->nsyms, cap = n, extra = 0;
+	struct elfsym_sym *v = NULL;
+
+	for (size_t si = 0; si < f->nsecs; si++) {
+		const struct elffile_sec *sec = &f->secs[si];
+		if (sec->type != SHT_PROGBITS || !(sec->flags & SHF_EXECINSTR) || !sec->size ||
+		    sec->addr + sec->size < sec->addr)
+			continue;
+		uint64_t at = sec->addr, end = sec->addr + sec->size;
+		size_t i = 0;
+		while (at < end && extra < 4096) {
+			/* the first symbol ending after at */
+			while (i < e->nsyms && e->syms[i].addr + (e->syms[i].size ? e->syms[i].size : 1) <= at)
+				i++;
+			uint64_t next = i < e->nsyms && e->syms[i].addr < end ? e->syms[i].addr : end;
+			if (next > at) {
+				char name[64];
+				int l = snprintf(name, sizeof(name), "%s+0x%" PRIx64, prefix, at);
+				if (l < 0 || (size_t)l >= sizeof(name) ||
+				    e->names_len + (size_t)l + 1 > UINT32_MAX) {
+					free(v);
+					return -E2BIG;
+				}
+				/* names has no spare room recorded: grow from its length */
+				size_t names_cap = e->names_len;
+				if (pp_grow(&e->names, &names_cap, e->names_len + (size_t)l + 1, 1, 256) ||
+				    pp_grow(&v, &cap, n + extra + 1, sizeof(*v), 16)) {
+					free(v);
+					return -ENOMEM;
+				}
+				if (!extra)
+					memcpy(v, e->syms, n * sizeof(*v));
+				memcpy(e->names + e->names_len, name, (size_t)l + 1);
+				v[n + extra++] = (struct elfsym_sym){ at, next - at, (uint32_t)e->names_len };
+				e->names_len += (size_t)l + 1;
+				e->bytes += (size_t)l + 1 + sizeof(*v);
+			}
+			if (i >= e->nsyms || e->syms[i].addr >= end)
+				break;
+			at = e->syms[i].addr + (e->syms[i].size ? e->syms[i].size : 1);
+		}
+	}
+	if (!extra)
+		return 0;
+	qsort(v, n + extra, sizeof(*v), sym_addr_cmp);
+	free(e->syms);
+	e->syms = v;
+	e->nsyms = n + extra;
+	return 0;
+}
+
+int elfsym_load_mem(const void *buf, size_t len, const char *gap_prefix, struct elfsym **out,
+		    struct pp_err *err)
 {
 	struct elffile *f;
 	*out = NULL;
@@ -440,6 +509,14 @@ int elfsym_load_mem(const void *buf, size_t len, struct elfsym **out, struct pp_
 	if (rc < 0)
 		return rc;
 	rc = elfsym_load_file(f, out, err);
+	if (rc == 0 && gap_prefix) {
+		rc = name_gaps(*out, f, gap_prefix);
+		if (rc < 0) {
+			elfsym_free(*out);
+			*out = NULL;
+			pp_errf(err, rc, "elf: naming code without symbols failed");
+		}
+	}
 	elffile_close(f);
 	return rc;
 }

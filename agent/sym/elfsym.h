@@ -74,8 +74,12 @@ int elfsym_load_fd(int fd, struct elfsym **out, struct pp_err *err);
 /* A path the operator gives (tools, tests): a plain open. A process's
  * files go through elffile_open_link() or the symbolizer's own checks. */
 int elfsym_load_path(const char *path, struct elfsym **out, struct pp_err *err);
-/* Load from memory (the fuzz target, a vdso image). buf is not kept. */
-int elfsym_load_mem(const void *buf, size_t len, struct elfsym **out, struct pp_err *err);
+/* Load from memory (the fuzz target, a vdso image). buf is not kept. With
+ * gap_prefix, code of executable sections that no symbol covers gets a
+ * symbol per gap named "<gap_prefix>+0x<start>" (the vDSO's static helpers:
+ * stable names across processes instead of raw addresses). */
+int elfsym_load_mem(const void *buf, size_t len, const char *gap_prefix, struct elfsym **out,
+		    struct pp_err *err);
 void elfsym_free(struct elfsym *e);
 
 /*

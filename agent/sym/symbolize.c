@@ -468,7 +468,8 @@ static struct elfsym *vdso_get(struct symbolizer *s)
 		return NULL;
 	const struct proc_map *m = proc_maps_find(&mm, base);
 	if (m && !strcmp(m->path, "[vdso]"))
-		elfsym_load_mem((const void *)(uintptr_t)m->start, m->end - m->start, &s->vdso, NULL);
+		elfsym_load_mem((const void *)(uintptr_t)m->start, m->end - m->start, "[vdso]",
+				&s->vdso, NULL);
 	proc_maps_free(&mm);
 	return s->vdso;
 }
