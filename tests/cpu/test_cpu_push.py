@@ -72,8 +72,11 @@ try:
     nwin = len(ct.window_lines(log))
     calls = rcv.calls()
     check(5 <= nwin <= 7, "one window per second over 6 s", f"{nwin}")
-    check(len(calls) == nwin and all(c["status"] == "OK" for c in calls),
-          "one accepted WriteRaw per window", f"{calls}")
+    # a window's WriteRaw may carry the one before it too when a call
+    # outlasts a window (1 s here; a loaded host's calls took 1.2-1.5 s)
+    check(1 <= len(calls) <= nwin and all(c["status"] == "OK" for c in calls) and
+          sum(c["series"] for c in calls) == nwin,
+          "every window's profile in an accepted WriteRaw", f"{calls}")
     series = rcv.series()
     check(len(series) == nwin, "one series per window (one targeted process)", f"{len(series)}")
     for s in series:
