@@ -631,11 +631,9 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 			       cfg->oom_score_adj, pp_q(aerr.msg));
 	}
 
-	a.outbox = outbox_new(cfg, err);
-	if (!a.outbox) {
-		r = err && err->code ? err->code : -ENOMEM;
+	r = outbox_new(&(struct outbox_opts){ .cfg = cfg }, &a.outbox, err);
+	if (r)
 		goto out;
-	}
 	{
 		struct pp_err merr = { 0 };
 		a.meta = containers_new(cfg->cri_socket, 0, 0, &merr);
@@ -654,8 +652,7 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 			dstore = config_store(cfg, i);
 	if (dstore && cfg->cpu.enabled) {
 		struct pp_err derr = { 0 };
-		a.dbg = debuginfo_new(dstore, NULL, &derr);
-		if (!a.dbg)
+		if (debuginfo_new(&(struct debuginfo_opts){ .rs = dstore }, &a.dbg, &derr))
 			pp_log(PP_WARN, "debuginfo upload unavailable", "error=%s", pp_q(derr.msg));
 	}
 	outbox_set_labeler(a.outbox, label_series, &a);
@@ -708,14 +705,17 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 	if (cfg->http_address && cfg->http_address[0]) {
 		struct pp_err herr = { 0 };
 		const struct snapshot_api_config *sc = &cfg->snapshot_api;
-		struct http_snapshot_api api = {
-			.fn = sc->enabled ? http_snapshot : NULL, .arg = &a,
-			.token_file = sc->bearer_token_file,
-			.per_pid_interval_ns = sc->per_pid_interval_ns,
-			.per_client_per_minute = sc->per_client_per_minute,
-			.per_minute = sc->per_minute,
+		struct http_opts ho = {
+			.address = cfg->http_address,
+			.snapshot = {
+				.fn = sc->enabled ? http_snapshot : NULL, .arg = &a,
+				.token_file = sc->bearer_token_file,
+				.per_pid_interval_ns = sc->per_pid_interval_ns,
+				.per_client_per_minute = sc->per_client_per_minute,
+				.per_minute = sc->per_minute,
+			},
 		};
-		a.http = http_start(cfg->http_address, &api, &herr);
+		http_new(&ho, &a.http, &herr);
 		/* without /healthz and /readyz nobody can tell it is alive: a
 		 * kubelet would kill it anyway, a systemd unit should see why */
 		if (!a.http && !cfg->http_optional) {
@@ -999,8 +999,7 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 	       "windows=%llu", (unsigned long long)a.windows);
 	r = o && o->reload ? 1 : 0;
 out:
-	if (a.http)
-		http_stop(a.http);
+	http_free(a.http);
 	if (a.oom) {
 		struct pp_err oerr = { 0 };
 		if (a.outbox)

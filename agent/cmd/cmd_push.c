@@ -321,8 +321,7 @@ int cmd_push(int argc, char **argv)
 		series[i] = (struct upload_series){ &labels, buf, len };
 	}
 
-	up = uploader_new(rs, &err);
-	if (!up) {
+	if (uploader_new(&(struct uploader_opts){ .rs = rs }, &up, &err)) {
 		fprintf(stderr, "pushprof push: %s\n", err.msg);
 		goto out;
 	}

@@ -91,20 +91,22 @@ static const char *store_lbl(const struct store *st, const char *extra, char *bu
 	return buf;
 }
 
-struct outbox *outbox_new(const struct config *cfg, struct pp_err *err)
+int outbox_new(const struct outbox_opts *opts, struct outbox **out, struct pp_err *err)
 {
+	const struct config *cfg = opts->cfg;
 	struct outbox *o = calloc(1, sizeof(*o));
+	int r;
 
-	if (!o) {
-		pp_errf(err, -ENOMEM, "outbox: out of memory");
-		return NULL;
-	}
+	*out = NULL;
+	if (!o)
+		return pp_errf(err, -ENOMEM, "outbox: out of memory");
 	pthread_mutex_init(&o->lock, NULL);
 	o->cfg = cfg;
 	if (cfg->local_store.directory && cfg->local_store.directory[0]) {
 		bool fixed = false;
 		unsigned mode = 0;
-		if (pp_private_dir(cfg->local_store.directory, "local_store", &fixed, &mode, err))
+		r = pp_private_dir(cfg->local_store.directory, "local_store", &fixed, &mode, err);
+		if (r)
 			goto fail;
 		if (fixed)
 			pp_log(PP_WARN, "local_store directory was accessible to other users; made "
@@ -113,14 +115,15 @@ struct outbox *outbox_new(const struct config *cfg, struct pp_err *err)
 	}
 	size_t n = config_nstores(cfg);
 	if (n && !(o->stores = calloc(n, sizeof(*o->stores)))) {
-		pp_errf(err, -ENOMEM, "outbox: out of memory");
+		r = pp_errf(err, -ENOMEM, "outbox: out of memory");
 		goto fail;
 	}
 	bool spool = cfg->spool.directory && cfg->spool.directory[0];
 	if (n > 1 && spool) {	/* the parent of the stores' directories */
 		bool fixed = false;
 		unsigned mode = 0;
-		if (pp_private_dir(cfg->spool.directory, "spool", &fixed, &mode, err))
+		r = pp_private_dir(cfg->spool.directory, "spool", &fixed, &mode, err);
+		if (r)
 			goto fail;
 	}
 	for (size_t i = 0; i < n; i++) {
@@ -132,8 +135,8 @@ struct outbox *outbox_new(const struct config *cfg, struct pp_err *err)
 		o->nstores = i + 1;
 		if (cfg->remote_store_list)
 			snprintf(st->lbl, sizeof(st->lbl), "store=\"%s\"", st->rs->name);
-		st->up = uploader_new(st->rs, err);
-		if (!st->up)
+		r = uploader_new(&(struct uploader_opts){ .rs = st->rs }, &st->up, err);
+		if (r)
 			goto fail;
 		uploader_set_metric_label(st->up, *st->lbl ? st->lbl : NULL);
 		if (!spool)
@@ -143,14 +146,16 @@ struct outbox *outbox_new(const struct config *cfg, struct pp_err *err)
 		char dir[4200];
 		snprintf(dir, sizeof(dir), "%s%s%s", cfg->spool.directory,
 			 cfg->remote_store_list ? "/" : "", cfg->remote_store_list ? st->rs->name : "");
-		st->spool = spool_open(dir, cfg->spool.max_bytes, err);
-		if (!st->spool)
+		r = spool_new(&(struct spool_opts){ .dir = dir, .max_bytes = cfg->spool.max_bytes },
+			      &st->spool, err);
+		if (r)
 			goto fail;
 	}
-	return o;
+	*out = o;
+	return 0;
 fail:
 	outbox_free(o);
-	return NULL;
+	return r;
 }
 
 void outbox_free(struct outbox *o)
@@ -161,7 +166,7 @@ void outbox_free(struct outbox *o)
 	for (size_t i = 0; i < o->nstores; i++) {
 		struct store *st = &o->stores[i];
 		uploader_free(st->up);
-		spool_close(st->spool);
+		spool_free(st->spool);
 		spool_batch_free(&st->pending);
 		pthread_cond_destroy(&st->cond);
 	}

@@ -210,17 +210,19 @@ static int64_t intern(struct pprof *p, const char *s)
 	return p->nstrs++;
 }
 
-struct pprof *pprof_new(void)
+int pprof_new(struct pprof **out, struct pp_err *err)
 {
 	struct pprof *p = calloc(1, sizeof(*p));
 
+	*out = NULL;
 	if (!p)
-		return NULL;
+		return pp_errf(err, -ENOMEM, "pprof: out of memory");
 	if (intern(p, "") != 0) {	/* string_table[0] == "" */
 		pprof_free(p);
-		return NULL;
+		return pp_errf(err, -ENOMEM, "pprof: out of memory");
 	}
-	return p;
+	*out = p;
+	return 0;
 }
 
 void pprof_free(struct pprof *p)

@@ -263,19 +263,20 @@ static int refresh_token(struct uploader *u, struct pp_err *err)
 
 /* ---- construction ----------------------------------------------------- */
 
-struct uploader *uploader_new(const struct remote_store_config *rs, struct pp_err *err)
+int uploader_new(const struct uploader_opts *opts, struct uploader **out, struct pp_err *err)
 {
+	const struct remote_store_config *rs = opts->rs;
+	struct pp_err local;	/* every failure below fills err: its code is returned */
 	struct uploader *u;
 
-	if (!rs->address || !*rs->address) {
-		pp_errf(err, -EINVAL, "remote_store.address is empty");
-		return NULL;
-	}
+	if (!err)
+		err = &local;
+	*out = NULL;
+	if (!rs->address || !*rs->address)
+		return pp_errf(err, -EINVAL, "remote_store.address is empty");
 	u = calloc(1, sizeof(*u));
-	if (!u) {
-		pp_errf(err, -ENOMEM, "out of memory");
-		return NULL;
-	}
+	if (!u)
+		return pp_errf(err, -ENOMEM, "out of memory");
 	u->timeout_ns = rs->timeout_ns ? rs->timeout_ns : 10000000000ull;
 	u->max_request_bytes = rs->max_request_bytes ? rs->max_request_bytes : (4u << 20);
 	u->rng = pp_mono_ns() ^ ((uint64_t)getpid() << 32) ^ (uintptr_t)u;
@@ -361,10 +362,10 @@ struct uploader *uploader_new(const struct remote_store_config *rs, struct pp_er
 
 	u->tls = !rs->insecure;
 	if (rs->http) {
-		u->conn = connect_new(rs, err);
-		if (!u->conn)
+		if (connect_new(&(struct connect_opts){ .rs = rs }, &u->conn, err))
 			goto fail;
-		return u;
+		*out = u;
+		return 0;
 	}
 	struct grpcc_channel_opts o = {
 		.tls = !rs->insecure, .ca_file = rs->ca_file, .cert_file = rs->cert_file,
@@ -374,7 +375,8 @@ struct uploader *uploader_new(const struct remote_store_config *rs, struct pp_er
 	u->channel = grpcc_channel_new(u->target, &o, err);
 	if (!u->channel)
 		goto fail;
-	return u;
+	*out = u;
+	return 0;
 nomem:
 	pp_errf(err, -ENOMEM, "out of memory");
 fail:
@@ -384,7 +386,7 @@ fail:
 	free_secret(u->auth);
 	pp_labels_free(&u->headers);
 	free(u);
-	return NULL;
+	return err->code < 0 ? err->code : -EINVAL;
 }
 
 void uploader_free(struct uploader *u)
