@@ -35,6 +35,7 @@
 
 #include "bytes.h"
 #include "elffile.h"
+#include "grow.h"
 #include "log.h"
 #include "metrics.h"
 #include "proto/debuginfo.pb-c.h"
@@ -233,13 +234,8 @@ static int next_chunk(void *arg, const uint8_t **msg, size_t *len)
 		req.chunk_data.len = got;
 	}
 	size_t need = parca__debuginfo__v1alpha1__upload_request__get_packed_size(&req);
-	if (need > s->bufcap) {
-		uint8_t *nb = realloc(s->buf, need);
-		if (!nb)
-			return -ENOMEM;
-		s->buf = nb;
-		s->bufcap = need;
-	}
+	if (pp_grow(&s->buf, &s->bufcap, need, 1, need))
+		return -ENOMEM;
 	*len = parca__debuginfo__v1alpha1__upload_request__pack(&req, s->buf);
 	*msg = s->buf;
 	return 1;

@@ -1,6 +1,7 @@
 #include "spool.h"
 #include "fileutil.h"
 #include "log.h"
+#include "ppclock.h"
 #include "grow.h"
 
 #include <dirent.h>
@@ -324,9 +325,7 @@ void spool_free(struct spool *s)
 
 static uint64_t next_seq(struct spool *s)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	uint64_t seq = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	uint64_t seq = (uint64_t)pp_clock_ns(CLOCK_REALTIME);
 	if (seq <= s->last_seq)
 		seq = s->last_seq + 1;
 	s->last_seq = seq;
