@@ -1,7 +1,7 @@
 /*
  * agent.c - the run loop (see agent.h).
  *
- * Why ~840 lines in one file: it is one concept, the loop's lifetime.
+ * Why ~850 lines in one file: it is one concept, the loop's lifetime.
  * agent_run() brings the modules up in dependency order (outbox before
  * its producers, symbolizer before the sampler, HTTP once there is
  * something to report), runs the one poll() loop that schedules every
