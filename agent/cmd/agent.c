@@ -1,5 +1,16 @@
 /*
  * agent.c - the run loop (see agent.h).
+ *
+ * Why ~850 lines in one file: it is one concept, the loop's lifetime.
+ * agent_run() brings the modules up in dependency order (outbox before
+ * its producers, symbolizer before the sampler, HTTP once there is
+ * something to report), runs the one poll() loop that schedules every
+ * periodic job (windows, scans, heap intervals, pressure, flushes,
+ * signals), and tears down in the reverse order with the shutdown's
+ * deadlines; the target callbacks and window() act on the same struct
+ * agent. Split up, the start-up and teardown orders could no longer be
+ * read side by side. What is not about the loop lives beside it: the
+ * series labels in agent_labels.c, the snapshot API in agent_snapshot.c.
  */
 #include "agent.h"
 
@@ -18,6 +29,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agent_labels.h"
+#include "agent_snapshot.h"
 #include "cpu.h"
 #include "containers.h"
 #include "nodemeta.h"
@@ -56,12 +69,11 @@ struct agent {
 	struct symbolizer *sym;		/* NULL: profiles carry addresses only */
 	struct http_server *http;	/* NULL: no http_address */
 	struct gotrack *go;		/* NULL: go_heap disabled */
-	struct containers *meta;	/* container/pod names (CRI) and cgroup facts */
-	struct node_meta *nodes;	/* the node's Kubernetes labels; NULL: unavailable */
 	struct oom_watch *oom;		/* NULL: go_heap.on_oom off or unavailable */
 	struct procev *procev;		/* BPF process events (no netlink connector) */
 	struct debuginfo *dbg;		/* NULL: no remote store or debuginfo_upload off */
-	struct utsname uts;		/* __meta_system_kernel_* labels */
+	struct agent_labeler lab;	/* the outbox's labeler: metadata, relabel_configs */
+	struct agent_snapshot snap;	/* POST /api/v1/snapshot */
 	atomic_bool stopping;		/* the loop is finishing: cut network waits short */
 	struct cpu_window win;
 	uint64_t window_start_mono;
@@ -69,13 +81,6 @@ struct agent {
 	uint64_t windows;
 	int allow_errors;
 };
-
-static int64_t real_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
-}
 
 static uint64_t cpu_time_ns(void)
 {
@@ -206,198 +211,6 @@ static bool sample_label_any(const struct config *cfg, int v)
 	return on;
 }
 
-/* Copy a __meta_* label to the plain name users expect, unless set. */
-static void promote(struct pp_labels *l, const char *meta, const char *name)
-{
-	const char *v = pp_labels_get(l, meta);
-	if (v && *v && !pp_labels_get(l, name))
-		pp_labels_set(l, name, v);
-}
-
-/* As check-config warns: a rule reading a __meta_* label nobody sets. */
-static void warn_meta(size_t rule, const char *label, void *arg)
-{
-	(void)arg;
-	if (!strncmp(label, "__meta_", 7) && !pp_meta_label_known(label))
-		pp_log(PP_WARN, "relabel rule reads a label pushprof never sets; it is always empty",
-		       "rule=%zu label=%s", rule, pp_q(label));
-}
-
-/*
- * Pyroscope groups everything by service_name. Unless the config set one
- * (external_labels), derive it as Grafana Alloy's pyroscope.ebpf does:
- * namespace/container in Kubernetes, else the systemd unit, else comm.
- * relabel_configs run after this and may rewrite it like any label.
- */
-static void service_name(struct pp_labels *l)
-{
-	const char *ns = pp_labels_get(l, "namespace"), *ct = pp_labels_get(l, "container");
-	const char *unit = pp_labels_get(l, "systemd_unit"), *comm = pp_labels_get(l, "comm");
-	char v[512];
-
-	if (pp_labels_get(l, "service_name"))
-		return;
-	if (ns && *ns && ct && *ct)
-		snprintf(v, sizeof(v), "%s/%s", ns, ct);
-	else if (unit && *unit)
-		snprintf(v, sizeof(v), "%s", unit);
-	else
-		snprintf(v, sizeof(v), "%s", comm && *comm ? comm : "unknown");
-	pp_labels_set(l, "service_name", v);
-}
-
-/*
- * Every series on its way out (outbox labeler): __meta_* labels from the
- * process and its container, the container/pod labels Parca users expect
- * (namespace, pod, container, container_id, systemd_unit), then the user's
- * relabel_configs, which may still rename, drop or filter them; Pyroscope
- * stores get service_name too (called per protocol). The cgroup
- * label is parsed rather than /proc re-read, so OOM victims that are
- * already gone keep their pod names.
- */
-static int label_series(struct pp_labels *l, enum store_protocol protocol, void *arg)
-{
-	static const char *const per_process[] = { "pid", "executable", "cgroup",
-						   "container_id" };
-	struct agent *a = arg;
-	static const struct { const char *from, *to; } proc[] = {
-		{ "pid", "__meta_process_pid" }, { "comm", "__meta_process_comm" },
-		{ "executable", "__meta_process_executable" }, { "cgroup", "__meta_process_cgroup" },
-	};
-	for (size_t i = 0; i < sizeof(proc) / sizeof(proc[0]); i++) {
-		const char *v = pp_labels_get(l, proc[i].from);
-		if (v)
-			pp_labels_set(l, proc[i].to, v);
-	}
-	/* the rest of Parca Agent's process and system labels */
-	const char *exe = pp_labels_get(l, "executable");
-	if (exe && *exe) {
-		const char *base = strrchr(exe, '/');
-		pp_labels_set(l, "__meta_process_executable_name", base ? base + 1 : exe);
-	}
-	pp_labels_set(l, "__meta_system_kernel_release", a->uts.release);
-	pp_labels_set(l, "__meta_system_kernel_machine", a->uts.machine);
-	const char *cg = pp_labels_get(l, "cgroup");
-	if (a->meta && cg && *cg) {
-		struct cgroup_info ci;
-		char path[1024];
-		snprintf(path, sizeof(path), "%s", cg);	/* the label may change under us */
-		if (cgroup_info_from_path(path, &ci) == 0)
-			containers_meta_labels_ci(a->meta, &ci, l);
-	}
-	node_meta_labels(a->nodes, l);
-	promote(l, "__meta_kubernetes_namespace", "namespace");
-	promote(l, "__meta_kubernetes_pod_name", "pod");
-	promote(l, "__meta_kubernetes_pod_container_name", "container");
-	promote(l, "__meta_container_id", "container_id");
-	promote(l, "__meta_systemd_unit", "systemd_unit");
-	/* Recurring series (CPU windows, periodic heap snapshots) carry what
-	 * stays the same when a process restarts, as Parca Agent's do: its
-	 * pid, executable path, cgroup path and container id are __meta_*
-	 * inputs only (a relabel rule puts any back). One-off captures (OOM,
-	 * pressure and on-demand heap snapshots) are about one process and
-	 * keep them: that is how one OOM-killed process is found. */
-	const char *trig = pp_labels_get(l, "trigger");
-	if (!trig || !strcmp(trig, "interval"))
-		for (size_t i = 0; i < sizeof(per_process) / sizeof(per_process[0]); i++)
-			pp_labels_del(l, per_process[i]);
-	if (protocol == STORE_PYROSCOPE)	/* the store's, see outbox.h */
-		service_name(l);
-	return relabel_apply(a->cfg->relabel, l);
-}
-
-/*
- * POST /api/v1/snapshot, on the HTTP server's thread: it shares nothing
- * with the loop but the config (read-only) and the outbox (thread-safe).
- */
-static int http_snapshot(void *arg, pid_t pid, const char *view_s, uint8_t **out, size_t *len,
-			 char *msg, size_t msg_len)
-{
-	struct agent *a = arg;
-	struct pp_err err = { 0 };
-	struct gobin *g = NULL;
-	struct goheap_snapshot snap = { 0 };
-	enum goheap_view view = GOHEAP_VIEW_RUNTIME;
-	int status;
-
-	/* the API answers for what the config profiles, nothing else */
-	if (!a->cfg->go_heap.enabled) {
-		snprintf(msg, msg_len, "Go heap profiling is disabled in this agent's config "
-			 "(go_heap.enabled: false)");
-		return 403;
-	}
-	int m = targets_match_pid(a->cfg->targets, a->cfg->ntargets, pid);
-	if (m == -ESRCH || m == -ENOENT) {
-		snprintf(msg, msg_len, "no process %d", (int)pid);
-		return 404;
-	}
-	if (m < 0) {
-		snprintf(msg, msg_len, "cannot read /proc/%d: %s", (int)pid, strerror(-m));
-		return 403;
-	}
-	if (m == 0) {
-		snprintf(msg, msg_len, "pid %d is not among this agent's targets", (int)pid);
-		return 403;
-	}
-	goheap_view_parse(view_s, &view);
-	int rc = gobin_open_pid(pid, &g, &err);
-	if (rc == 0) {
-		struct goheap_snapshot_opts o = {
-			.view = view,
-			.max_buckets = a->cfg->go_heap.max_buckets,
-			.max_depth = a->cfg->go_heap.max_stack_depth,
-			.budget = gotrack_budget(&a->cfg->go_heap),
-			.trigger = "on_demand",
-			.node = a->cfg->node,
-			.external = &a->cfg->external_labels,
-		};
-		rc = goheap_snapshot(pid, g, &o, &snap, &err);
-	}
-	switch (rc) {
-	case 0:
-		status = 200;
-		break;
-	case -ESRCH:
-		status = 404;
-		break;
-	case -ENOEXEC:
-	case -ENOENT:
-		status = 422;
-		break;
-	case GOHEAP_EDISABLED:
-		status = 409;
-		break;
-	case -EACCES:
-	case -EPERM:
-		status = 403;
-		break;
-	default:
-		status = 500;
-	}
-	metric_inc("pushprof_go_heap_snapshots_total", "Go heap snapshots taken, by outcome.",
-		   status == 200 ? (snap.complete ? "trigger=\"on_demand\",result=\"complete\""
-						  : "trigger=\"on_demand\",result=\"incomplete\"")
-				 : "trigger=\"on_demand\",result=\"error\"", 1);
-	if (status == 200) {
-		struct pp_err oerr = { 0 };
-		if (outbox_submit(a->outbox, &snap.labels, snap.gz, snap.len, &oerr))
-			pp_log(PP_WARN, "cannot hand over an on-demand heap profile", "pid=%d error=%s",
-			       (int)pid, pp_q(oerr.msg));
-		*out = snap.gz;
-		*len = snap.len;
-		snap.gz = NULL;
-		pp_log(PP_INFO, "on-demand heap snapshot", "pid=%d view=%s buckets=%zu complete=%s",
-		       (int)pid, goheap_view_name(view), snap.buckets, snap.complete ? "true" : "false");
-	} else {
-		snprintf(msg, msg_len, "%s", rc == GOHEAP_EDISABLED && !err.msg[0]
-			 ? "memory profiling disabled in this process (MemProfileRate is 0)"
-			 : err.msg[0] ? err.msg : strerror(-rc));
-	}
-	goheap_snapshot_free(&snap);
-	gobin_free(g);
-	return status;
-}
-
 /* A store's protocol and transport as the start line names them. */
 static const char *wire_name(const struct remote_store_config *rs)
 {
@@ -426,7 +239,7 @@ static void window(struct agent *a)
 	int64_t start_real = a->window_start_real;
 	int64_t dur = (int64_t)(end_mono - a->window_start_mono);
 	a->window_start_mono = end_mono;
-	a->window_start_real = real_ns();
+	a->window_start_real = pp_clock_ns(CLOCK_REALTIME);
 	a->windows++;
 
 	if (cpu_sampler_drain(a->cpu, &a->win, &err) < 0) {
@@ -614,7 +427,9 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 
 	memset(&a, 0, sizeof(a));
 	a.cfg = cfg;
-	uname(&a.uts);
+	a.lab.cfg = cfg;
+	a.snap.cfg = cfg;
+	uname(&a.lab.uts);
 	/* Block before any thread exists (gRPC starts some), so that every
 	 * thread inherits the mask and the signals reach only the signalfd.
 	 * They stay blocked when this run ends (see agent.h): a SIGHUP that
@@ -631,19 +446,18 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 			       cfg->oom_score_adj, pp_q(aerr.msg));
 	}
 
-	a.outbox = outbox_new(cfg, err);
-	if (!a.outbox) {
-		r = err && err->code ? err->code : -ENOMEM;
+	r = outbox_new(&(struct outbox_opts){ .cfg = cfg }, &a.outbox, err);
+	if (r)
 		goto out;
-	}
+	a.snap.outbox = a.outbox;
 	{
 		struct pp_err merr = { 0 };
-		a.meta = containers_new(cfg->cri_socket, 0, 0, &merr);
-		if (!a.meta)
+		a.lab.meta = containers_new(cfg->cri_socket, 0, 0, &merr);
+		if (!a.lab.meta)
 			pp_log(PP_WARN, "container metadata unavailable", "error=%s", pp_q(merr.msg));
 		pp_err_clear(&merr);
-		a.nodes = node_meta_new(cfg->node_labels, cfg->node, &merr);
-		if (!a.nodes)
+		a.lab.nodes = node_meta_new(cfg->node_labels, cfg->node, &merr);
+		if (!a.lab.nodes)
 			pp_log(PP_WARN, "node labels unavailable", "error=%s", pp_q(merr.msg));
 	}
 	/* debuginfo: to the first store that takes it (Parca's DebuginfoService;
@@ -654,11 +468,10 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 			dstore = config_store(cfg, i);
 	if (dstore && cfg->cpu.enabled) {
 		struct pp_err derr = { 0 };
-		a.dbg = debuginfo_new(dstore, NULL, &derr);
-		if (!a.dbg)
+		if (debuginfo_new(&(struct debuginfo_opts){ .rs = dstore }, &a.dbg, &derr))
 			pp_log(PP_WARN, "debuginfo upload unavailable", "error=%s", pp_q(derr.msg));
 	}
-	outbox_set_labeler(a.outbox, label_series, &a);
+	outbox_set_labeler(a.outbox, agent_label_series, &a.lab);
 	outbox_set_interrupt(a.outbox, stop_pending, &a.stopping);
 	{
 		/* pushes run beside the loop: a slow store never stretches a window */
@@ -708,14 +521,17 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 	if (cfg->http_address && cfg->http_address[0]) {
 		struct pp_err herr = { 0 };
 		const struct snapshot_api_config *sc = &cfg->snapshot_api;
-		struct http_snapshot_api api = {
-			.fn = sc->enabled ? http_snapshot : NULL, .arg = &a,
-			.token_file = sc->bearer_token_file,
-			.per_pid_interval_ns = sc->per_pid_interval_ns,
-			.per_client_per_minute = sc->per_client_per_minute,
-			.per_minute = sc->per_minute,
+		struct http_opts ho = {
+			.address = cfg->http_address,
+			.snapshot = {
+				.fn = sc->enabled ? agent_http_snapshot : NULL, .arg = &a.snap,
+				.token_file = sc->bearer_token_file,
+				.per_pid_interval_ns = sc->per_pid_interval_ns,
+				.per_client_per_minute = sc->per_client_per_minute,
+				.per_minute = sc->per_minute,
+			},
 		};
-		a.http = http_start(cfg->http_address, &api, &herr);
+		http_new(&ho, &a.http, &herr);
 		/* without /healthz and /readyz nobody can tell it is alive: a
 		 * kubelet would kill it anyway, a systemd unit should see why */
 		if (!a.http && !cfg->http_optional) {
@@ -799,7 +615,7 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 	if (r < 0)
 		goto out;
 	a.window_start_mono = pp_mono_ns();
-	a.window_start_real = real_ns();
+	a.window_start_real = pp_clock_ns(CLOCK_REALTIME);
 	/* ready = config loaded, BPF attached and the first window built (a
 	 * sampler that attaches but cannot drain is not ready) */
 	if (a.http)
@@ -836,7 +652,7 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 	       pp_q(cfg->path ? cfg->path : ""),
 	       pp_q(version_string()), pp_q(version_commit()));
 
-	relabel_each_source(cfg->relabel, warn_meta, NULL);
+	relabel_each_source(cfg->relabel, agent_warn_meta, NULL);
 
 	uint64_t start = a.window_start_mono, next_scan = start + scan_every;
 	uint64_t next_young = scan_every > SCAN_NS ? start + SCAN_NS : UINT64_MAX;
@@ -999,8 +815,7 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 	       "windows=%llu", (unsigned long long)a.windows);
 	r = o && o->reload ? 1 : 0;
 out:
-	if (a.http)
-		http_stop(a.http);
+	http_free(a.http);
 	if (a.oom) {
 		struct pp_err oerr = { 0 };
 		if (a.outbox)
@@ -1030,8 +845,8 @@ out:
 	}
 	targets_free(a.targets);
 	gotrack_free(a.go);
-	containers_free(a.meta);
-	node_meta_free(a.nodes);
+	containers_free(a.lab.meta);
+	node_meta_free(a.lab.nodes);
 	if (sfd >= 0)
 		close(sfd);
 	return r;

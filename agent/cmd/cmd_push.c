@@ -28,6 +28,7 @@
 #include "fileutil.h"
 #include "labels.h"
 #include "pprof.h"
+#include "ppclock.h"
 #include "upload.h"
 
 #define PUSH_MAX_FILE_BYTES (64u << 20)
@@ -321,17 +322,14 @@ int cmd_push(int argc, char **argv)
 		series[i] = (struct upload_series){ &labels, buf, len };
 	}
 
-	up = uploader_new(rs, &err);
-	if (!up) {
+	if (uploader_new(&(struct uploader_opts){ .rs = rs }, &up, &err)) {
 		fprintf(stderr, "pushprof push: %s\n", err.msg);
 		goto out;
 	}
-	struct timespec t0, t1;
 	size_t sent = 0;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	uint64_t t0 = pp_mono_ns();
 	int wrc = uploader_write(up, series, nfiles, &sent, &err);
-	clock_gettime(CLOCK_MONOTONIC, &t1);
-	double ms = (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6;
+	double ms = (double)(pp_mono_ns() - t0) / 1e6;
 	const struct upload_stats *st = uploader_stats(up);
 	if (wrc) {
 		fprintf(stderr, "pushprof push: delivery failed after %.0f ms (%zu of %d profiles "

@@ -227,8 +227,8 @@ int cmd_snapshot(int argc, char **argv)
 		}
 		free(cfg.spool.directory);
 		cfg.spool.directory = none;
-		ob = outbox_new(&cfg, &err);
-		if (!ob || outbox_submit(ob, &snap.labels, snap.gz, snap.len, &err) ||
+		if (outbox_new(&(struct outbox_opts){ .cfg = &cfg }, &ob, &err) ||
+		    outbox_submit(ob, &snap.labels, snap.gz, snap.len, &err) ||
 		    outbox_flush(ob, &err)) {
 			fprintf(stderr, "pushprof: snapshot: push: %s\n",
 				err.msg[0] ? err.msg : "failed");

@@ -459,23 +459,23 @@ static int parse_addr(const char *address, struct sockaddr_storage *ss, socklen_
 	return 0;
 }
 
-struct http_server *http_start(const char *address, const struct http_snapshot_api *api,
-			       struct pp_err *err)
+int http_new(const struct http_opts *o, struct http_server **out, struct pp_err *err)
 {
+	const char *address = o->address;
 	struct sockaddr_storage ss;
 	socklen_t sl;
 	struct http_server *s;
+	int r;
 
-	if (parse_addr(address, &ss, &sl, err))
-		return NULL;
+	*out = NULL;
+	r = parse_addr(address, &ss, &sl, err);
+	if (r)
+		return r;
 	s = calloc(1, sizeof(*s));
-	if (!s) {
-		pp_errf(err, -ENOMEM, "http: out of memory");
-		return NULL;
-	}
+	if (!s)
+		return pp_errf(err, -ENOMEM, "http: out of memory");
 	pthread_mutex_init(&s->lock, NULL);
-	if (api)
-		s->api = *api;
+	s->api = o->snapshot;
 	snprintf(s->why, sizeof(s->why), "starting");
 	/*
 	 * Probes must get through whatever else connects (slow clients: 64
@@ -505,15 +505,15 @@ struct http_server *http_start(const char *address, const struct http_snapshot_a
 				MHD_OPTION_NOTIFY_COMPLETED, request_done, s,
 				MHD_OPTION_END);
 	if (!s->d) {
-		pp_errf(err, -EADDRINUSE, "http: cannot listen on %s (in use or not permitted)",
-			address);
 		pthread_mutex_destroy(&s->lock);
 		free(s);
-		return NULL;
+		return pp_errf(err, -EADDRINUSE, "http: cannot listen on %s (in use or not "
+			       "permitted)", address);
 	}
 	const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
 	s->port = info ? info->port : 0;
-	return s;
+	*out = s;
+	return 0;
 }
 
 void http_set_ready(struct http_server *s, bool ready, const char *why)
@@ -541,7 +541,7 @@ int http_port(const struct http_server *s)
 	return s ? s->port : 0;
 }
 
-void http_stop(struct http_server *s)
+void http_free(struct http_server *s)
 {
 	if (!s)
 		return;

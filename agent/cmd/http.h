@@ -44,10 +44,18 @@ struct http_snapshot_api {
 	uint32_t per_minute;		/* all clients */
 };
 
-/* address: "host:port" or "[v6]:port". api may be NULL (API off); what it
- * points to is copied, token_file must outlive the server. */
-struct http_server *http_start(const char *address, const struct http_snapshot_api *api,
-			       struct pp_err *err);
+struct http_opts {
+	const char *address;		/* required: "host:port" or "[v6]:port" */
+	struct http_snapshot_api snapshot;	/* copied; zeroed: the API is off
+						 * (token_file must outlive the server) */
+};
+
+/*
+ * Binds the address and starts the server's thread (libmicrohttpd's). 0
+ * with *out set; or -EINVAL (address), -EADDRINUSE (cannot listen),
+ * -ENOMEM, err filled, *out NULL. The functions below are thread-safe.
+ */
+int http_new(const struct http_opts *o, struct http_server **out, struct pp_err *err);
 void http_set_ready(struct http_server *s, bool ready, const char *why);
 /* The agent's loop is alive and did its work (a CPU window): /healthz answers
  * 503 once max_silence_ns pass without another call, so a stuck loop gets
@@ -55,6 +63,7 @@ void http_set_ready(struct http_server *s, bool ready, const char *why);
 void http_heartbeat(struct http_server *s, uint64_t max_silence_ns);
 /* The port actually bound (useful with port 0). */
 int http_port(const struct http_server *s);
-void http_stop(struct http_server *s);
+/* NULL-safe: a snapshot under way ends first, then the thread is stopped. */
+void http_free(struct http_server *s);
 
 #endif

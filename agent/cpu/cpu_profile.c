@@ -378,11 +378,9 @@ static int build_one(const struct cpu_window *w, struct cpu_record *const *recs,
 	if (!user.resolved)
 		c.have_maps = proc_maps_read(pid, &c.maps, NULL) == 0;
 
-	c.p = pprof_new();
-	if (!c.p) {
-		r = pp_errf(err, -ENOMEM, "out of memory");
+	r = pprof_new(&c.p, err);
+	if (r)
 		goto out;
-	}
 	int64_t period = (int64_t)(1000000000ull / (o->frequency_hz ? o->frequency_hz : 1));
 	r = o->pyroscope ? pprof_add_sample_type(c.p, "cpu", "nanoseconds")
 			 : pprof_add_sample_type(c.p, "samples", "count");

@@ -295,7 +295,7 @@ int goheap_builder_init(struct goheap_builder *b, const struct gobin *g, int64_t
 	b->dlast = -1;
 	b->rate = rate;
 	goheap_init(&b->pool);
-	b->p = pprof_new();
+	pprof_new(&b->p, NULL);	/* b->p NULL on failure: -ENOMEM below */
 	b->lcache = calloc(LCACHE, sizeof(*b->lcache));
 	b->stkbuf = malloc(2 * GOHEAP_NSTK_LIMIT * sizeof(*b->stkbuf));
 	if (!b->p || !b->lcache || !b->stkbuf || u64map_init(&b->pcmap, 4096) ||

@@ -75,19 +75,19 @@ const char *connect_base_url(const struct connect_client *c)
 	return c->base;
 }
 
-struct connect_client *connect_new(const struct remote_store_config *rs, struct pp_err *err)
+int connect_new(const struct connect_opts *o, struct connect_client **out, struct pp_err *err)
 {
+	const struct remote_store_config *rs = o->rs;
 	struct connect_client *c;
 	const char *scheme = rs->insecure ? "http" : "https";
 	const char *prefix = rs->path_prefix ? rs->path_prefix : "";
 	const char *host = rs->server_name && *rs->server_name && !rs->insecure ? rs->server_name
 										  : NULL;
 
+	*out = NULL;
 	pthread_once(&curl_once, curl_init);
-	if (curl_init_rc != CURLE_OK) {
-		pp_errf(err, -EIO, "libcurl: %s", curl_easy_strerror(curl_init_rc));
-		return NULL;
-	}
+	if (curl_init_rc != CURLE_OK)
+		return pp_errf(err, -EIO, "libcurl: %s", curl_easy_strerror(curl_init_rc));
 	c = calloc(1, sizeof(*c));
 	if (!c || !(c->body = malloc(CONNECT_MAX_BODY + 1)) || !(c->h = curl_easy_init()))
 		goto nomem;
@@ -135,11 +135,11 @@ struct connect_client *connect_new(const struct remote_store_config *rs, struct 
 			curl_easy_setopt(c->h, CURLOPT_SSL_VERIFYHOST, 0L);
 		}
 	}
-	return c;
+	*out = c;
+	return 0;
 nomem:
-	pp_errf(err, -ENOMEM, "out of memory");
 	connect_free(c);
-	return NULL;
+	return pp_errf(err, -ENOMEM, "out of memory");
 }
 
 void connect_free(struct connect_client *c)

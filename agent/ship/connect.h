@@ -27,9 +27,15 @@
 
 struct connect_client;
 
-/* TLS settings, address and path_prefix come from rs (copied). */
-struct connect_client *connect_new(const struct remote_store_config *rs, struct pp_err *err);
-void connect_free(struct connect_client *c);
+struct connect_opts {
+	/* required: address, path_prefix and the TLS settings (copied) */
+	const struct remote_store_config *rs;
+};
+
+/* 0 with *out set; or -EIO (libcurl cannot start) or -ENOMEM, err filled,
+ * *out NULL. Connects lazily, at the first call; starts no thread. */
+int connect_new(const struct connect_opts *o, struct connect_client **out, struct pp_err *err);
+void connect_free(struct connect_client *c);	/* NULL-safe */
 
 struct connect_call {
 	const char *method;		/* "/push.v1.PusherService/Push" */

@@ -35,6 +35,7 @@
 
 #include "bytes.h"
 #include "elffile.h"
+#include "grow.h"
 #include "log.h"
 #include "metrics.h"
 #include "proto/debuginfo.pb-c.h"
@@ -233,13 +234,8 @@ static int next_chunk(void *arg, const uint8_t **msg, size_t *len)
 		req.chunk_data.len = got;
 	}
 	size_t need = parca__debuginfo__v1alpha1__upload_request__get_packed_size(&req);
-	if (need > s->bufcap) {
-		uint8_t *nb = realloc(s->buf, need);
-		if (!nb)
-			return -ENOMEM;
-		s->buf = nb;
-		s->bufcap = need;
-	}
+	if (pp_grow(&s->buf, &s->bufcap, need, 1, need))
+		return -ENOMEM;
 	*len = parca__debuginfo__v1alpha1__upload_request__pack(&req, s->buf);
 	*msg = s->buf;
 	return 1;
@@ -477,18 +473,15 @@ static void *worker(void *arg)
 	return NULL;
 }
 
-struct debuginfo *debuginfo_new(const struct remote_store_config *rs,
-				const struct debuginfo_opts *o, struct pp_err *err)
+int debuginfo_new(const struct debuginfo_opts *o, struct debuginfo **out, struct pp_err *err)
 {
-	struct debuginfo_opts def = { 0 };
+	const struct remote_store_config *rs = o->rs;
 	struct debuginfo *d = calloc(1, sizeof(*d));
+	int r;
 
-	if (!o)
-		o = &def;
-	if (!d) {
-		pp_errf(err, -ENOMEM, "out of memory");
-		return NULL;
-	}
+	*out = NULL;
+	if (!d)
+		return pp_errf(err, -ENOMEM, "out of memory");
 	pthread_mutex_init(&d->lock, NULL);
 	pthread_cond_init(&d->cond, NULL);
 	d->timeout_ns = rs->timeout_ns ? rs->timeout_ns : 10000000000ull;
@@ -503,23 +496,24 @@ struct debuginfo *debuginfo_new(const struct remote_store_config *rs,
 	d->q = calloc(d->qlen, sizeof(*d->q));
 	d->tab = calloc(d->tabsz, sizeof(*d->tab));
 	if (!d->debug_dir || !d->q || !d->tab) {
-		pp_errf(err, -ENOMEM, "out of memory");
+		r = pp_errf(err, -ENOMEM, "out of memory");
 		goto fail;
 	}
-	d->u = uploader_new(rs, err);
-	if (!d->u)
+	r = uploader_new(&(struct uploader_opts){ .rs = rs }, &d->u, err);
+	if (r)
 		goto fail;
 	uploader_set_interrupt(d->u, stopping, d);
 	int e = pthread_create(&d->th, NULL, worker, d);
 	if (e) {
-		pp_errf(err, -e, "cannot start the debuginfo thread: %s", strerror(e));
+		r = pp_errf(err, -e, "cannot start the debuginfo thread: %s", strerror(e));
 		goto fail;
 	}
 	d->started = true;
-	return d;
+	*out = d;
+	return 0;
 fail:
 	debuginfo_free(d);
-	return NULL;
+	return r;
 }
 
 void debuginfo_free(struct debuginfo *d)

@@ -24,6 +24,9 @@
 struct debuginfo;
 
 struct debuginfo_opts {
+	/* required: the debuginfo server (address, TLS, credentials, timeout,
+	 * debuginfo_max_bytes_per_hour; copied) */
+	const struct remote_store_config *rs;
 	unsigned queue_len;	/* pending files; 0 -> 64; more are dropped, not remembered */
 	unsigned max_ids;	/* build ids remembered; 0 -> 4096 */
 	uint64_t retry_ns;	/* after a failure; 0 -> 5 min */
@@ -34,9 +37,11 @@ struct debuginfo_stats {
 	uint64_t enqueued, uploaded, refused, failed, dropped, bytes;
 };
 
-struct debuginfo *debuginfo_new(const struct remote_store_config *rs,
-				const struct debuginfo_opts *o, struct pp_err *err);
-/* Stops the thread: a call in flight gets ~2 s more at most. */
+/* Starts the background thread. 0 with *out set; or a negative code (the
+ * server's settings cannot be used, -ENOMEM, the thread cannot start), err
+ * filled, *out NULL. Every function below is thread-safe. */
+int debuginfo_new(const struct debuginfo_opts *o, struct debuginfo **out, struct pp_err *err);
+/* NULL-safe. Stops the thread: a call in flight gets ~2 s more at most. */
 void debuginfo_free(struct debuginfo *d);
 /* build_id: GNU build id in hex; path: a file the agent can open for it now
  * (e.g. /proc/PID/map_files/START-END). Cheap when the id is known. */

@@ -1,19 +1,22 @@
+/*
+ * outbox.c - the hand-over (outbox.h): one queue, spool and sender thread
+ * per remote store, flushes with backoff, the labeler hook. The copy kept
+ * in local_store.directory is local_store.c's.
+ */
 #include "outbox.h"
 
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "fileutil.h"
+#include "local_store.h"
 #include "log.h"
 #include "metrics.h"
 #include "spool.h"
@@ -58,8 +61,7 @@ struct outbox {
 	const struct config *cfg;
 	struct store *stores;		/* config_nstores(cfg) of them; none: local only */
 	size_t nstores;
-	uint64_t local_bytes;		/* estimate of local_store usage */
-	uint64_t seq;
+	struct local_store *local;	/* NULL: no local_store.directory */
 	struct outbox_stats st;		/* sums over the stores */
 	outbox_labeler_fn labeler;	/* metadata + relabelling, see outbox.h */
 	void *labeler_arg;
@@ -91,36 +93,35 @@ static const char *store_lbl(const struct store *st, const char *extra, char *bu
 	return buf;
 }
 
-struct outbox *outbox_new(const struct config *cfg, struct pp_err *err)
+int outbox_new(const struct outbox_opts *opts, struct outbox **out, struct pp_err *err)
 {
+	const struct config *cfg = opts->cfg;
 	struct outbox *o = calloc(1, sizeof(*o));
+	int r;
 
-	if (!o) {
-		pp_errf(err, -ENOMEM, "outbox: out of memory");
-		return NULL;
-	}
+	*out = NULL;
+	if (!o)
+		return pp_errf(err, -ENOMEM, "outbox: out of memory");
 	pthread_mutex_init(&o->lock, NULL);
 	o->cfg = cfg;
 	if (cfg->local_store.directory && cfg->local_store.directory[0]) {
-		bool fixed = false;
-		unsigned mode = 0;
-		if (pp_private_dir(cfg->local_store.directory, "local_store", &fixed, &mode, err))
+		struct local_store_opts lo = { .dir = cfg->local_store.directory,
+					       .max_bytes = cfg->local_store.max_bytes };
+		r = local_store_new(&lo, &o->local, err);
+		if (r)
 			goto fail;
-		if (fixed)
-			pp_log(PP_WARN, "local_store directory was accessible to other users; made "
-			       "it 0700", "path=%s mode_was=%04o", pp_q(cfg->local_store.directory),
-			       mode);
 	}
 	size_t n = config_nstores(cfg);
 	if (n && !(o->stores = calloc(n, sizeof(*o->stores)))) {
-		pp_errf(err, -ENOMEM, "outbox: out of memory");
+		r = pp_errf(err, -ENOMEM, "outbox: out of memory");
 		goto fail;
 	}
 	bool spool = cfg->spool.directory && cfg->spool.directory[0];
 	if (n > 1 && spool) {	/* the parent of the stores' directories */
 		bool fixed = false;
 		unsigned mode = 0;
-		if (pp_private_dir(cfg->spool.directory, "spool", &fixed, &mode, err))
+		r = pp_private_dir(cfg->spool.directory, "spool", &fixed, &mode, err);
+		if (r)
 			goto fail;
 	}
 	for (size_t i = 0; i < n; i++) {
@@ -132,8 +133,8 @@ struct outbox *outbox_new(const struct config *cfg, struct pp_err *err)
 		o->nstores = i + 1;
 		if (cfg->remote_store_list)
 			snprintf(st->lbl, sizeof(st->lbl), "store=\"%s\"", st->rs->name);
-		st->up = uploader_new(st->rs, err);
-		if (!st->up)
+		r = uploader_new(&(struct uploader_opts){ .rs = st->rs }, &st->up, err);
+		if (r)
 			goto fail;
 		uploader_set_metric_label(st->up, *st->lbl ? st->lbl : NULL);
 		if (!spool)
@@ -143,14 +144,16 @@ struct outbox *outbox_new(const struct config *cfg, struct pp_err *err)
 		char dir[4200];
 		snprintf(dir, sizeof(dir), "%s%s%s", cfg->spool.directory,
 			 cfg->remote_store_list ? "/" : "", cfg->remote_store_list ? st->rs->name : "");
-		st->spool = spool_open(dir, cfg->spool.max_bytes, err);
-		if (!st->spool)
+		r = spool_new(&(struct spool_opts){ .dir = dir, .max_bytes = cfg->spool.max_bytes },
+			      &st->spool, err);
+		if (r)
 			goto fail;
 	}
-	return o;
+	*out = o;
+	return 0;
 fail:
 	outbox_free(o);
-	return NULL;
+	return r;
 }
 
 void outbox_free(struct outbox *o)
@@ -161,11 +164,12 @@ void outbox_free(struct outbox *o)
 	for (size_t i = 0; i < o->nstores; i++) {
 		struct store *st = &o->stores[i];
 		uploader_free(st->up);
-		spool_close(st->spool);
+		spool_free(st->spool);
 		spool_batch_free(&st->pending);
 		pthread_cond_destroy(&st->cond);
 	}
 	free(o->stores);
+	local_store_free(o->local);
 	pthread_mutex_destroy(&o->lock);
 	free(o);
 }
@@ -182,133 +186,6 @@ unsigned outbox_protocols(const struct outbox *o)
 	for (size_t i = 0; i < o->nstores; i++)
 		m |= 1u << o->stores[i].rs->protocol;
 	return m;
-}
-
-/* Copy at most max bytes of s into out, keeping [A-Za-z0-9_.] and turning
- * everything else ('-' included, so the name's fields split on '-') into '_'.
- * A comm is chosen by the target process: nothing of it may leave the
- * directory or look like another field. */
-static void name_field(char *out, size_t max, const char *s, const char *fallback)
-{
-	size_t j = 0;
-
-	if (!s || !*s)
-		s = fallback;
-	for (; *s && j < max; s++) {
-		char c = *s;
-		bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-			  (c >= '0' && c <= '9') || c == '_' || (c == '.' && j > 0);
-		out[j++] = ok ? c : '_';
-	}
-	out[j] = '\0';
-}
-
-/*
- * "<UTC time>-<type>-<comm>-<pid>-<seq>.pb.gz", e.g.
- * 20261201T214029.123Z-cpu-python3-1234-7.pb.gz or
- * 20261201T214031.004Z-heap-oom-leak-1234-8.pb.gz: a directory listing
- * says what each file is and sorts by time (local_trim relies on that).
- * type is "cpu" for CPU profiles (Parca's and Pyroscope's names), "heap-<trigger>" for Go heap profiles
- * (interval, oom, on_demand, ...), else the series' __name__. The names
- * come from the producer's labels, before relabel_configs, so a rule that
- * drops comm from the series does not make the files anonymous.
- */
-static void local_name(struct outbox *o, const struct pp_labels *l, char *buf, size_t len)
-{
-	struct timespec ts;
-	struct tm tm;
-	const char *name = pp_labels_get(l, "__name__");
-	const char *pid = pp_labels_get(l, "pid");
-	char type[80], trig[24], comm[24];
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	gmtime_r(&ts.tv_sec, &tm);
-	name_field(trig, 20, pp_labels_get(l, "trigger"), "on_demand");
-	if (name && (!strcmp(name, "parca_agent") || !strcmp(name, "process_cpu")))
-		snprintf(type, sizeof(type), "cpu");
-	else if (name && !strcmp(name, "memory"))
-		snprintf(type, sizeof(type), "heap-%s", trig);
-	else
-		name_field(type, 40, name, "profile");
-	name_field(comm, 16, pp_labels_get(l, "comm"), "unknown");
-	snprintf(buf, len, "%s/%04d%02d%02dT%02d%02d%02d.%03ldZ-%s-%s-%s-%" PRIu64 ".pb.gz",
-		 o->cfg->local_store.directory, tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
-		 tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000, type, comm,
-		 pid && *pid && strspn(pid, "0123456789") == strlen(pid) ? pid : "0", o->seq++);
-}
-
-/* Keep local_store under max_bytes by removing its oldest profiles. */
-static void local_trim(struct outbox *o)
-{
-	const char *dir = o->cfg->local_store.directory;
-	struct dirent **names;
-	int n = scandir(dir, &names, NULL, alphasort);
-	uint64_t total = 0;
-
-	if (n < 0)
-		return;
-	uint64_t *sizes = calloc((size_t)n + 1, sizeof(*sizes));
-	for (int i = 0; i < n; i++) {
-		struct stat st;
-		char p[4200];
-		snprintf(p, sizeof(p), "%s/%s", dir, names[i]->d_name);
-		if (sizes && strstr(names[i]->d_name, ".pb.gz") && stat(p, &st) == 0)
-			total += sizes[i] = (uint64_t)st.st_size;
-	}
-	for (int i = 0; i < n && total > o->cfg->local_store.max_bytes; i++) {
-		if (!sizes || !sizes[i])
-			continue;
-		char p[4200];
-		snprintf(p, sizeof(p), "%s/%s", dir, names[i]->d_name);
-		if (unlink(p) == 0)
-			total -= sizes[i];
-	}
-	for (int i = 0; i < n; i++)
-		free(names[i]);
-	free(names);
-	free(sizes);
-	o->local_bytes = total;
-}
-
-/*
- * One profile into local_store, whole or not at all: written under a
- * hidden temporary name (no ".pb.gz" in it, so readers' globs and
- * local_trim skip it), then renamed, so that a tool reading the directory
- * while the agent writes never sees a partial file.
- */
-static int write_local(struct outbox *o, const struct pp_labels *labels, const uint8_t *gz,
-		       size_t len, struct pp_err *err)
-{
-	char path[4300], tmp[4300];
-	int fd, rc = 0;
-
-	local_name(o, labels, path, sizeof(path));
-	snprintf(tmp, sizeof(tmp), "%s/.partial-%d", o->cfg->local_store.directory, (int)getpid());
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (fd < 0)
-		return pp_errf(err, -errno, "local_store: create %s: %s", tmp, strerror(errno));
-	for (size_t off = 0; off < len;) {
-		ssize_t w = write(fd, gz + off, len - off);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0) {
-			rc = pp_errf(err, -errno, "local_store: write %s: %s", tmp, strerror(errno));
-			break;
-		}
-		off += (size_t)w;
-	}
-	close(fd);
-	if (!rc && rename(tmp, path) != 0)
-		rc = pp_errf(err, -errno, "local_store: rename to %s: %s", path, strerror(errno));
-	if (rc) {
-		unlink(tmp);
-		return rc;
-	}
-	o->st.written_local++;
-	o->local_bytes += len;
-	if (o->local_bytes > o->cfg->local_store.max_bytes)
-		local_trim(o);
-	return 0;
 }
 
 static void count_dropped_locked(struct store *st, const char *cause, uint64_t n);
@@ -400,8 +277,10 @@ static int submit(struct outbox *o, int proto, const struct pp_labels *in, const
 			   "Profiles built and handed over, by name.", lbl, 1);
 		o->st.submitted++;
 	}
-	if (local && o->cfg->local_store.directory && o->cfg->local_store.directory[0]) {
-		int lr = write_local(o, in, gz, len, err);
+	if (local && o->local) {
+		int lr = local_store_write(o->local, in, gz, len, err);
+		if (!lr)
+			o->st.written_local++;
 		if (!rc)
 			rc = lr;
 	}

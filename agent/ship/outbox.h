@@ -35,9 +35,20 @@ struct outbox_stats {
 	uint64_t pending;
 };
 
-/* cfg must outlive the outbox. Creates the uploader when an address is set. */
-struct outbox *outbox_new(const struct config *cfg, struct pp_err *err);
-void outbox_free(struct outbox *o);
+struct outbox_opts {
+	const struct config *cfg;	/* required; must outlive the outbox */
+};
+
+/*
+ * Makes local_store.directory and the spool directories private, and one
+ * uploader and spool per remote store. 0 with *out set; or a negative code
+ * (a directory that cannot be used, a store's client that cannot be set
+ * up, -ENOMEM), err filled, *out NULL. Starts no thread (see
+ * outbox_start_sender()). Submissions and flushes may come from several
+ * threads (they take the outbox's lock); the setters are for start-up.
+ */
+int outbox_new(const struct outbox_opts *opts, struct outbox **out, struct pp_err *err);
+void outbox_free(struct outbox *o);	/* NULL-safe; stops the sender threads */
 
 /*
  * The series labels of every submitted profile pass through this hook

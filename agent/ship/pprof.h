@@ -33,8 +33,11 @@ struct pprof_label {
 	const char *num_unit;	/* optional, numeric labels only */
 };
 
-struct pprof *pprof_new(void);
-void pprof_free(struct pprof *p);
+/* An empty profile (string_table[0] == ""): 0 with *out set (caller frees
+ * with pprof_free), or -ENOMEM with err filled and *out NULL. Not
+ * thread-safe: one builder per thread. */
+int pprof_new(struct pprof **out, struct pp_err *err);
+void pprof_free(struct pprof *p);	/* NULL-safe */
 
 int pprof_add_sample_type(struct pprof *p, const char *type, const char *unit);
 int pprof_set_period(struct pprof *p, const char *type, const char *unit, int64_t period);

@@ -1,6 +1,7 @@
 #include "spool.h"
 #include "fileutil.h"
 #include "log.h"
+#include "ppclock.h"
 #include "grow.h"
 
 #include <dirent.h>
@@ -287,31 +288,33 @@ static void refresh_stats(struct spool *s)
 	free(e);
 }
 
-struct spool *spool_open(const char *dir, uint64_t max_bytes, struct pp_err *err)
+int spool_new(const struct spool_opts *o, struct spool **out, struct pp_err *err)
 {
 	struct spool *s = calloc(1, sizeof(*s));
 
-	if (!s || !(s->dir = strdup(dir))) {
+	*out = NULL;
+	if (!s || !(s->dir = strdup(o->dir))) {
 		free(s);
-		pp_errf(err, -ENOMEM, "spool: out of memory");
-		return NULL;
+		return pp_errf(err, -ENOMEM, "spool: out of memory");
 	}
-	s->max_bytes = max_bytes;
+	s->max_bytes = o->max_bytes;
 	pthread_mutex_init(&s->mu, NULL);
 	bool fixed = false;
 	unsigned mode = 0;
-	if (pp_private_dir(dir, "spool", &fixed, &mode, err)) {
-		spool_close(s);
-		return NULL;
+	int r = pp_private_dir(o->dir, "spool", &fixed, &mode, err);
+	if (r) {
+		spool_free(s);
+		return r;
 	}
 	if (fixed)
 		pp_log(PP_WARN, "spool directory was accessible to other users; made it 0700",
-		       "path=%s mode_was=%04o", pp_q(dir), mode);
+		       "path=%s mode_was=%04o", pp_q(o->dir), mode);
 	refresh_stats(s);
-	return s;
+	*out = s;
+	return 0;
 }
 
-void spool_close(struct spool *s)
+void spool_free(struct spool *s)
 {
 	if (!s)
 		return;
@@ -322,9 +325,7 @@ void spool_close(struct spool *s)
 
 static uint64_t next_seq(struct spool *s)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	uint64_t seq = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	uint64_t seq = (uint64_t)pp_clock_ns(CLOCK_REALTIME);
 	if (seq <= s->last_seq)
 		seq = s->last_seq + 1;
 	s->last_seq = seq;

@@ -36,9 +36,18 @@ struct spool_stats {
 
 struct spool;
 
-/* Creates the directory (mode 0700) when missing. */
-struct spool *spool_open(const char *dir, uint64_t max_bytes, struct pp_err *err);
-void spool_close(struct spool *s);
+struct spool_opts {
+	const char *dir;	/* required (copied); created (mode 0700) when missing,
+				 * made 0700 when others could read it */
+	uint64_t max_bytes;	/* bound on the files' total; 0 keeps nothing
+				 * (every spool_write() fails with -EFBIG) */
+};
+
+/* 0 with *out set; or a negative code (the directory cannot be made
+ * private, -ENOMEM), err filled, *out NULL. Thread-safe afterwards (one
+ * mutex): the outbox's sender thread and the caller may both use it. */
+int spool_new(const struct spool_opts *o, struct spool **out, struct pp_err *err);
+void spool_free(struct spool *s);	/* NULL-safe */
 
 int spool_write(struct spool *s, const struct spool_batch *b, struct pp_err *err);
 /* The oldest file whose name sorts after `after` (NULL or "": the oldest of

@@ -16,8 +16,9 @@
  * - grpc's own retry machinery is turned off (we retry ourselves) and its
  *   reconnect backoff is shortened to 100 ms..5 s so a server that comes
  *   back is reached by the next attempt (grpcc's own_retries).
- * - The bearer token, basic auth and secret-looking headers are registered
- *   with grpcc's log hook, which redacts them from grpc's log lines.
+ * - The credential (upload_auth.c) and secret-looking headers are
+ *   registered with grpcc's log hook, which redacts them from grpc's log
+ *   lines.
  * - A failed request's err carries grpc's last error line
  *   (e.g. "certificate verify failed", which the status does not carry: in
  *   grpc 1.51 a refused connection and a failed TLS handshake have the same
@@ -32,18 +33,16 @@
 
 #include <ctype.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <grpc/status.h>
 
 #include "connect.h"
-#include "fileutil.h"
+#include "upload_auth.h"
 #include "grpcc.h"
 #include "proto/profilestore.pb-c.h"
 #include "proto/push.pb-c.h"
@@ -55,19 +54,13 @@
 #define BACKOFF_INITIAL_NS 100000000ull		/* 100 ms */
 #define BACKOFF_MAX_NS 5000000000ull		/* 5 s */
 #define PARCA_MAX_MESSAGE (64u << 20)
-#define MAX_TOKEN_BYTES (16u << 10)
 
 struct uploader {
 	struct grpcc_channel *channel;
 	struct connect_client *conn;	/* transport: http; then no channel */
 	char *target;
 	uint64_t timeout_ns, max_request_bytes;
-	/* bearer token: from a file (re-read when it changes) or the env */
-	char *token_file;
-	struct stat token_st;
-	bool token_loaded;
-	char *auth;			/* "Bearer <token>" or "Basic <b64>", NULL when none */
-	char *basic_user;		/* basic auth: token_file holds the password */
+	struct upload_auth cred;	/* the Authorization value (upload_auth.h) */
 	enum store_protocol protocol;
 	char metric_label[96];		/* uploader_set_metric_label(); "" none */
 	const char *method, *method_name;	/* gRPC path; its short name for logs */
@@ -144,138 +137,22 @@ static uint64_t next_rand(struct uploader *u)
 	return u->rng * 2685821657736338717ull;
 }
 
-/* RFC 4648 base64 of n bytes into out (4 * ((n + 2) / 3) + 1 bytes). */
-static void base64(const unsigned char *in, size_t n, char *out)
-{
-	static const char tab[] =
-		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-	size_t o = 0;
-
-	for (size_t i = 0; i < n; i += 3) {
-		uint32_t v = (uint32_t)in[i] << 16 | (i + 1 < n ? (uint32_t)in[i + 1] << 8 : 0) |
-			     (i + 2 < n ? in[i + 2] : 0);
-		out[o++] = tab[v >> 18 & 63];
-		out[o++] = tab[v >> 12 & 63];
-		out[o++] = i + 1 < n ? tab[v >> 6 & 63] : '=';
-		out[o++] = i + 2 < n ? tab[v & 63] : '=';
-	}
-	out[o] = '\0';
-}
-
-/*
- * The Authorization value from a secret's raw bytes: "Bearer <token>", or
- * with basic auth "Basic base64(<user>:<password>)". Refuses what cannot be
- * a header value. Never puts the secret into err.
- */
-static int make_auth(const struct uploader *u, const char *raw, const char *source, char **auth,
-		     struct pp_err *err)
-{
-	const char *what = u->basic_user ? "basic_auth password" : "bearer token";
-	size_t n = strlen(raw);
-
-	while (n && (raw[n - 1] == '\n' || raw[n - 1] == '\r' || raw[n - 1] == ' ' ||
-		     raw[n - 1] == '\t'))
-		n--;
-	if (!n)
-		return pp_errf(err, -EINVAL, "%s from %s is empty", what, source);
-	for (size_t i = 0; i < n; i++)
-		if ((unsigned char)raw[i] < 0x20 || (unsigned char)raw[i] > 0x7e)
-			return pp_errf(err, -EINVAL,
-				       "%s from %s contains a character not allowed in "
-				       "a header (byte %zu)", what, source, i);
-	if (!u->basic_user) {
-		char *a = malloc(n + sizeof("Bearer "));
-		if (!a)
-			return pp_errf(err, -ENOMEM, "out of memory");
-		memcpy(a, "Bearer ", 7);
-		memcpy(a + 7, raw, n);
-		a[7 + n] = '\0';
-		grpcc_secret_register(a);
-		grpcc_secret_register(a + 7);		/* the token alone */
-		*auth = a;
-		return 0;
-	}
-	size_t ul = strlen(u->basic_user), pl = ul + 1 + n;
-	char *pair = malloc(pl + 1), *a = malloc(sizeof("Basic ") + 4 * ((pl + 2) / 3) + 1);
-	if (!pair || !a) {
-		free(pair);
-		free(a);
-		return pp_errf(err, -ENOMEM, "out of memory");
-	}
-	memcpy(pair, u->basic_user, ul);
-	pair[ul] = ':';
-	memcpy(pair + ul + 1, raw, n);
-	pair[pl] = '\0';
-	memcpy(a, "Basic ", 6);
-	base64((const unsigned char *)pair, pl, a + 6);
-	explicit_bzero(pair, pl);
-	free(pair);
-	char *pw = strndup(raw, n);
-	if (pw) {
-		grpcc_secret_register(pw);	/* the password alone */
-		explicit_bzero(pw, n);
-		free(pw);
-	}
-	grpcc_secret_register(a);
-	grpcc_secret_register(a + 6);
-	*auth = a;
-	return 0;
-}
-
-static void free_secret(char *s)
-{
-	if (s) {
-		explicit_bzero(s, strlen(s));
-		free(s);
-	}
-}
-
-/* Load the token file when it is new or changed since the last read. */
-static int refresh_token(struct uploader *u, struct pp_err *err)
-{
-	struct stat st;
-
-	if (!u->token_file)
-		return 0;
-	const char *what = u->basic_user ? "basic_auth password file" : "bearer token file";
-	if (stat(u->token_file, &st))
-		return pp_errf(err, -errno, "cannot read %s %s: %s", what, u->token_file,
-			       strerror(errno));
-	if (u->token_loaded && st.st_ino == u->token_st.st_ino &&
-	    st.st_dev == u->token_st.st_dev && st.st_size == u->token_st.st_size &&
-	    st.st_mtim.tv_sec == u->token_st.st_mtim.tv_sec &&
-	    st.st_mtim.tv_nsec == u->token_st.st_mtim.tv_nsec)
-		return 0;
-	char *raw = NULL, *auth = NULL;
-	int rc = pp_read_small_file(u->token_file, MAX_TOKEN_BYTES, &raw, NULL, &st, what, err);
-	if (rc)
-		return rc;
-	rc = make_auth(u, raw, u->token_file, &auth, err);
-	free_secret(raw);
-	if (rc)
-		return rc;
-	free_secret(u->auth);
-	u->auth = auth;
-	u->token_st = st;
-	u->token_loaded = true;
-	return 0;
-}
-
 /* ---- construction ----------------------------------------------------- */
 
-struct uploader *uploader_new(const struct remote_store_config *rs, struct pp_err *err)
+int uploader_new(const struct uploader_opts *opts, struct uploader **out, struct pp_err *err)
 {
+	const struct remote_store_config *rs = opts->rs;
+	struct pp_err local;	/* every failure below fills err: its code is returned */
 	struct uploader *u;
 
-	if (!rs->address || !*rs->address) {
-		pp_errf(err, -EINVAL, "remote_store.address is empty");
-		return NULL;
-	}
+	if (!err)
+		err = &local;
+	*out = NULL;
+	if (!rs->address || !*rs->address)
+		return pp_errf(err, -EINVAL, "remote_store.address is empty");
 	u = calloc(1, sizeof(*u));
-	if (!u) {
-		pp_errf(err, -ENOMEM, "out of memory");
-		return NULL;
-	}
+	if (!u)
+		return pp_errf(err, -ENOMEM, "out of memory");
 	u->timeout_ns = rs->timeout_ns ? rs->timeout_ns : 10000000000ull;
 	u->max_request_bytes = rs->max_request_bytes ? rs->max_request_bytes : (4u << 20);
 	u->rng = pp_mono_ns() ^ ((uint64_t)getpid() << 32) ^ (uintptr_t)u;
@@ -326,45 +203,15 @@ struct uploader *uploader_new(const struct remote_store_config *rs, struct pp_er
 			goto nomem;
 	}
 
-	if (rs->basic_auth_username && *rs->basic_auth_username) {
-		u->basic_user = strdup(rs->basic_auth_username);
-		if (!u->basic_user)
-			goto nomem;
-		if (rs->basic_auth_password_file && *rs->basic_auth_password_file) {
-			u->token_file = strdup(rs->basic_auth_password_file);
-			if (!u->token_file)
-				goto nomem;
-			if (refresh_token(u, err))
-				goto fail;
-		} else {
-			const char *env = getenv("PUSHPROF_BASIC_AUTH_PASSWORD");
-			if (!env || !*env) {
-				pp_errf(err, -EINVAL, "remote_store.basic_auth.username is set but no "
-					"password: set basic_auth.password_file or env "
-					"PUSHPROF_BASIC_AUTH_PASSWORD");
-				goto fail;
-			}
-			if (make_auth(u, env, "env PUSHPROF_BASIC_AUTH_PASSWORD", &u->auth, err))
-				goto fail;
-		}
-	} else if (rs->bearer_token_file && *rs->bearer_token_file) {
-		u->token_file = strdup(rs->bearer_token_file);
-		if (!u->token_file)
-			goto nomem;
-		if (refresh_token(u, err))
-			goto fail;
-	} else {
-		const char *env = getenv("PUSHPROF_BEARER_TOKEN");
-		if (env && *env && make_auth(u, env, "env PUSHPROF_BEARER_TOKEN", &u->auth, err))
-			goto fail;
-	}
+	if (upload_auth_load(&u->cred, rs, err))
+		goto fail;
 
 	u->tls = !rs->insecure;
 	if (rs->http) {
-		u->conn = connect_new(rs, err);
-		if (!u->conn)
+		if (connect_new(&(struct connect_opts){ .rs = rs }, &u->conn, err))
 			goto fail;
-		return u;
+		*out = u;
+		return 0;
 	}
 	struct grpcc_channel_opts o = {
 		.tls = !rs->insecure, .ca_file = rs->ca_file, .cert_file = rs->cert_file,
@@ -374,17 +221,16 @@ struct uploader *uploader_new(const struct remote_store_config *rs, struct pp_er
 	u->channel = grpcc_channel_new(u->target, &o, err);
 	if (!u->channel)
 		goto fail;
-	return u;
+	*out = u;
+	return 0;
 nomem:
 	pp_errf(err, -ENOMEM, "out of memory");
 fail:
 	free(u->target);
-	free(u->token_file);
-	free(u->basic_user);
-	free_secret(u->auth);
+	upload_auth_free(&u->cred);
 	pp_labels_free(&u->headers);
 	free(u);
-	return NULL;
+	return err->code < 0 ? err->code : -EINVAL;
 }
 
 void uploader_free(struct uploader *u)
@@ -394,9 +240,7 @@ void uploader_free(struct uploader *u)
 	grpcc_channel_free(u->channel);
 	connect_free(u->conn);
 	free(u->target);
-	free(u->token_file);
-	free(u->basic_user);
-	free_secret(u->auth);
+	upload_auth_free(&u->cred);
 	pp_labels_free(&u->headers);
 	free(u);
 }
@@ -455,7 +299,7 @@ static void call_once_http(struct uploader *u, const uint8_t *buf, size_t len,
 			   uint64_t timeout_ns, struct call_result *res)
 {
 	struct connect_call c = {
-		.method = u->method, .headers = &u->headers, .auth = u->auth,
+		.method = u->method, .headers = &u->headers, .auth = u->cred.auth,
 		.body = buf, .len = len, .timeout_ns = timeout_ns,
 		.stop = http_stop, .stop_arg = u,
 	};
@@ -469,7 +313,7 @@ static void call_once_grpc(struct uploader *u, const uint8_t *buf, size_t len,
 			   uint64_t timeout_ns, struct call_result *res)
 {
 	struct grpcc_call c = {
-		.method = u->method, .msg = buf, .len = len, .auth = u->auth,
+		.method = u->method, .msg = buf, .len = len, .auth = u->cred.auth,
 		.headers = &u->headers, .timeout_ns = timeout_ns,
 		.limit = call_limit, .limit_arg = u,
 	};
@@ -524,16 +368,16 @@ static const char *hint(const struct uploader *u, grpc_status_code st, const cha
 
 	snprintf(both, sizeof(both), "%s %s", details ? details : "", grpc_err ? grpc_err : "");
 	if (st == GRPC_STATUS_UNAUTHENTICATED || st == GRPC_STATUS_PERMISSION_DENIED) {
-		if (u->basic_user && u->token_file)
+		if (u->cred.basic_user && u->cred.token_file)
 			return " (hint: the server refused remote_store.basic_auth: check the "
 			       "username and the password in basic_auth.password_file)";
-		if (u->basic_user)
+		if (u->cred.basic_user)
 			return " (hint: the server refused remote_store.basic_auth: check the "
 			       "username and the password in PUSHPROF_BASIC_AUTH_PASSWORD)";
-		if (u->token_file)
+		if (u->cred.token_file)
 			return " (hint: the server refused the token from "
 			       "remote_store.bearer_token_file: check the file's contents)";
-		if (u->auth)
+		if (u->cred.auth)
 			return " (hint: the server refused the token from the environment "
 			       "variable PUSHPROF_BEARER_TOKEN)";
 		return " (hint: no credential is configured: set remote_store.bearer_token_file "
@@ -782,7 +626,7 @@ int uploader_write(struct uploader *u, const struct upload_series *series, size_
 	for (size_t i = 0; i < n; i++)
 		if ((rc = check_series(&series[i], i, err)))
 			return rc;
-	if ((rc = refresh_token(u, err)))
+	if ((rc = upload_auth_refresh(&u->cred, err)))
 		return rc;
 	msgs = calloc(n, sizeof(*msgs));
 	ptrs = calloc(n, sizeof(*ptrs));
@@ -874,14 +718,14 @@ int uploader_call(struct uploader *u, const char *method, uploader_next_fn next,
 	if (!u->channel)
 		return pp_errf(err, -ENOTSUP, "%s: not available over remote_store.transport: http",
 			       method);
-	if ((rc = refresh_token(u, err)))
+	if ((rc = upload_auth_refresh(&u->cred, err)))
 		return rc;
 	uint64_t now = pp_mono_ns();
 	if (u->hard_deadline && (u->hard_deadline <= now ||
 				 u->hard_deadline - now < timeout_ns))
 		timeout_ns = u->hard_deadline > now ? u->hard_deadline - now : 1000000;
 	struct grpcc_call c = {
-		.method = method, .next = next, .next_arg = arg, .auth = u->auth,
+		.method = method, .next = next, .next_arg = arg, .auth = u->cred.auth,
 		.headers = &u->headers, .timeout_ns = timeout_ns, .want_resp = true,
 		.limit = call_limit, .limit_arg = u,
 	};

@@ -38,8 +38,19 @@ struct upload_stats {
 	uint64_t last_status;		/* grpc_status_code of the last call */
 };
 
-struct uploader *uploader_new(const struct remote_store_config *rs, struct pp_err *err);
-void uploader_free(struct uploader *u);
+struct uploader_opts {
+	const struct remote_store_config *rs;	/* required; copied (what is kept) */
+};
+
+/*
+ * Checks the headers and credentials and sets up the channel (gRPC) or the
+ * Connect client (transport: http); connects lazily. 0 with *out set; or a
+ * negative code (-EINVAL: a setting that cannot be used, -ENOMEM, what the
+ * token file or TLS files gave), err filled, *out NULL. Starts no thread.
+ * One caller at a time (the outbox calls it from one thread per store).
+ */
+int uploader_new(const struct uploader_opts *opts, struct uploader **out, struct pp_err *err);
+void uploader_free(struct uploader *u);	/* NULL-safe */
 
 /* 0 when every series was accepted; negative with err set otherwise:
  * -EACCES (UNAUTHENTICATED), -EINVAL (INVALID_ARGUMENT: the server refused

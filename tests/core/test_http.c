@@ -1,6 +1,7 @@
 /* The HTTP endpoint served by a real libmicrohttpd on loopback, queried over
  * a real TCP socket. */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,12 +59,27 @@ static int fake_snapshot(void *arg, pid_t pid, const char *view, uint8_t **out, 
 	return 200;
 }
 
+/* http_new with api (NULL: the API off); NULL when it failed (rc in *rc). */
+static struct http_server *start(const char *address, const struct http_snapshot_api *api,
+				 int *rc, struct pp_err *err)
+{
+	struct http_opts o = { .address = address };
+	struct http_server *s = (struct http_server *)&o;	/* must be reset to NULL on failure */
+
+	if (api)
+		o.snapshot = *api;
+	*rc = http_new(&o, &s, err);
+	CHECK((*rc == 0) == (s != NULL), "http_new: %d with%s a server", *rc, s ? "" : "out");
+	return s;
+}
+
 int main(void)
 {
+	int rc;
 	struct pp_err err = { 0 };
 	struct http_snapshot_api api = { .fn = fake_snapshot, .per_pid_interval_ns = 10000000000ull,
 					 .per_client_per_minute = 5, .per_minute = 100 };
-	struct http_server *s = http_start("127.0.0.1:0", &api, &err);
+	struct http_server *s = start("127.0.0.1:0", &api, &rc, &err);
 
 	CHECK(s, "start: %s", err.msg);
 	if (!s)
@@ -125,12 +141,12 @@ int main(void)
 	}
 	request(port, "POST", "/api/v1/snapshot?pid=16");
 	CHECK(strstr(resp, " 429 ") && strstr(resp, "per_client_per_minute"), "per client: %s", resp);
-	http_stop(s);
+	http_free(s);
 
 	/* a slow snapshot runs off the server's thread: probes answer at once
 	 * meanwhile, a second snapshot gets 429, the slow one still gets its 200 */
 	api.per_client_per_minute = 100;
-	s = http_start("127.0.0.1:0", &api, &err);
+	s = start("127.0.0.1:0", &api, &rc, &err);
 	port = http_port(s);
 	pid_t child = fork();
 	if (child == 0) {
@@ -160,16 +176,16 @@ int main(void)
 		_exit(0);
 	}
 	waitpid(child, &wst, 0);
-	http_stop(s);
+	http_free(s);
 
 	/* the API off: 404 with the reason; health still answers */
-	s = http_start("127.0.0.1:0", NULL, &err);
+	s = start("127.0.0.1:0", NULL, &rc, &err);
 	port = http_port(s);
 	request(port, "POST", "/api/v1/snapshot?pid=12");
 	CHECK(strstr(resp, " 404 ") && strstr(resp, "snapshot_api.enabled"), "API off: %s", resp);
 	request(port, "GET", "/healthz");
 	CHECK(strstr(resp, "200 OK"), "healthz with the API off");
-	http_stop(s);
+	http_free(s);
 
 	/* a token file: 401 without it or with a wrong one, 200 with it */
 	char tokf[] = "/tmp/pushprof-http-tok-XXXXXX";
@@ -178,7 +194,7 @@ int main(void)
 	close(tfd);
 	api.token_file = tokf;
 	api.per_client_per_minute = 100;
-	s = http_start("127.0.0.1:0", &api, &err);
+	s = start("127.0.0.1:0", &api, &rc, &err);
 	port = http_port(s);
 	request(port, "POST", "/api/v1/snapshot?pid=20");
 	CHECK(strstr(resp, " 401 ") && strstr(resp, "WWW-Authenticate: Bearer"), "no token: %s", resp);
@@ -194,18 +210,20 @@ int main(void)
 	unlink(tokf);
 	request_h(port, "POST", "/api/v1/snapshot?pid=24", "Authorization: Bearer s3cret-tok\r\n");
 	CHECK(strstr(resp, " 503 "), "token file gone: 503, not open: %s", resp);
-	http_stop(s);
+	http_free(s);
 	s = NULL;
 
-	struct http_server *dup = http_start("127.0.0.1:bad", NULL, &err);
-	CHECK(!dup && strstr(err.msg, "127.0.0.1:bad"), "bad address: %s", err.msg);
+	struct http_server *dup = start("127.0.0.1:bad", NULL, &rc, &err);
+	CHECK(!dup && rc == -EINVAL && strstr(err.msg, "127.0.0.1:bad"), "bad address: %s",
+	      err.msg);
 	char addr[64];
-	s = http_start("127.0.0.1:0", NULL, &err);
+	s = start("127.0.0.1:0", NULL, &rc, &err);
 	snprintf(addr, sizeof(addr), "127.0.0.1:%d", http_port(s));
-	dup = http_start(addr, NULL, &err);
-	CHECK(!dup && strstr(err.msg, "cannot listen"), "port in use: %s", err.msg);
+	dup = start(addr, NULL, &rc, &err);
+	CHECK(!dup && rc == -EADDRINUSE && strstr(err.msg, "cannot listen"), "port in use: %s",
+	      err.msg);
 
-	http_stop(s);
+	http_free(s);
 	metrics_reset();
 	return check_done();
 }

@@ -28,8 +28,9 @@ int main(void)
 
 	if (!mkdtemp(dir))
 		return 1;
-	struct spool *s = spool_open(dir, 64 * 1024, &err);
-	CHECK(s, "open: %s", err.msg);
+	struct spool *s = NULL;
+	CHECK(spool_new(&(struct spool_opts){ .dir = dir, .max_bytes = 64 * 1024 }, &s, &err) == 0 &&
+	      s, "open: %s", err.msg);
 
 	/* round trip and order */
 	const char *names[] = { "first", "second", "third" };
@@ -128,7 +129,8 @@ int main(void)
 	{
 		char dir2[] = "/tmp/pushprof-spool-big-XXXXXX";
 		CHECK(mkdtemp(dir2) != NULL, "mkdtemp");
-		struct spool *s2 = spool_open(dir2, 1ull << 30, &err);
+		struct spool *s2 = NULL;
+		spool_new(&(struct spool_opts){ .dir = dir2, .max_bytes = 1ull << 30 }, &s2, &err);
 		snprintf(path, sizeof(path), "%s/00000000000000000002.spool", dir2);
 		FILE *big = fopen(path, "w");
 		CHECK(big && ftruncate(fileno(big), 600ll << 20) == 0, "sparse file");
@@ -146,7 +148,7 @@ int main(void)
 		snprintf(path, sizeof(path), "%s/00000000000000000002.spool.corrupt", dir2);
 		CHECK(access(path, F_OK) == 0, "huge file renamed .corrupt");
 		spool_batch_free(&hb);
-		spool_close(s2);
+		spool_free(s2);
 		char cmd2[300];
 		snprintf(cmd2, sizeof(cmd2), "rm -rf %s", dir2);
 		if (system(cmd2)) {}
@@ -169,7 +171,7 @@ int main(void)
 	free(enc);
 	spool_batch_free(&v);
 
-	spool_close(s);
+	spool_free(s);
 	char cmd[300];
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
 	if (system(cmd)) {}

@@ -288,8 +288,7 @@ int main(int argc, char **argv)
 		o.node = cfg.node && cfg.node[0] ? cfg.node : NULL;
 		o.extra_labels = &cfg.external_labels;
 		score = cfg.oom_score_adj;
-		ob = outbox_new(&cfg, &err);
-		if (!ob) {
+		if (outbox_new(&(struct outbox_opts){ .cfg = &cfg }, &ob, &err)) {
 			fprintf(stderr, "oomwatch: %s\n", err.msg);
 			config_free(&cfg);
 			return 1;

@@ -80,7 +80,8 @@ static void encode_write(struct pprof *p, const char *dir, const char *name)
 /* CPU-like profile. Function names are f0..f7 plus an inlined helper. */
 static void gen_cpu(const char *dir)
 {
-	struct pprof *p = pprof_new();
+	struct pprof *p;
+	CHECK(pprof_new(&p, NULL) == 0, "pprof_new");
 	FILE *m = manifest(dir, "cpu.txt");
 	uint64_t fn[8], loc[8];
 	char name[32];
@@ -168,7 +169,8 @@ static void gen_cpu(const char *dir)
 
 static void gen_heap(const char *dir)
 {
-	struct pprof *p = pprof_new();
+	struct pprof *p;
+	CHECK(pprof_new(&p, NULL) == 0, "pprof_new");
 	FILE *m = manifest(dir, "heap.txt");
 	const char *types[4][2] = { { "alloc_objects", "count" }, { "alloc_space", "bytes" },
 				    { "inuse_objects", "count" }, { "inuse_space", "bytes" } };
@@ -215,7 +217,8 @@ static void gen_heap(const char *dir)
 static void gen_big(const char *dir)
 {
 	double t0 = now();
-	struct pprof *p = pprof_new();
+	struct pprof *p;
+	CHECK(pprof_new(&p, NULL) == 0, "pprof_new");
 	pprof_add_sample_type(p, "samples", "count");
 	pprof_add_sample_type(p, "cpu", "nanoseconds");
 	pprof_set_period(p, "cpu", "nanoseconds", 52631578);

@@ -61,7 +61,9 @@ int main(int argc, char **argv)
 	pp_labels_set(&labels, "probe", argv[2]);
 
 	/* a valid profile for the token case */
-	struct pprof *p = pprof_new();
+	struct pprof *p;
+	if (pprof_new(&p, &err))
+		return 1;
 	pprof_add_sample_type(p, "samples", "count");
 	uint64_t f = pprof_function(p, "probe_fn", NULL, "probe.c", 1);
 	struct pprof_line l = { f, 1 };
@@ -74,7 +76,8 @@ int main(int argc, char **argv)
 	if (!strcmp(argv[2], "invalid")) {
 		const char *junk = "this is not a pprof profile at all";
 		pprof_gzip((const uint8_t *)junk, strlen(junk), &gz, &gzlen, &err);
-		struct uploader *u = uploader_new(&rs, &err);
+		struct uploader *u = NULL;
+		uploader_new(&(struct uploader_opts){ .rs = &rs }, &u, &err);
 		if (!u) {
 			printf("uploader_new failed: %s\n", err.msg);
 			return 1;
@@ -84,7 +87,8 @@ int main(int argc, char **argv)
 		uploader_free(u);
 	} else if (!strcmp(argv[2], "rotate") && argc == 5) {
 		rs.bearer_token_file = argv[3];
-		struct uploader *u = uploader_new(&rs, &err);
+		struct uploader *u = NULL;
+		uploader_new(&(struct uploader_opts){ .rs = &rs }, &u, &err);
 		if (!u) {
 			printf("uploader_new failed: %s\n", err.msg);
 			return 1;
@@ -103,7 +107,8 @@ int main(int argc, char **argv)
 	} else if (!strcmp(argv[2], "latency") && argc == 4) {
 		int n = atoi(argv[3]);
 		double *ms = calloc(n > 0 ? n : 1, sizeof(*ms));
-		struct uploader *u = uploader_new(&rs, &err);
+		struct uploader *u = NULL;
+		uploader_new(&(struct uploader_opts){ .rs = &rs }, &u, &err);
 		if (!u || !ms || n < 2) {
 			printf("uploader_new failed: %s\n", err.msg);
 			return 1;
@@ -133,7 +138,8 @@ int main(int argc, char **argv)
 		struct upload_series s = { &labels, prof, proflen };
 		rs.insecure = false;
 		rs.timeout_ns = 2000000000ull;
-		struct uploader *u = uploader_new(&rs, &err);
+		struct uploader *u = NULL;
+		uploader_new(&(struct uploader_opts){ .rs = &rs }, &u, &err);
 		if (!u) {
 			printf("uploader_new failed: %s\n", err.msg);
 			return 1;
@@ -143,7 +149,7 @@ int main(int argc, char **argv)
 				break;
 		uploader_free(u);
 		rs.address = argv[3];
-		u = uploader_new(&rs, &err);
+		uploader_new(&(struct uploader_opts){ .rs = &rs }, &u, &err);
 		if (!u) {
 			printf("uploader_new failed: %s\n", err.msg);
 			return 1;
