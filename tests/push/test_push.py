@@ -421,14 +421,16 @@ ready = rp.stdout.readline()
 check(ready.startswith("listening 127.0.0.1:") and os.path.exists(portfile),
       "receiver CLI: listening line and port file", ready)
 addr = "127.0.0.1:" + read(portfile).decode()
-lat, wall = [], []
+lat, wall, failed = [], [], []
 for _ in range(15):
     p = push(addr, "-l", "__name__=parca_agent", CPU, env=NOPERTURB)
     m = re.search(r"in ([\d.]+) ms", p.stdout)
     if p.returncode == 0 and m:
         lat.append(float(m.group(1)))
         wall.append(p.elapsed * 1000)
-check(len(lat) == 15, "latency: 15 pushes delivered")
+    else:
+        failed.append(f"rc={p.returncode} after {p.elapsed:.1f} s: {p.stdout[-300:]} {p.stderr[-300:]}")
+check(len(lat) == 15, "latency: 15 pushes delivered", "\n".join(failed))
 with open(os.path.join(lat_out, "requests.jsonl")) as f:
     check(len(f.readlines()) == 15, "receiver CLI: recorded the 15 requests")
 if lat:
