@@ -440,7 +440,7 @@ static int f_relabel(struct ctx *x, const struct ynode *v, void *base, const cha
 			     show(v, b, sizeof(b)));
 	if (v->n > MAX_LIST_ITEMS)
 		return errat(x, v, "%s: more than %u entries", path, MAX_LIST_ITEMS);
-	if (!cfg->relabel && !(cfg->relabel = relabel_new()))
+	if (!cfg->relabel && relabel_new(&cfg->relabel, NULL))
 		return -ENOMEM;
 	for (size_t i = 0; i < v->n; i++) {
 		snprintf(sub, sizeof(sub), "%s[%zu]", path, i);

@@ -675,42 +675,48 @@ fail:
 	return rc;
 }
 
-struct containers *containers_new(const char *socket, uint64_t ttl_ns, uint64_t timeout_ns,
-				  struct pp_err *err)
+int containers_new(const struct containers_opts *o, struct containers **out,
+		   struct pp_err *err)
 {
+	static const struct containers_opts defaults = { 0 };
 	struct containers *c = calloc(1, sizeof(*c));
+	const char *socket;
 	char target[300];
 
-	if (!c) {
-		pp_errf(err, -ENOMEM, "out of memory");
-		return NULL;
-	}
+	*out = NULL;
+	if (!o)
+		o = &defaults;
+	if (!c)
+		return pp_errf(err, -ENOMEM, "out of memory");
 	pthread_mutex_init(&c->mu, NULL);
-	c->ttl_ns = ttl_ns ? ttl_ns : 10ull * 1000000000ull;
-	c->timeout_ns = timeout_ns ? timeout_ns : 2ull * 1000000000ull;
+	c->ttl_ns = o->ttl_ns ? o->ttl_ns : 10ull * 1000000000ull;
+	c->timeout_ns = o->timeout_ns ? o->timeout_ns : 2ull * 1000000000ull;
+	socket = o->socket;
 	if (!socket || !*socket)
 		socket = cri_socket_detect();
 	if (socket && !strncmp(socket, "unix://", 7))
 		socket += 7;
-	if (!socket || !*socket || !strcmp(socket, "none"))
-		return c;	/* cgroup-only */
+	if (!socket || !*socket || !strcmp(socket, "none")) {
+		*out = c;	/* cgroup-only */
+		return 0;
+	}
 	if (strlen(socket) >= sizeof(c->socket)) {
-		pp_errf(err, -ENAMETOOLONG, "CRI socket path too long: %.64s...", socket);
 		containers_free(c);
-		return NULL;
+		return pp_errf(err, -ENAMETOOLONG, "CRI socket path too long: %.64s...", socket);
 	}
 	strcpy(c->socket, socket);
 	strcpy(c->st.socket, socket);
 	snprintf(target, sizeof(target), "unix://%s", socket);
 
-	struct grpcc_channel_opts o = { .max_receive_bytes = CRI_MAX_MESSAGE };
-	c->ch = grpcc_channel_new(target, &o, err);
-	if (!c->ch) {
+	struct grpcc_channel_opts co = { .target = target, .max_receive_bytes = CRI_MAX_MESSAGE };
+	int rc = grpcc_channel_new(&co, &c->ch, err);
+	if (rc) {
 		containers_free(c);
-		return NULL;
+		return rc;
 	}
 	c->enabled = true;
-	return c;
+	*out = c;
+	return 0;
 }
 
 void containers_free(struct containers *c)

@@ -86,14 +86,24 @@ struct containers_stats {
 	char last_error[256];
 };
 
+struct containers_opts {
+	/* a path or "unix://path"; NULL or "" -> cri_socket_detect() (none
+	 * found -> cgroup-only mode); "none" -> CRI disabled */
+	const char *socket;
+	uint64_t ttl_ns;		/* how long the lists are trusted; 0 -> 10 s */
+	uint64_t timeout_ns;		/* per CRI call; 0 -> 2 s */
+};
+
 /*
- * socket: a path or "unix://path"; NULL or "" -> cri_socket_detect() (none
- * found -> cgroup-only mode); "none" -> CRI disabled. ttl_ns: how long the
- * lists are trusted (0 -> 10 s). timeout_ns per call (0 -> 2 s).
- * Never fails because the runtime is down: only on bad arguments / ENOMEM.
+ * o NULL: every default. 0 with *out set (the caller frees it with
+ * containers_free()); or a negative errno-style code with err filled and
+ * *out NULL. Never fails because the runtime is down (it is not called
+ * here): only on a socket path too long, a channel grpc cannot make, or
+ * ENOMEM. No thread is started.
  */
-struct containers *containers_new(const char *socket, uint64_t ttl_ns, uint64_t timeout_ns,
-				  struct pp_err *err);
+int containers_new(const struct containers_opts *o, struct containers **out,
+		   struct pp_err *err);
+/* NULL-safe. */
 void containers_free(struct containers *c);
 
 /*

@@ -336,9 +336,10 @@ static void rule_free(struct rule *r)
 	memset(r, 0, sizeof(*r));
 }
 
-struct relabel *relabel_new(void)
+int relabel_new(struct relabel **out, struct pp_err *err)
 {
-	return calloc(1, sizeof(struct relabel));
+	*out = calloc(1, sizeof(struct relabel));
+	return *out ? 0 : pp_errf(err, -ENOMEM, "out of memory");
 }
 
 void relabel_each_source(const struct relabel *r,

@@ -370,9 +370,9 @@ struct uploader *uploader_new(const struct remote_store_config *rs, struct pp_er
 		.tls = !rs->insecure, .ca_file = rs->ca_file, .cert_file = rs->cert_file,
 		.key_file = rs->key_file, .skip_verify = rs->insecure_skip_verify,
 		.server_name = rs->server_name, .own_retries = true, .what = "remote_store",
+		.target = u->target,
 	};
-	u->channel = grpcc_channel_new(u->target, &o, err);
-	if (!u->channel)
+	if (grpcc_channel_new(&o, &u->channel, err))
 		goto fail;
 	return u;
 nomem:

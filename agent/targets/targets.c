@@ -90,19 +90,22 @@ static int reevaluate(struct targets *t, struct target_proc *p, targets_change_f
 	return 0;
 }
 
-struct targets *targets_new(const struct target_config *entries, size_t n)
+int targets_new(const struct targets_opts *o, struct targets **out, struct pp_err *err)
 {
 	struct targets *t = calloc(1, sizeof(*t));
+
+	*out = NULL;
 	if (!t)
-		return NULL;
-	t->entries = entries;
-	t->nentries = n;
+		return pp_errf(err, -ENOMEM, "out of memory");
+	t->entries = o ? o->entries : NULL;
+	t->nentries = o && o->entries ? o->nentries : 0;
 	t->ev_fd = -1;
 	t->recheck_ns = RECHECK_NS;
-	for (size_t i = 0; i < n; i++)
-		if (entries[i].cgroup || entries[i].cgroup_regex)
+	for (size_t i = 0; i < t->nentries; i++)
+		if (t->entries[i].cgroup || t->entries[i].cgroup_regex)
 			t->need_cgroups = true;
-	return t;
+	*out = t;
+	return 0;
 }
 
 static void proc_clear(struct target_proc *p)

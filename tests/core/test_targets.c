@@ -114,7 +114,9 @@ static void reuse_case(int how)
 	char why[200];
 	CHECK(pp_regex_compile(&e.exe_re, e.exe_regex, 0, why, sizeof(why)) == 0, "compile: %s",
 	      why);
-	struct targets *t = targets_new(&e, 1);
+	struct targets_opts to = { .entries = &e, .nentries = 1 };
+	struct targets *t;
+	targets_new(&to, &t, &err);
 	pid_t a = start_sleep();
 	CHECK(t && a > 0, "%s: start A", what);
 	if (!t || a <= 0)

@@ -211,7 +211,9 @@ static struct relabel *load_rules(const char *yaml, const char *name, struct pp_
 		return NULL;
 	}
 	free(buf);
-	r = c.relabel ? c.relabel : relabel_new();
+	r = c.relabel;
+	if (!r)
+		relabel_new(&r, NULL);	/* NULL (out of memory) applies no rules */
 	c.relabel = NULL;
 	config_free(&c);
 	return r;
@@ -526,10 +528,11 @@ static void run_spec(void)
 					  .regex = "prod|staging", .action = "keep" };
 	struct relabel_rule_spec ren = { .source_labels = src, .nsource_labels = 1,
 					 .target_label = "namespace" };
-	struct relabel *r = relabel_new();
+	struct relabel *r;
 	struct pp_err err = { 0 };
 	struct pp_labels l = { 0 };
 
+	CHECK(relabel_new(&r, &err) == 0, "relabel_new: %s", err.msg);
 	CHECK(relabel_add(r, &keep, &err, NULL) == 0, "spec keep: %s", err.msg);
 	CHECK(relabel_add(r, &ren, &err, NULL) == 0, "spec replace: %s", err.msg);
 	CHECK(relabel_count(r) == 2, "count");
