@@ -5,6 +5,13 @@
  * written out as a PCRE2 pattern that means the same; PCRE2 then only
  * ever sees constructs whose meaning both agree on, so nothing PCRE2-only
  * can slip through as "valid".
+ *
+ * Why one file of ~800 lines: the parser (most of it) and pp_regex_compile
+ * are one concept, the RE2 dialect. The rewritten pattern means what RE2
+ * means only under the compile options chosen below (DOLLAR_ENDONLY,
+ * ALT_CIRCUMFLEX, NEVER_UCP, LF newlines) and with the group numbering
+ * the parser counted (checked after compiling); split, each half would
+ * depend on the other's unwritten assumptions.
  */
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include "ppregex.h"
