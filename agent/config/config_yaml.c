@@ -17,6 +17,7 @@
 #include <yaml.h>
 
 #include "config_internal.h"
+#include "grow.h"
 
 #define MAX_DEPTH 32			/* schema nests 3 deep; bound recursion */
 #define MAX_NODES 100000		/* bounds the tree's memory (~10 MiB) */
@@ -37,14 +38,8 @@ void ynode_free(struct ynode *n)
 
 static int ynode_add(struct ynode *p, struct ynode *k)
 {
-	if (p->n == p->cap) {
-		size_t cap = p->cap ? p->cap * 2 : 8;
-		struct ynode **v = realloc(p->kids, cap * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		p->kids = v;
-		p->cap = cap;
-	}
+	if (pp_grow(&p->kids, &p->cap, p->n + 1, sizeof(*p->kids), 8))
+		return -ENOMEM;
 	p->kids[p->n++] = k;
 	return 0;
 }

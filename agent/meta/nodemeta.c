@@ -170,6 +170,42 @@ static int jstring(struct jp *j, char *out, size_t cap, bool *fits)
 static int jskip(struct jp *j);
 
 /*
+ * Enter the object or array at j->p ('{' or '[', closed by `close`): 1
+ * when it is empty (and already left), 0 when a member or element
+ * follows, or -EINVAL when nested too deep.
+ */
+static int jenter(struct jp *j, char close)
+{
+	if (++j->depth > JSON_DEPTH_MAX)
+		return jfail(j, "nested too deep");
+	j->p++;
+	jws(j);
+	if (j->p < j->end && *j->p == close) {
+		j->p++;
+		j->depth--;
+		return 1;
+	}
+	return 0;
+}
+
+/* After a member or element: 1 at ',' (another follows), 0 at `close`
+ * (the object or array is left), else -EINVAL. */
+static int jnext(struct jp *j, char close)
+{
+	jws(j);
+	if (j->p < j->end && *j->p == ',') {
+		j->p++;
+		return 1;
+	}
+	if (j->p < j->end && *j->p == close) {
+		j->p++;
+		j->depth--;
+		return 0;
+	}
+	return jfail(j, close == '}' ? "expected ',' or '}'" : "expected ',' or ']'");
+}
+
+/*
  * An object at j->p: for each member, key decoded into key[LABEL_NAME_MAX]
  * and fn called with j->p at the value, which fn must consume (NULL fn:
  * skip every value).
@@ -181,16 +217,9 @@ static int jobject(struct jp *j, member_fn fn, void *arg)
 	char key[LABEL_NAME_MAX];
 	int r;
 
-	if (++j->depth > JSON_DEPTH_MAX)
-		return jfail(j, "nested too deep");
-	j->p++;	/* '{' */
-	jws(j);
-	if (j->p < j->end && *j->p == '}') {
-		j->p++;
-		j->depth--;
-		return 0;
-	}
-	for (;;) {
+	if ((r = jenter(j, '}')))
+		return r < 0 ? r : 0;
+	do {
 		bool fits;
 		jws(j);
 		if ((r = jstring(j, key, sizeof(key), &fits)))
@@ -202,18 +231,8 @@ static int jobject(struct jp *j, member_fn fn, void *arg)
 		jws(j);
 		if ((r = fn ? fn(j, key, fits, arg) : jskip(j)))
 			return r;
-		jws(j);
-		if (j->p < j->end && *j->p == ',') {
-			j->p++;
-			continue;
-		}
-		if (j->p < j->end && *j->p == '}') {
-			j->p++;
-			j->depth--;
-			return 0;
-		}
-		return jfail(j, "expected ',' or '}'");
-	}
+	} while ((r = jnext(j, '}')) > 0);
+	return r;
 }
 
 static int jskip(struct jp *j)
@@ -227,30 +246,13 @@ static int jskip(struct jp *j)
 	case '{':
 		return jobject(j, NULL, NULL);
 	case '[':
-		if (++j->depth > JSON_DEPTH_MAX)
-			return jfail(j, "nested too deep");
-		j->p++;
-		jws(j);
-		if (j->p < j->end && *j->p == ']') {
-			j->p++;
-			j->depth--;
-			return 0;
-		}
-		for (;;) {
+		if ((r = jenter(j, ']')))
+			return r < 0 ? r : 0;
+		do {
 			if ((r = jskip(j)))
 				return r;
-			jws(j);
-			if (j->p < j->end && *j->p == ',') {
-				j->p++;
-				continue;
-			}
-			if (j->p < j->end && *j->p == ']') {
-				j->p++;
-				j->depth--;
-				return 0;
-			}
-			return jfail(j, "expected ',' or ']'");
-		}
+		} while ((r = jnext(j, ']')) > 0);
+		return r;
 	case '"':
 		return jstring(j, NULL, 0, NULL);
 	default: {

@@ -30,7 +30,7 @@ struct tseg {
 
 struct tmpl {
 	struct tseg *v;
-	size_t n;
+	size_t n, cap;
 };
 
 struct rule {
@@ -109,17 +109,15 @@ static void tmpl_free(struct tmpl *t)
 		free(t->v[i].lit);
 	free(t->v);
 	t->v = NULL;
-	t->n = 0;
+	t->n = t->cap = 0;
 }
 
 static int tmpl_add(struct tmpl *t, const char *lit, size_t len, int group)
 {
 	if (lit && !len)
 		return 0;
-	struct tseg *nv = realloc(t->v, (t->n + 1) * sizeof(*nv));
-	if (!nv)
+	if (pp_grow(&t->v, &t->cap, t->n + 1, sizeof(*t->v), 4))
 		return -ENOMEM;
-	t->v = nv;
 	t->v[t->n] = (struct tseg){ .lit = NULL, .len = len, .group = group };
 	if (lit && !(t->v[t->n].lit = strndup(lit, len)))
 		return -ENOMEM;

@@ -607,15 +607,10 @@ int targets_event(struct targets *t, pid_t pid, uint64_t now_ns, targets_change_
 	for (size_t i = t->npending; i > 0 && i + 8 > t->npending; i--)
 		if (t->pending[i - 1] == pid)
 			return 0;	/* fork then exec: once is enough */
-	if (t->npending == t->pending_cap) {
-		size_t cap = t->pending_cap ? t->pending_cap * 2 : 256;
-		pid_t *v = cap <= PENDING_MAX ? realloc(t->pending, cap * sizeof(*v)) : NULL;
-		if (!v) {
-			t->recheck_all = true;	/* the next scan reads everyone */
-			return 0;
-		}
-		t->pending = v;
-		t->pending_cap = cap;
+	if (t->npending >= PENDING_MAX ||
+	    pp_grow(&t->pending, &t->pending_cap, t->npending + 1, sizeof(*t->pending), 256)) {
+		t->recheck_all = true;	/* the next scan reads everyone */
+		return 0;
 	}
 	t->pending[t->npending++] = pid;
 	return 0;
