@@ -226,6 +226,14 @@ int get_str(struct ctx *x, const struct ynode *n, const char *path, char **out)
 	return expand_env(x, n, path, out);
 }
 
+int get_str_opt(struct ctx *x, const struct ynode *n, const char *path, char **out)
+{
+	if (is_null(n))
+		return 0;
+	int rc = get_str(x, n, path, out);
+	return rc ? rc : 1;
+}
+
 int parse_duration(const char *s, uint64_t *ns)
 {
 	static const struct { const char *u; uint64_t mult; } units[] = {

@@ -98,10 +98,8 @@ static int f_http_address(struct ctx *x, const struct ynode *v, void *base, cons
 	char *s;
 	int rc;
 
-	if (is_null(v))
-		return 0;
-	rc = get_str(x, v, path, &s);
-	if (rc)
+	rc = get_str_opt(x, v, path, &s);
+	if (rc <= 0)
 		return rc;
 	if (!strncmp(s, "dns:", 4) || !strncmp(s, "unix:", 5) || !strncmp(s, "unix-abstract:", 14) ||
 	    !strncmp(s, "ipv4:", 5) || !strncmp(s, "ipv6:", 5) || !strncmp(s, "vsock:", 6)) {
@@ -125,10 +123,8 @@ static int f_remote_address(struct ctx *x, const struct ynode *v, void *base, co
 	char *s;
 	int rc;
 
-	if (is_null(v))
-		return 0;
-	rc = get_str(x, v, path, &s);
-	if (rc)
+	rc = get_str_opt(x, v, path, &s);
+	if (rc <= 0)
 		return rc;
 	rc = check_address(x, v, path, s);
 	if (rc) {
@@ -503,10 +499,8 @@ static int f_directory(struct ctx *x, const struct ynode *v, void *base, const c
 	char *s;
 	int rc;
 
-	if (is_null(v))
-		return 0;
-	rc = get_str(x, v, path, &s);
-	if (rc)
+	rc = get_str_opt(x, v, path, &s);
+	if (rc <= 0)
 		return rc;
 	if (*s && *s != '/') {
 		free(s);
@@ -593,10 +587,8 @@ static int f_node_labels(struct ctx *x, const struct ynode *v, void *base, const
 	char *s;
 	int rc;
 
-	if (is_null(v))
-		return 0;
-	rc = get_str(x, v, path, &s);
-	if (rc)
+	rc = get_str_opt(x, v, path, &s);
+	if (rc <= 0)
 		return rc;
 	if (strcmp(s, "auto") && strcmp(s, "none") && *s != '/') {
 		free(s);
