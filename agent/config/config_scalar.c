@@ -454,17 +454,19 @@ bool config_address_is_loopback(const char *address)
 int compile_re(struct ctx *x, const struct ynode *v, const char *path, char **src,
 	       struct pp_regex **re)
 {
-	char *s, why[256];
+	struct pp_err rerr = { 0 };
+	char *s;
 	int rc = get_raw(x, v, path, &s);
 
 	if (rc)
 		return rc;
-	rc = pp_regex_compile(re, s, 0, why, sizeof(why));
+	struct pp_regex_opts ro = { .src = s };
+	rc = pp_regex_new(&ro, re, &rerr);
 	if (rc) {
 		free(s);
 		if (rc == -ENOMEM)
 			return rc;
-		return errat(x, v, "%s: invalid regular expression: %s", path, why);
+		return errat(x, v, "%s: invalid regular expression: %s", path, rerr.msg);
 	}
 	*src = s;
 	return 0;

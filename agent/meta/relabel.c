@@ -79,8 +79,8 @@ uint64_t relabel_hashmod(const char *val, size_t len, uint64_t modulus)
 static size_t name_len(const char *s)
 {
 	size_t i = 0;
+	static const struct pp_regex_opts word_re = { .src = "\\A[\\p{L}\\p{Nd}]" };
 	struct pp_regex *word = NULL;
-	char why[8];
 
 	while (s[i]) {
 		unsigned char c = (unsigned char)s[i];
@@ -91,7 +91,7 @@ static size_t name_len(const char *s)
 			continue;
 		}
 		/* load time only: a name with non-ASCII letters */
-		if (!word && pp_regex_compile(&word, "\\A[\\p{L}\\p{Nd}]", 0, why, sizeof(why)))
+		if (!word && pp_regex_new(&word_re, &word, NULL))
 			break;
 		ssize_t m[2];
 		size_t rest = strlen(s + i);
@@ -301,7 +301,7 @@ int relabel_add(struct relabel *rl, const struct relabel_rule_spec *s, struct pp
 	struct rule r = { .action = RELABEL_REPLACE };
 	uint64_t modulus = 0;
 	const char *act;
-	char why[256];
+	struct pp_err rerr = { 0 };
 	int rc;
 
 	if (flt)
@@ -356,13 +356,13 @@ int relabel_add(struct relabel *rl, const struct relabel_rule_spec *s, struct pp
 	}
 	/* The regex is compiled first, as Prometheus does when it reads the
 	 * YAML, before Config.Validate */
-	rc = pp_regex_compile(&r.re, s->regex ? s->regex : "(.*)", PP_REGEX_FULL, why,
-			      sizeof(why));
+	struct pp_regex_opts ro = { .src = s->regex ? s->regex : "(.*)", .flags = PP_REGEX_FULL };
+	rc = pp_regex_new(&ro, &r.re, &rerr);
 	if (rc == -ENOMEM)
 		return pp_errf(err, rc, "out of memory");
 	if (rc) {
 		pp_errf(err, -EINVAL, "invalid regular expression \"%s\": %s",
-			s->regex ? s->regex : "(.*)", why);
+			s->regex ? s->regex : "(.*)", rerr.msg);
 		return fault(flt, "regex", 0);
 	}
 	/* Validation as Prometheus's Config.Validate, in its order */

@@ -493,12 +493,14 @@ static void run_md5(void)
 static void run_limits(void)
 {
 	struct pp_regex *re = NULL;
-	char why[200], val[4096];
+	struct pp_err rerr = { 0 };
+	char val[4096];
 	struct timespec t0, t1;
 
 	memset(val, 'a', sizeof(val) - 1);
 	val[sizeof(val) - 1] = '\0';
-	CHECK(pp_regex_compile(&re, "(a|aa)*[bc]", PP_REGEX_FULL, why, sizeof(why)) == 0, "%s", why);
+	struct pp_regex_opts ro = { .src = "(a|aa)*[bc]", .flags = PP_REGEX_FULL };
+	CHECK(pp_regex_new(&ro, &re, &rerr) == 0, "%s", rerr.msg);
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	int rc = pp_regex_match(re, val, 64, NULL, 0);
 	int rc2 = pp_regex_match(re, val, sizeof(val) - 1, NULL, 0);
