@@ -285,21 +285,26 @@ out:
 	return creds;
 }
 
-struct grpcc_channel *grpcc_channel_new(const char *target, const struct grpcc_channel_opts *o,
-					struct pp_err *err)
+int grpcc_channel_new(const struct grpcc_channel_opts *o, struct grpcc_channel **out,
+		      struct pp_err *err)
 {
-	struct grpcc_channel *c = calloc(1, sizeof(*c));
+	struct pp_err local = { 0 };
+	struct grpcc_channel *c;
 
-	if (!c) {
-		pp_errf(err, -ENOMEM, "out of memory");
-		return NULL;
-	}
+	*out = NULL;
+	if (!err)
+		err = &local;	/* the code travels in it: keep one */
+	if (!o->target || !*o->target)
+		return pp_errf(err, -EINVAL, "%s: no gRPC target", o->what ? o->what : "grpc");
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return pp_errf(err, -ENOMEM, "out of memory");
 	grpc_ref();
 	grpc_channel_credentials *creds = make_creds(o, err);
 	if (!creds) {
 		grpc_unref();
 		free(c);
-		return NULL;
+		return err->code ? err->code : -EINVAL;
 	}
 	grpc_arg args[8];
 	size_t na = 0;
@@ -325,15 +330,15 @@ struct grpcc_channel *grpcc_channel_new(const char *target, const struct grpcc_c
 					 .key = GRPC_SSL_TARGET_NAME_OVERRIDE_ARG,
 					 .value.string = (char *)o->server_name };
 	grpc_channel_args cargs = { na, args };
-	c->ch = grpc_channel_create(target, creds, &cargs);
+	c->ch = grpc_channel_create(o->target, creds, &cargs);
 	grpc_channel_credentials_release(creds);
 	c->cq = grpc_completion_queue_create_for_next(NULL);
 	if (!c->ch || !c->cq) {
-		pp_errf(err, -EIO, "cannot create a gRPC channel to %s", target);
 		grpcc_channel_free(c);
-		return NULL;
+		return pp_errf(err, -EIO, "cannot create a gRPC channel to %s", o->target);
 	}
-	return c;
+	*out = c;
+	return 0;
 }
 
 void grpcc_channel_free(struct grpcc_channel *c)

@@ -32,6 +32,7 @@
 struct grpcc_channel;
 
 struct grpcc_channel_opts {
+	const char *target;		/* gRPC target ("host:port", "unix:///path"); required */
 	/* TLS (false: plaintext, as for a unix socket) with, optionally, a CA,
 	 * a client certificate and key (PEM files; set together), no server
 	 * certificate verification, and a server name override */
@@ -47,10 +48,16 @@ struct grpcc_channel_opts {
 	const char *what;		/* error prefix for credentials, e.g. "remote_store" */
 };
 
-/* target: a gRPC target ("host:port", "unix:///path"). NULL with err set
- * when a PEM file cannot be read or the channel cannot be made. */
-struct grpcc_channel *grpcc_channel_new(const char *target, const struct grpcc_channel_opts *o,
-					struct pp_err *err);
+/*
+ * 0 with *out set (the caller frees it with grpcc_channel_free()); or a
+ * negative errno-style code with err filled and *out NULL: -EINVAL without
+ * a target or when the TLS settings are inconsistent, the PEM file's read
+ * error, -EIO when grpc cannot make the channel, -ENOMEM. Connects lazily:
+ * an unreachable server is not an error here.
+ */
+int grpcc_channel_new(const struct grpcc_channel_opts *o, struct grpcc_channel **out,
+		      struct pp_err *err);
+/* NULL-safe. */
 void grpcc_channel_free(struct grpcc_channel *c);
 
 /*

@@ -5,6 +5,13 @@
  * written out as a PCRE2 pattern that means the same; PCRE2 then only
  * ever sees constructs whose meaning both agree on, so nothing PCRE2-only
  * can slip through as "valid".
+ *
+ * Why one file of ~800 lines: the parser (most of it) and compile()
+ * are one concept, the RE2 dialect. The rewritten pattern means what RE2
+ * means only under the compile options chosen below (DOLLAR_ENDONLY,
+ * ALT_CIRCUMFLEX, NEVER_UCP, LF newlines) and with the group numbering
+ * the parser counted (checked after compiling); split, each half would
+ * depend on the other's unwritten assumptions.
  */
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include "ppregex.h"
@@ -607,8 +614,8 @@ void pp_regex_free(struct pp_regex *re)
 	free(re);
 }
 
-int pp_regex_compile(struct pp_regex **out, const char *src, unsigned flags, char *why,
-		     size_t wlen)
+static int compile(struct pp_regex **out, const char *src, unsigned flags, char *why,
+		   size_t wlen)
 {
 	struct parser p = { .s = src, .len = strlen(src), .why = why, .wlen = wlen };
 	struct pp_regex *re = NULL;
@@ -687,6 +694,18 @@ fail:
 	free(p.names);
 	free(p.o.p);
 	return rc;
+}
+
+int pp_regex_new(const struct pp_regex_opts *o, struct pp_regex **out, struct pp_err *err)
+{
+	char why[sizeof(err->msg)];
+	int rc;
+
+	*out = NULL;
+	if (!o->src)
+		return pp_errf(err, -EINVAL, "no regex");
+	rc = compile(out, o->src, o->flags, why, sizeof(why));
+	return rc ? pp_errf(err, rc, "%s", why) : 0;
 }
 
 size_t pp_regex_groups(const struct pp_regex *re)

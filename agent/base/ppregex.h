@@ -4,7 +4,7 @@
  *
  * Users copy regexes from Prometheus and Parca Agent configs, so the
  * dialect is RE2's as Go's regexp/syntax parses it; PCRE2 runs it.
- * pp_regex_compile() parses the source itself and refuses what RE2 refuses
+ * pp_regex_new() parses the source itself and refuses what RE2 refuses
  * but PCRE2 would accept, naming the construct: backreferences (\1,
  * (?P=n), \k, \g), lookaround ((?=, (?!, (?<=, (?<!), atomic groups (?>,
  * possessive quantifiers (a*+), recursion and subroutine calls ((?R),
@@ -47,18 +47,25 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include "err.h"
+
 #define PP_REGEX_FULL 1u		/* anchored at both ends, (?s) */
 #define PP_REGEX_MAX_LEN 4096		/* bytes of source */
 
 struct pp_regex;
 
+struct pp_regex_opts {
+	const char *src;		/* the regex (NUL-terminated, UTF-8); required */
+	unsigned flags;			/* PP_REGEX_FULL, or 0: a search */
+};
+
 /*
- * Compile src (NUL-terminated, UTF-8). 0 and *out set, or -EINVAL with a
- * one-line reason in why (which names the construct and its offset), or
- * -ENOMEM.
+ * Compile o->src. 0 with *out set (the caller frees it with
+ * pp_regex_free()); or, *out NULL and err filled, -EINVAL with a one-line
+ * reason (which names the construct and its offset), or -ENOMEM.
  */
-int pp_regex_compile(struct pp_regex **out, const char *src, unsigned flags, char *why,
-		     size_t wlen);
+int pp_regex_new(const struct pp_regex_opts *o, struct pp_regex **out, struct pp_err *err);
+/* NULL-safe. */
 void pp_regex_free(struct pp_regex *re);
 
 /* Capturing groups in the source (not counting group 0, the whole match). */

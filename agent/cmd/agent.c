@@ -450,12 +450,12 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 	a.snap.outbox = a.outbox;
 	{
 		struct pp_err merr = { 0 };
-		a.lab.meta = containers_new(cfg->cri_socket, 0, 0, &merr);
-		if (!a.lab.meta)
+		struct containers_opts co = { .socket = cfg->cri_socket };
+		if (containers_new(&co, &a.lab.meta, &merr))
 			pp_log(PP_WARN, "container metadata unavailable", "error=%s", pp_q(merr.msg));
 		pp_err_clear(&merr);
-		a.lab.nodes = node_meta_new(cfg->node_labels, cfg->node, &merr);
-		if (!a.lab.nodes)
+		struct node_meta_opts no = { .source = cfg->node_labels, .node = cfg->node };
+		if (node_meta_new(&no, &a.lab.nodes, &merr))
 			pp_log(PP_WARN, "node labels unavailable", "error=%s", pp_q(merr.msg));
 	}
 	/* debuginfo: to the first store that takes it (Parca's DebuginfoService;
@@ -477,11 +477,10 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 		if (outbox_start_sender(a.outbox, &serr) < 0)
 			pp_log(PP_WARN, "pushing from the loop thread", "error=%s", pp_q(serr.msg));
 	}
-	a.targets = targets_new(cfg->targets, cfg->ntargets);
-	if (!a.targets) {
-		r = pp_errf(err, -ENOMEM, "out of memory");
+	struct targets_opts to = { .entries = cfg->targets, .nentries = cfg->ntargets };
+	r = targets_new(&to, &a.targets, err);
+	if (r < 0)
 		goto out;
-	}
 
 	if (cfg->cpu.enabled) {
 		struct cpu_sampler_opts so = {
@@ -591,7 +590,7 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 		evsrc = "netlink";
 	} else if (want_events && !(pe && !strcmp(pe, "netlink"))) {
 		struct pp_err perr = { 0 };
-		if (procev_open(&a.procev, &perr) == 0) {
+		if (procev_new(&a.procev, &perr) == 0) {
 			targets_events_external(a.targets);
 			evsrc = "bpf";
 		} else {

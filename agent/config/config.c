@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "bpf/cpu_abi.h"	/* CPU_MAX_DEPTH */
+#include "fileutil.h"
 #include "procinfo.h"
 #include "config_internal.h"
 
@@ -318,42 +319,23 @@ int config_load(const char *path, struct config *c, struct pp_err *err)
 int config_load_ov(const char *path, const struct config_load_opts *o, struct config *c,
 		   struct pp_err *err)
 {
-	size_t cap = MAX_FILE_BYTES + 1, len = 0;
+	size_t len;
 	char *buf;
-	int fd, rc;
+	int rc;
 
 	memset(c, 0, sizeof(*c));
 	if (!path)
 		return config_parse_ov(pushprof_default_config, strlen(pushprof_default_config),
 				       CONFIG_BUILTIN_NAME, o, c, err);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return pp_errf(err, -errno, "cannot open config %s: %s", path, strerror(errno));
-	buf = malloc(cap);
-	if (!buf) {
-		close(fd);
-		return pp_errf(err, -ENOMEM, "%s: out of memory", path);
-	}
-	while (len < cap) {
-		ssize_t n = read(fd, buf + len, cap - len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			rc = pp_errf(err, -errno, "cannot read config %s: %s", path, strerror(errno));
-			goto out;
-		}
-		if (n == 0)
-			break;
-		len += (size_t)n;
-	}
-	if (len > MAX_FILE_BYTES)
-		rc = pp_errf(err, -EFBIG, "%s: config is larger than %u bytes", path,
-			     MAX_FILE_BYTES);
-	else
-		rc = config_parse_ov(buf, len, path, o, c, err);
-out:
+	/* to EOF, not by its stat size: a pipe or /dev/stdin is a config too.
+	 * Cut past MAX_FILE_BYTES, which config_parse_ov() then refuses. */
+	rc = pp_read_kernel_file_alloc(path, MAX_FILE_BYTES + 2, &buf, &len);
+	if (rc == -ENOMEM)
+		return pp_errf(err, rc, "%s: out of memory", path);
+	if (rc)
+		return pp_errf(err, rc, "cannot open config %s: %s", path, strerror(-rc));
+	rc = config_parse_ov(buf, len, path, o, c, err);
 	free(buf);
-	close(fd);
 	return rc;
 }
 

@@ -143,6 +143,7 @@ int label_map(struct ctx *x, const struct ynode *v, const char *path,
 #define get_i64 config_get_i64
 #define get_bool config_get_bool
 #define get_str config_get_str
+#define get_str_opt config_get_str_opt
 #define fmt_duration config_fmt_duration
 #define fmt_size config_fmt_size
 #define enum_value config_enum_value
@@ -158,6 +159,9 @@ int get_i64(struct ctx *x, const struct ynode *n, const char *path, int64_t min,
 int get_bool(struct ctx *x, const struct ynode *n, const char *path, bool *out);
 /* A string after ${VAR} expansion (a flag's value as written); *out is malloc'd. */
 int get_str(struct ctx *x, const struct ynode *n, const char *path, char **out);
+/* get_str() for a key that may be YAML null: 1 with *out set, 0 for null
+ * (nothing read: the field keeps its default), or the error. */
+int get_str_opt(struct ctx *x, const struct ynode *n, const char *path, char **out);
 /* 1h30m, 4MiB: the forms parse_duration and parse_size read back. */
 void fmt_duration(uint64_t ns, char *buf, size_t sz);
 void fmt_size(uint64_t b, char *buf, size_t sz);

@@ -142,10 +142,8 @@ int f_store_name(struct ctx *x, const struct ynode *v, void *base, const char *p
 	char *s;
 	int rc;
 
-	if (is_null(v))
-		return 0;
-	rc = get_str(x, v, path, &s);
-	if (rc)
+	rc = get_str_opt(x, v, path, &s);
+	if (rc <= 0)
 		return rc;
 	size_t n = strlen(s), ok = 0;
 	while (ok < n && store_name_char(s[ok]))

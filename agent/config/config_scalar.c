@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "config_internal.h"
+#include "grow.h"
 
 #define MAX_EXPANDED (64u << 10)	/* one string after ${VAR} expansion */
 
@@ -59,36 +60,21 @@ bool utf8_valid(const char *s)
 static int expand_env(struct ctx *x, const struct ynode *n, const char *path, char **out)
 {
 	const char *s = n->s;
-	size_t cap = n->len + 1, o = 0;
-	char *r;
+	struct pp_buf r = { 0 };	/* out of memory: seen once, at the end */
 
 	if (n->flag) {		/* a flag's value is taken as written */
 		*out = strdup(s);
 		return *out ? 0 : -ENOMEM;
 	}
-	r = malloc(cap);
-	if (!r)
-		return -ENOMEM;
 #define PUT(src, l)							\
 	do {								\
 		size_t l_ = (l);					\
-		if (o + l_ + 1 > MAX_EXPANDED) {			\
-			free(r);					\
+		if (r.n + l_ + 1 > MAX_EXPANDED) {			\
+			free(r.p);					\
 			return errat(x, n, "%s is longer than %u bytes after ${VAR} expansion", \
 				     path, MAX_EXPANDED);		\
 		}							\
-		if (o + l_ + 1 > cap) {					\
-			while (o + l_ + 1 > cap)			\
-				cap *= 2;				\
-			char *nr_ = realloc(r, cap);			\
-			if (!nr_) {					\
-				free(r);				\
-				return -ENOMEM;				\
-			}						\
-			r = nr_;					\
-		}							\
-		memcpy(r + o, (src), l_);				\
-		o += l_;						\
+		pp_buf_add(&r, (src), l_);				\
 	} while (0)
 
 	for (size_t i = 0; i < n->len;) {
@@ -109,7 +95,7 @@ static int expand_env(struct ctx *x, const struct ynode *n, const char *path, ch
 		}
 		const char *close = strchr(s + i + 2, '}');
 		if (!close) {
-			free(r);
+			free(r.p);
 			return errat(x, n, "%s: unterminated '${' (write '$$' for a literal '$')", path);
 		}
 		const char *name = s + i + 2, *p = name;
@@ -118,13 +104,13 @@ static int expand_env(struct ctx *x, const struct ynode *n, const char *path, ch
 		size_t nlen = (size_t)(p - name);
 		bool has_def = p + 1 < close && p[0] == ':' && p[1] == '-';
 		if (nlen == 0 || isdigit((unsigned char)name[0]) || (p != close && !has_def)) {
-			free(r);
+			free(r.p);
 			return errat(x, n, "%s: bad variable reference '%.*s' (use ${NAME} or "
 				     "${NAME:-default})", path, (int)(close - s - i + 1), s + i);
 		}
 		char var[256];
 		if (nlen >= sizeof(var)) {
-			free(r);
+			free(r.p);
 			return errat(x, n, "%s: variable name too long", path);
 		}
 		memcpy(var, name, nlen);
@@ -138,12 +124,15 @@ static int expand_env(struct ctx *x, const struct ynode *n, const char *path, ch
 		i = (size_t)(close - s) + 1;
 	}
 #undef PUT
-	r[o] = '\0';
-	if (!utf8_valid(r)) {
-		free(r);
+	if (!pp_buf_str(&r)) {
+		free(r.p);
+		return -ENOMEM;
+	}
+	if (!utf8_valid(r.p)) {
+		free(r.p);
 		return errat(x, n, "%s is not valid UTF-8 after ${VAR} expansion", path);
 	}
-	*out = r;
+	*out = r.p;
 	return 0;
 }
 
@@ -235,6 +224,14 @@ int get_str(struct ctx *x, const struct ynode *n, const char *path, char **out)
 	if (rc)
 		return rc;
 	return expand_env(x, n, path, out);
+}
+
+int get_str_opt(struct ctx *x, const struct ynode *n, const char *path, char **out)
+{
+	if (is_null(n))
+		return 0;
+	int rc = get_str(x, n, path, out);
+	return rc ? rc : 1;
 }
 
 int parse_duration(const char *s, uint64_t *ns)
@@ -457,17 +454,19 @@ bool config_address_is_loopback(const char *address)
 int compile_re(struct ctx *x, const struct ynode *v, const char *path, char **src,
 	       struct pp_regex **re)
 {
-	char *s, why[256];
+	struct pp_err rerr = { 0 };
+	char *s;
 	int rc = get_raw(x, v, path, &s);
 
 	if (rc)
 		return rc;
-	rc = pp_regex_compile(re, s, 0, why, sizeof(why));
+	struct pp_regex_opts ro = { .src = s };
+	rc = pp_regex_new(&ro, re, &rerr);
 	if (rc) {
 		free(s);
 		if (rc == -ENOMEM)
 			return rc;
-		return errat(x, v, "%s: invalid regular expression: %s", path, why);
+		return errat(x, v, "%s: invalid regular expression: %s", path, rerr.msg);
 	}
 	*src = s;
 	return 0;

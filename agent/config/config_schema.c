@@ -98,10 +98,8 @@ static int f_http_address(struct ctx *x, const struct ynode *v, void *base, cons
 	char *s;
 	int rc;
 
-	if (is_null(v))
-		return 0;
-	rc = get_str(x, v, path, &s);
-	if (rc)
+	rc = get_str_opt(x, v, path, &s);
+	if (rc <= 0)
 		return rc;
 	if (!strncmp(s, "dns:", 4) || !strncmp(s, "unix:", 5) || !strncmp(s, "unix-abstract:", 14) ||
 	    !strncmp(s, "ipv4:", 5) || !strncmp(s, "ipv6:", 5) || !strncmp(s, "vsock:", 6)) {
@@ -125,10 +123,8 @@ static int f_remote_address(struct ctx *x, const struct ynode *v, void *base, co
 	char *s;
 	int rc;
 
-	if (is_null(v))
-		return 0;
-	rc = get_str(x, v, path, &s);
-	if (rc)
+	rc = get_str_opt(x, v, path, &s);
+	if (rc <= 0)
 		return rc;
 	rc = check_address(x, v, path, s);
 	if (rc) {
@@ -440,7 +436,7 @@ static int f_relabel(struct ctx *x, const struct ynode *v, void *base, const cha
 			     show(v, b, sizeof(b)));
 	if (v->n > MAX_LIST_ITEMS)
 		return errat(x, v, "%s: more than %u entries", path, MAX_LIST_ITEMS);
-	if (!cfg->relabel && !(cfg->relabel = relabel_new()))
+	if (!cfg->relabel && relabel_new(&cfg->relabel, NULL))
 		return -ENOMEM;
 	for (size_t i = 0; i < v->n; i++) {
 		snprintf(sub, sizeof(sub), "%s[%zu]", path, i);
@@ -503,10 +499,8 @@ static int f_directory(struct ctx *x, const struct ynode *v, void *base, const c
 	char *s;
 	int rc;
 
-	if (is_null(v))
-		return 0;
-	rc = get_str(x, v, path, &s);
-	if (rc)
+	rc = get_str_opt(x, v, path, &s);
+	if (rc <= 0)
 		return rc;
 	if (*s && *s != '/') {
 		free(s);
@@ -593,10 +587,8 @@ static int f_node_labels(struct ctx *x, const struct ynode *v, void *base, const
 	char *s;
 	int rc;
 
-	if (is_null(v))
-		return 0;
-	rc = get_str(x, v, path, &s);
-	if (rc)
+	rc = get_str_opt(x, v, path, &s);
+	if (rc <= 0)
 		return rc;
 	if (strcmp(s, "auto") && strcmp(s, "none") && *s != '/') {
 		free(s);

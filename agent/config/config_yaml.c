@@ -17,6 +17,7 @@
 #include <yaml.h>
 
 #include "config_internal.h"
+#include "grow.h"
 
 #define MAX_DEPTH 32			/* schema nests 3 deep; bound recursion */
 #define MAX_NODES 100000		/* bounds the tree's memory (~10 MiB) */
@@ -37,14 +38,8 @@ void ynode_free(struct ynode *n)
 
 static int ynode_add(struct ynode *p, struct ynode *k)
 {
-	if (p->n == p->cap) {
-		size_t cap = p->cap ? p->cap * 2 : 8;
-		struct ynode **v = realloc(p->kids, cap * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		p->kids = v;
-		p->cap = cap;
-	}
+	if (pp_grow(&p->kids, &p->cap, p->n + 1, sizeof(*p->kids), 8))
+		return -ENOMEM;
 	p->kids[p->n++] = k;
 	return 0;
 }
@@ -125,6 +120,21 @@ static int next_event(struct builder *b, yaml_event_t *ev)
 {
 	if (!yaml_parser_parse(&b->p, ev))
 		return yaml_problem(b);
+	return 0;
+}
+
+/* Read the next event only for its type (and, mark given, where it starts). */
+static int skip_event(struct builder *b, yaml_event_type_t *type, yaml_mark_t *mark)
+{
+	yaml_event_t ev;
+	int rc = next_event(b, &ev);
+
+	if (rc)
+		return rc;
+	*type = ev.type;
+	if (mark)
+		*mark = ev.start_mark;
+	yaml_event_delete(&ev);
 	return 0;
 }
 
@@ -239,6 +249,8 @@ int load_tree(const char *buf, size_t len, const char *name, struct pp_err *err,
 	      struct ynode **root)
 {
 	struct builder b = { .name = name, .buf = buf, .len = len, .err = err };
+	yaml_event_type_t type;
+	yaml_mark_t mark;
 	yaml_event_t ev;
 	int rc;
 
@@ -246,35 +258,21 @@ int load_tree(const char *buf, size_t len, const char *name, struct pp_err *err,
 	if (!yaml_parser_initialize(&b.p))
 		return pp_errf(err, -ENOMEM, "%s: cannot initialise the YAML parser", name);
 	yaml_parser_set_input_string(&b.p, (const unsigned char *)buf, len);
-	rc = next_event(&b, &ev);		/* STREAM-START */
-	if (rc)
+	rc = skip_event(&b, &type, NULL);		/* STREAM-START */
+	if (!rc)
+		rc = skip_event(&b, &type, NULL);	/* DOCUMENT-START */
+	if (rc || type == YAML_STREAM_END_EVENT)	/* nothing but comments */
 		goto out;
-	yaml_event_delete(&ev);
 	rc = next_event(&b, &ev);
-	if (rc)
-		goto out;
-	if (ev.type == YAML_STREAM_END_EVENT) {	/* nothing but comments */
-		yaml_event_delete(&ev);
-		goto out;
-	}
-	yaml_event_delete(&ev);			/* DOCUMENT-START */
-	rc = next_event(&b, &ev);
-	if (rc)
-		goto out;
-	rc = build(&b, &ev, 0, root);
-	if (rc)
-		goto out;
-	rc = next_event(&b, &ev);		/* DOCUMENT-END */
-	if (rc)
-		goto out;
-	yaml_event_delete(&ev);
-	rc = next_event(&b, &ev);
-	if (rc)
-		goto out;
-	if (ev.type == YAML_DOCUMENT_START_EVENT)
-		rc = build_err(&b, &ev.start_mark,
-			       "only one YAML document is allowed in a config file%s", "");
-	yaml_event_delete(&ev);
+	if (!rc)
+		rc = build(&b, &ev, 0, root);
+	if (!rc)
+		rc = skip_event(&b, &type, NULL);	/* DOCUMENT-END */
+	if (!rc)
+		rc = skip_event(&b, &type, &mark);
+	if (!rc && type == YAML_DOCUMENT_START_EVENT)
+		rc = build_err(&b, &mark, "only one YAML document is allowed in a config file%s",
+			       "");
 out:
 	if (rc) {
 		ynode_free(*root);

@@ -2,10 +2,10 @@
  * containers.h - which container, pod and systemd unit a process belongs to.
  *
  * Two sources, cheapest first:
- *  1. /proc/PID/cgroup: the path shapes that kubelet (systemd and cgroupfs
- *     drivers), containerd, CRI-O, docker and podman create give the
- *     container id, runtime, pod UID, QoS class and systemd unit without
- *     asking anyone. Works with no container runtime reachable.
+ *  1. /proc/PID/cgroup (cgroup.h): the path shapes that kubelet (systemd
+ *     and cgroupfs drivers), containerd, CRI-O, docker and podman create
+ *     give the container id, runtime, pod UID, QoS class and systemd unit
+ *     without asking anyone. Works with no container runtime reachable.
  *  2. The container runtime's CRI API (runtime.v1 ListContainers and
  *     ListPodSandbox over gRPC on its unix socket) gives the names users
  *     filter on: namespace, pod, container, image, pod labels; ListImages
@@ -28,42 +28,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "cgroup.h"
 #include "err.h"
 #include "labels.h"
-
-#define CONTAINER_ID_MAX 128
-#define POD_UID_MAX 40
-#define SYSTEMD_UNIT_MAX 256
-
-/* What a cgroup path says; every field "" when unknown. */
-struct cgroup_info {
-	char container_id[CONTAINER_ID_MAX + 1];	/* runtime's id, usually 64 hex */
-	char runtime[16];		/* "containerd", "cri-o", "docker", "podman" or "" */
-	char pod_uid[POD_UID_MAX + 1];	/* with dashes, as the API server shows it */
-	char qos[16];			/* "guaranteed", "burstable", "besteffort" or "" */
-	char systemd_unit[SYSTEMD_UNIT_MAX + 1];	/* "nginx.service", "session-3.scope" */
-	char path[512];			/* the cgroup path the fields came from */
-};
-
-/* One cgroup path ("/kubepods.slice/..."). Returns 0; fields stay "" if unknown. */
-int cgroup_info_from_path(const char *path, struct cgroup_info *ci);
-/*
- * The text of /proc/PID/cgroup (v1 "N:ctrls:/path" lines and/or the v2
- * "0::/path" line): the first line naming a container or pod wins, the
- * unit comes from the v2 or name=systemd line. -EINVAL if no line parses.
- */
-int cgroup_info_from_text(const char *text, size_t len, struct cgroup_info *ci);
-/* Read and parse /proc/PID/cgroup. -ENOENT when the process is gone. */
-int cgroup_info_for_pid(pid_t pid, struct cgroup_info *ci);
-
-/*
- * Add the __meta_* labels a cgroup_info gives: __meta_process_cgroup,
- * __meta_kubernetes_pod_uid, __meta_kubernetes_pod_qos_class,
- * __meta_kubernetes_pod_container_id ("<runtime>://<id>" as Kubernetes
- * writes it, bare id when the runtime is unknown), __meta_container_id,
- * __meta_container_runtime, __meta_systemd_unit. Empty fields add nothing.
- */
-int cgroup_info_meta_labels(const struct cgroup_info *ci, struct pp_labels *out);
 
 /* ---- CRI metadata ----------------------------------------------------------- */
 
@@ -86,14 +53,24 @@ struct containers_stats {
 	char last_error[256];
 };
 
+struct containers_opts {
+	/* a path or "unix://path"; NULL or "" -> cri_socket_detect() (none
+	 * found -> cgroup-only mode); "none" -> CRI disabled */
+	const char *socket;
+	uint64_t ttl_ns;		/* how long the lists are trusted; 0 -> 10 s */
+	uint64_t timeout_ns;		/* per CRI call; 0 -> 2 s */
+};
+
 /*
- * socket: a path or "unix://path"; NULL or "" -> cri_socket_detect() (none
- * found -> cgroup-only mode); "none" -> CRI disabled. ttl_ns: how long the
- * lists are trusted (0 -> 10 s). timeout_ns per call (0 -> 2 s).
- * Never fails because the runtime is down: only on bad arguments / ENOMEM.
+ * o NULL: every default. 0 with *out set (the caller frees it with
+ * containers_free()); or a negative errno-style code with err filled and
+ * *out NULL. Never fails because the runtime is down (it is not called
+ * here): only on a socket path too long, a channel grpc cannot make, or
+ * ENOMEM. No thread is started.
  */
-struct containers *containers_new(const char *socket, uint64_t ttl_ns, uint64_t timeout_ns,
-				  struct pp_err *err);
+int containers_new(const struct containers_opts *o, struct containers **out,
+		   struct pp_err *err);
+/* NULL-safe. */
 void containers_free(struct containers *c);
 
 /*

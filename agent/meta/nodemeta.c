@@ -170,6 +170,42 @@ static int jstring(struct jp *j, char *out, size_t cap, bool *fits)
 static int jskip(struct jp *j);
 
 /*
+ * Enter the object or array at j->p ('{' or '[', closed by `close`): 1
+ * when it is empty (and already left), 0 when a member or element
+ * follows, or -EINVAL when nested too deep.
+ */
+static int jenter(struct jp *j, char close)
+{
+	if (++j->depth > JSON_DEPTH_MAX)
+		return jfail(j, "nested too deep");
+	j->p++;
+	jws(j);
+	if (j->p < j->end && *j->p == close) {
+		j->p++;
+		j->depth--;
+		return 1;
+	}
+	return 0;
+}
+
+/* After a member or element: 1 at ',' (another follows), 0 at `close`
+ * (the object or array is left), else -EINVAL. */
+static int jnext(struct jp *j, char close)
+{
+	jws(j);
+	if (j->p < j->end && *j->p == ',') {
+		j->p++;
+		return 1;
+	}
+	if (j->p < j->end && *j->p == close) {
+		j->p++;
+		j->depth--;
+		return 0;
+	}
+	return jfail(j, close == '}' ? "expected ',' or '}'" : "expected ',' or ']'");
+}
+
+/*
  * An object at j->p: for each member, key decoded into key[LABEL_NAME_MAX]
  * and fn called with j->p at the value, which fn must consume (NULL fn:
  * skip every value).
@@ -181,16 +217,9 @@ static int jobject(struct jp *j, member_fn fn, void *arg)
 	char key[LABEL_NAME_MAX];
 	int r;
 
-	if (++j->depth > JSON_DEPTH_MAX)
-		return jfail(j, "nested too deep");
-	j->p++;	/* '{' */
-	jws(j);
-	if (j->p < j->end && *j->p == '}') {
-		j->p++;
-		j->depth--;
-		return 0;
-	}
-	for (;;) {
+	if ((r = jenter(j, '}')))
+		return r < 0 ? r : 0;
+	do {
 		bool fits;
 		jws(j);
 		if ((r = jstring(j, key, sizeof(key), &fits)))
@@ -202,18 +231,8 @@ static int jobject(struct jp *j, member_fn fn, void *arg)
 		jws(j);
 		if ((r = fn ? fn(j, key, fits, arg) : jskip(j)))
 			return r;
-		jws(j);
-		if (j->p < j->end && *j->p == ',') {
-			j->p++;
-			continue;
-		}
-		if (j->p < j->end && *j->p == '}') {
-			j->p++;
-			j->depth--;
-			return 0;
-		}
-		return jfail(j, "expected ',' or '}'");
-	}
+	} while ((r = jnext(j, '}')) > 0);
+	return r;
 }
 
 static int jskip(struct jp *j)
@@ -227,30 +246,13 @@ static int jskip(struct jp *j)
 	case '{':
 		return jobject(j, NULL, NULL);
 	case '[':
-		if (++j->depth > JSON_DEPTH_MAX)
-			return jfail(j, "nested too deep");
-		j->p++;
-		jws(j);
-		if (j->p < j->end && *j->p == ']') {
-			j->p++;
-			j->depth--;
-			return 0;
-		}
-		for (;;) {
+		if ((r = jenter(j, ']')))
+			return r < 0 ? r : 0;
+		do {
 			if ((r = jskip(j)))
 				return r;
-			jws(j);
-			if (j->p < j->end && *j->p == ',') {
-				j->p++;
-				continue;
-			}
-			if (j->p < j->end && *j->p == ']') {
-				j->p++;
-				j->depth--;
-				return 0;
-			}
-			return jfail(j, "expected ',' or ']'");
-		}
+		} while ((r = jnext(j, ']')) > 0);
+		return r;
 	case '"':
 		return jstring(j, NULL, 0, NULL);
 	default: {
@@ -579,23 +581,27 @@ static bool node_name_ok(const char *n)
 	return strlen(n) <= 253;
 }
 
-struct node_meta *node_meta_new(const char *source, const char *node, struct pp_err *err)
+int node_meta_new(const struct node_meta_opts *o, struct node_meta **out, struct pp_err *err)
 {
+	static const struct node_meta_opts defaults = { 0 };
+	const char *source, *node;
 	struct node_meta *m;
 	pthread_condattr_t ca;
 
+	*out = NULL;
+	if (!o)
+		o = &defaults;
+	source = o->source;
+	node = o->node;
 	if (!source || !*source)
 		source = "auto";
-	if (strcmp(source, "auto") && strcmp(source, "none") && source[0] != '/') {
-		pp_errf(err, -EINVAL, "metadata.node_labels: %s is not auto, none or an absolute "
-			"file path", source);
-		return NULL;
-	}
+	if (strcmp(source, "auto") && strcmp(source, "none") && source[0] != '/')
+		return pp_errf(err, -EINVAL, "metadata.node_labels: %s is not auto, none or an "
+			       "absolute file path", source);
 	m = calloc(1, sizeof(*m));
 	if (!m || !(m->node = strdup(node ? node : ""))) {
 		free(m);
-		pp_errf(err, -ENOMEM, "out of memory");
-		return NULL;
+		return pp_errf(err, -ENOMEM, "out of memory");
 	}
 	pthread_mutex_init(&m->mu, NULL);
 	pthread_condattr_init(&ca);
@@ -603,23 +609,22 @@ struct node_meta *node_meta_new(const char *source, const char *node, struct pp_
 	pthread_cond_init(&m->cv, &ca);
 	pthread_condattr_destroy(&ca);
 	if (!strcmp(source, "none"))
-		return m;
+		goto done;
 	if (source[0] == '/') {
 		if (!(m->file = strdup(source))) {
 			node_meta_free(m);
-			pp_errf(err, -ENOMEM, "out of memory");
-			return NULL;
+			return pp_errf(err, -ENOMEM, "out of memory");
 		}
 	} else {
 		const char *host = getenv("KUBERNETES_SERVICE_HOST");
 		const char *port = getenv("KUBERNETES_SERVICE_PORT");
 		const char *sa = getenv("PUSHPROF_SERVICEACCOUNT_DIR");
 		if (!host || !*host)
-			return m;	/* not in a pod: no API server to ask */
+			goto done;	/* not in a pod: no API server to ask */
 		if (!node_name_ok(m->node)) {
 			pp_log(PP_WARN, "node labels: the node name is not a Kubernetes node name, "
 			       "not asking the API server", "node=%s", pp_q(m->node));
-			return m;
+			goto done;
 		}
 		bool v6 = strchr(host, ':') != NULL;
 		snprintf(m->url, sizeof(m->url), "https://%s%.200s%s:%.10s/api/v1/nodes/%s",
@@ -633,19 +638,17 @@ struct node_meta *node_meta_new(const char *source, const char *node, struct pp_
 			pp_log(PP_INFO, "node labels off: no service account token mounted",
 			       "path=%s", pp_q(tok));
 			m->url[0] = '\0';
-			return m;
+			goto done;
 		}
 		if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
 			node_meta_free(m);
-			pp_errf(err, -EIO, "libcurl initialisation failed");
-			return NULL;
+			return pp_errf(err, -EIO, "libcurl initialisation failed");
 		}
 	}
 	m->active = true;
 	if (pthread_create(&m->th, NULL, refresher, m)) {
 		node_meta_free(m);
-		pp_errf(err, -EAGAIN, "cannot start the node labels thread");
-		return NULL;
+		return pp_errf(err, -EAGAIN, "cannot start the node labels thread");
 	}
 	m->started = true;
 	/* the first profiles should carry the labels: wait a little for them */
@@ -656,7 +659,9 @@ struct node_meta *node_meta_new(const char *source, const char *node, struct pp_
 	while (!m->first_done && pthread_cond_timedwait(&m->cv, &m->mu, &until) != ETIMEDOUT)
 		;
 	pthread_mutex_unlock(&m->mu);
-	return m;
+done:
+	*out = m;
+	return 0;
 }
 
 void node_meta_free(struct node_meta *m)

@@ -36,13 +36,23 @@
 
 struct node_meta;
 
+struct node_meta_opts {
+	const char *source;		/* "auto", "none", or an absolute file path (see
+					 * above); NULL or "" -> "auto" */
+	const char *node;		/* the node's name (config `node`, default
+					 * $NODE_NAME); NULL -> "" */
+};
+
 /*
- * source: "auto", "none", or an absolute file path (see above); node: the
- * node's name (config `node`, default $NODE_NAME). NULL with err only on
- * bad arguments or ENOMEM; an unreachable source is not an error here.
+ * o NULL: every default. 0 with *out set (the caller frees it with
+ * node_meta_free()); or a negative errno-style code with err filled and
+ * *out NULL, only on a bad source (-EINVAL), -ENOMEM, a libcurl that will
+ * not initialise (-EIO) or a thread that will not start (-EAGAIN): an
+ * unreachable source is not an error here. With a source active it starts
+ * the refresher thread and waits up to 3 s for its first read.
  */
-struct node_meta *node_meta_new(const char *source, const char *node, struct pp_err *err);
-/* Stops the thread (a fetch in flight is cut short). NULL is fine. */
+int node_meta_new(const struct node_meta_opts *o, struct node_meta **out, struct pp_err *err);
+/* Stops the thread (a fetch in flight is cut short). NULL-safe. */
 void node_meta_free(struct node_meta *m);
 
 /* Add __meta_kubernetes_node_name (when a source is active) and

@@ -88,7 +88,10 @@ struct relabel_fault {
 
 struct relabel;				/* opaque: compiled rules */
 
-struct relabel *relabel_new(void);
+/* No rules yet (relabel_apply() with none only strips the "__" labels).
+ * 0 with *out set (the caller frees it with relabel_free()); or -ENOMEM
+ * with err filled and *out NULL. */
+int relabel_new(struct relabel **out, struct pp_err *err);
 /* Validate and compile one rule, appended after the existing ones. On
  * failure err says why (without a position) and *fault (optional) which key. */
 int relabel_add(struct relabel *r, const struct relabel_rule_spec *spec, struct pp_err *err,

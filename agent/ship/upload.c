@@ -217,9 +217,9 @@ int uploader_new(const struct uploader_opts *opts, struct uploader **out, struct
 		.tls = !rs->insecure, .ca_file = rs->ca_file, .cert_file = rs->cert_file,
 		.key_file = rs->key_file, .skip_verify = rs->insecure_skip_verify,
 		.server_name = rs->server_name, .own_retries = true, .what = "remote_store",
+		.target = u->target,
 	};
-	u->channel = grpcc_channel_new(u->target, &o, err);
-	if (!u->channel)
+	if (grpcc_channel_new(&o, &u->channel, err))
 		goto fail;
 	*out = u;
 	return 0;

@@ -36,7 +36,7 @@ static int on_rec(void *ctx, void *data, size_t size)
 	return 0;
 }
 
-int procev_open(struct procev **out, struct pp_err *err)
+int procev_new(struct procev **out, struct pp_err *err)
 {
 	struct procev *p = calloc(1, sizeof(*p));
 	int rc;

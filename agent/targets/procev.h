@@ -22,7 +22,12 @@ enum procev_kind { PROCEV_KIND_FORK = 1, PROCEV_KIND_EXEC = 2, PROCEV_KIND_COMM 
 
 struct procev;
 
-int procev_open(struct procev **out, struct pp_err *err);
+/* Loads and attaches the BPF programs (they run from then on; events wait
+ * in the ring for procev_drain(), no thread). 0 with *out set (the caller
+ * frees it with procev_free()); or a negative errno-style code with err
+ * filled and *out NULL (no BPF, not allowed, out of memory). */
+int procev_new(struct procev **out, struct pp_err *err);
+/* Detaches the programs. NULL-safe. */
 void procev_free(struct procev *p);
 
 typedef void (*procev_fn)(enum procev_kind kind, pid_t tgid, void *arg);

@@ -90,19 +90,22 @@ static int reevaluate(struct targets *t, struct target_proc *p, targets_change_f
 	return 0;
 }
 
-struct targets *targets_new(const struct target_config *entries, size_t n)
+int targets_new(const struct targets_opts *o, struct targets **out, struct pp_err *err)
 {
 	struct targets *t = calloc(1, sizeof(*t));
+
+	*out = NULL;
 	if (!t)
-		return NULL;
-	t->entries = entries;
-	t->nentries = n;
+		return pp_errf(err, -ENOMEM, "out of memory");
+	t->entries = o ? o->entries : NULL;
+	t->nentries = o && o->entries ? o->nentries : 0;
 	t->ev_fd = -1;
 	t->recheck_ns = RECHECK_NS;
-	for (size_t i = 0; i < n; i++)
-		if (entries[i].cgroup || entries[i].cgroup_regex)
+	for (size_t i = 0; i < t->nentries; i++)
+		if (t->entries[i].cgroup || t->entries[i].cgroup_regex)
 			t->need_cgroups = true;
-	return t;
+	*out = t;
+	return 0;
 }
 
 static void proc_clear(struct target_proc *p)
@@ -604,15 +607,10 @@ int targets_event(struct targets *t, pid_t pid, uint64_t now_ns, targets_change_
 	for (size_t i = t->npending; i > 0 && i + 8 > t->npending; i--)
 		if (t->pending[i - 1] == pid)
 			return 0;	/* fork then exec: once is enough */
-	if (t->npending == t->pending_cap) {
-		size_t cap = t->pending_cap ? t->pending_cap * 2 : 256;
-		pid_t *v = cap <= PENDING_MAX ? realloc(t->pending, cap * sizeof(*v)) : NULL;
-		if (!v) {
-			t->recheck_all = true;	/* the next scan reads everyone */
-			return 0;
-		}
-		t->pending = v;
-		t->pending_cap = cap;
+	if (t->npending >= PENDING_MAX ||
+	    pp_grow(&t->pending, &t->pending_cap, t->npending + 1, sizeof(*t->pending), 256)) {
+		t->recheck_all = true;	/* the next scan reads everyone */
+		return 0;
 	}
 	t->pending[t->npending++] = pid;
 	return 0;

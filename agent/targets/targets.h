@@ -53,8 +53,18 @@ struct target_facts {
 
 struct targets;
 
-/* entries must outlive the targets (they are the config's). */
-struct targets *targets_new(const struct target_config *entries, size_t n);
+struct targets_opts {
+	/* the config's `targets:` entries (they must outlive the targets);
+	 * none (NULL or 0): the whole host */
+	const struct target_config *entries;
+	size_t nentries;
+};
+
+/* o NULL: the whole host. 0 with *out set (the caller frees it with
+ * targets_free()); or -ENOMEM with err filled and *out NULL. Reads
+ * nothing yet: the first targets_scan() lists /proc. */
+int targets_new(const struct targets_opts *o, struct targets **out, struct pp_err *err);
+/* NULL-safe; closes the process-event socket. */
 void targets_free(struct targets *t);
 
 bool targets_whole_host(const struct targets *t);

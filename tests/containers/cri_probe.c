@@ -49,14 +49,17 @@ int main(int argc, char **argv)
 			fprintf(stderr, "relabel: %s\n", f ? err.msg : "cannot open");
 			return 2;
 		}
-		rl = cfg.relabel ? cfg.relabel : relabel_new();
+		rl = cfg.relabel;
+		if (!rl)
+			relabel_new(&rl, NULL);	/* NULL (out of memory) applies no rules */
 		cfg.relabel = NULL;
 		config_free(&cfg);
 	}
 	uint64_t ttl = argc > 3 ? strtoull(argv[3], NULL, 10) * 1000000ull : 0;
 	const char *sock = !strcmp(argv[1], "auto") ? NULL : argv[1];
-	struct containers *c = containers_new(sock, ttl, 0, &err);
-	if (!c) {
+	struct containers_opts co = { .socket = sock, .ttl_ns = ttl };
+	struct containers *c;
+	if (containers_new(&co, &c, &err)) {
 		fprintf(stderr, "containers_new: %s\n", err.msg);
 		return 2;
 	}

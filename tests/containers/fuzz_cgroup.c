@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "containers.h"
+#include "cgroup.h"
 #include "tests/lib/fuzz.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -111,10 +111,11 @@ static void reuse_case(int how)
 	struct calls c = { 0 };
 	const char *what = how ? "scan" : "event";
 
-	char why[200];
-	CHECK(pp_regex_compile(&e.exe_re, e.exe_regex, 0, why, sizeof(why)) == 0, "compile: %s",
-	      why);
-	struct targets *t = targets_new(&e, 1);
+	struct pp_regex_opts ro = { .src = e.exe_regex };
+	CHECK(pp_regex_new(&ro, &e.exe_re, &err) == 0, "compile: %s", err.msg);
+	struct targets_opts to = { .entries = &e, .nentries = 1 };
+	struct targets *t;
+	targets_new(&to, &t, &err);
 	pid_t a = start_sleep();
 	CHECK(t && a > 0, "%s: start A", what);
 	if (!t || a <= 0)

@@ -32,7 +32,9 @@ static struct relabel *load(const char *y, size_t len, struct pp_err *err)
 	memcpy(buf, key, sizeof(key) - 1);
 	memcpy(buf + sizeof(key) - 1, y, len);
 	if (config_parse(buf, sizeof(key) - 1 + len, "fuzz", &c, err) == 0) {
-		r = c.relabel ? c.relabel : relabel_new();
+		r = c.relabel;
+		if (!r)
+			relabel_new(&r, NULL);	/* NULL (out of memory) applies no rules */
 		c.relabel = NULL;
 		config_free(&c);
 	}

@@ -44,8 +44,8 @@ int main(void)
 		unescape(pat);
 		unescape(subj);
 		struct pp_regex *re;
-		char why[300];
-		if (pp_regex_compile(&re, pat, line[0] == 'F' ? PP_REGEX_FULL : 0, why, sizeof(why))) {
+		struct pp_regex_opts ro = { .src = pat, .flags = line[0] == 'F' ? PP_REGEX_FULL : 0 };
+		if (pp_regex_new(&ro, &re, NULL)) {
 			puts("ERR");
 			continue;
 		}

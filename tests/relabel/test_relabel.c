@@ -211,7 +211,9 @@ static struct relabel *load_rules(const char *yaml, const char *name, struct pp_
 		return NULL;
 	}
 	free(buf);
-	r = c.relabel ? c.relabel : relabel_new();
+	r = c.relabel;
+	if (!r)
+		relabel_new(&r, NULL);	/* NULL (out of memory) applies no rules */
 	c.relabel = NULL;
 	config_free(&c);
 	return r;
@@ -491,12 +493,14 @@ static void run_md5(void)
 static void run_limits(void)
 {
 	struct pp_regex *re = NULL;
-	char why[200], val[4096];
+	struct pp_err rerr = { 0 };
+	char val[4096];
 	struct timespec t0, t1;
 
 	memset(val, 'a', sizeof(val) - 1);
 	val[sizeof(val) - 1] = '\0';
-	CHECK(pp_regex_compile(&re, "(a|aa)*[bc]", PP_REGEX_FULL, why, sizeof(why)) == 0, "%s", why);
+	struct pp_regex_opts ro = { .src = "(a|aa)*[bc]", .flags = PP_REGEX_FULL };
+	CHECK(pp_regex_new(&ro, &re, &rerr) == 0, "%s", rerr.msg);
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	int rc = pp_regex_match(re, val, 64, NULL, 0);
 	int rc2 = pp_regex_match(re, val, sizeof(val) - 1, NULL, 0);
@@ -526,10 +530,11 @@ static void run_spec(void)
 					  .regex = "prod|staging", .action = "keep" };
 	struct relabel_rule_spec ren = { .source_labels = src, .nsource_labels = 1,
 					 .target_label = "namespace" };
-	struct relabel *r = relabel_new();
+	struct relabel *r;
 	struct pp_err err = { 0 };
 	struct pp_labels l = { 0 };
 
+	CHECK(relabel_new(&r, &err) == 0, "relabel_new: %s", err.msg);
 	CHECK(relabel_add(r, &keep, &err, NULL) == 0, "spec keep: %s", err.msg);
 	CHECK(relabel_add(r, &ren, &err, NULL) == 0, "spec replace: %s", err.msg);
 	CHECK(relabel_count(r) == 2, "count");
