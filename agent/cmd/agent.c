@@ -37,8 +37,6 @@
 #include "debuginfo.h"
 #include "frameless.h"
 #include "cpu_profile.h"
-#include "gobin.h"
-#include "goheap.h"
 #include "gotrack.h"
 #include "http.h"
 #include "log.h"
