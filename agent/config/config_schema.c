@@ -209,6 +209,22 @@ static int f_headers(struct ctx *x, const struct ynode *v, void *base, const cha
 	return 0;
 }
 
+/* A list of at most MAX_LIST_ITEMS `what` ("process ids"): 1, 0 for null
+ * (nothing to read), or the error. */
+static int want_list(struct ctx *x, const struct ynode *v, const char *path, const char *what)
+{
+	char b[64];
+
+	if (is_null(v))
+		return 0;
+	if (v->kind != Y_SEQ)
+		return errat(x, v, "%s: expected a list of %s, got %s", path, what,
+			     show(v, b, sizeof(b)));
+	if (v->n > MAX_LIST_ITEMS)
+		return errat(x, v, "%s: more than %u entries", path, MAX_LIST_ITEMS);
+	return 1;
+}
+
 /* --- targets --------------------------------------------------------- */
 
 struct target_tmp {
@@ -219,15 +235,11 @@ struct target_tmp {
 static int f_pids(struct ctx *x, const struct ynode *v, void *base, const char *path)
 {
 	struct target_config *t = base;
-	char sub[200], b[64];
+	char sub[200];
+	int lr = want_list(x, v, path, "process ids");
 
-	if (is_null(v))
-		return 0;
-	if (v->kind != Y_SEQ)
-		return errat(x, v, "%s: expected a list of process ids, got %s", path,
-			     show(v, b, sizeof(b)));
-	if (v->n > MAX_LIST_ITEMS)
-		return errat(x, v, "%s: more than %u entries", path, MAX_LIST_ITEMS);
+	if (lr <= 0)
+		return lr;
 	if (!v->n)
 		return errat(x, v, "%s: empty list (omit the key instead)", path);
 	t->pids = calloc(v->n, sizeof(*t->pids));
@@ -288,14 +300,10 @@ static int f_targets(struct ctx *x, const struct ynode *v, void *base, const cha
 {
 	struct config *c = base;
 	char sub[200], b[64];
+	int lr = want_list(x, v, path, "target selectors");
 
-	if (is_null(v))
-		return 0;
-	if (v->kind != Y_SEQ)
-		return errat(x, v, "%s: expected a list of target selectors, got %s", path,
-			     show(v, b, sizeof(b)));
-	if (v->n > MAX_LIST_ITEMS)
-		return errat(x, v, "%s: more than %u entries", path, MAX_LIST_ITEMS);
+	if (lr <= 0)
+		return lr;
 	if (!v->n)
 		return 0;
 	c->targets = calloc(v->n, sizeof(*c->targets));
@@ -426,16 +434,12 @@ static int relabel_entry(struct ctx *x, const struct ynode *e, const char *sub,
 static int f_relabel(struct ctx *x, const struct ynode *v, void *base, const char *path)
 {
 	struct config *cfg = base;
-	char sub[200], b[64];
+	char sub[200];
 	int first = 0;
+	int lr = want_list(x, v, path, "relabel rules");
 
-	if (is_null(v))
-		return 0;
-	if (v->kind != Y_SEQ)
-		return errat(x, v, "%s: expected a list of relabel rules, got %s", path,
-			     show(v, b, sizeof(b)));
-	if (v->n > MAX_LIST_ITEMS)
-		return errat(x, v, "%s: more than %u entries", path, MAX_LIST_ITEMS);
+	if (lr <= 0)
+		return lr;
 	if (!cfg->relabel && relabel_new(&cfg->relabel, NULL))
 		return -ENOMEM;
 	for (size_t i = 0; i < v->n; i++) {

@@ -103,6 +103,26 @@ static int cri_call(struct containers *c, const char *method, const ProtobufCMes
 	return 0;
 }
 
+/* One CRI call and its response unpacked with desc into *resp (the caller
+ * frees it with protobuf_c_message_free_unpacked()). 0, or the call's error
+ * or -EPROTO for a response that does not unpack, with err set. */
+static int cri_rpc(struct containers *c, const char *method, const ProtobufCMessage *req,
+		   const ProtobufCMessageDescriptor *desc, void **resp, struct pp_err *err)
+{
+	uint8_t *buf;
+	size_t len;
+	int rc = cri_call(c, method, req, &buf, &len, err);
+
+	*resp = NULL;
+	if (rc)
+		return rc;
+	*resp = protobuf_c_message_unpack(desc, NULL, len, buf);
+	free(buf);
+	if (!*resp)
+		return pp_errf(err, -EPROTO, "%s: malformed response", strrchr(method, '/') + 1);
+	return 0;
+}
+
 static void free_lists(struct cri_ctr *ctrs, size_t nctrs, struct cri_pod *pods, size_t npods)
 {
 	for (size_t i = 0; i < nctrs; i++) {
@@ -150,18 +170,15 @@ static int fetch_version(struct containers *c, struct pp_err *err)
 {
 	Runtime__V1__VersionRequest req = RUNTIME__V1__VERSION_REQUEST__INIT;
 	Runtime__V1__VersionResponse *vr;
-	uint8_t *buf;
-	size_t len;
+	void *m;
 	int rc;
 
 	req.version = "v1";
-	rc = cri_call(c, "/runtime.v1.RuntimeService/Version", &req.base, &buf, &len, err);
+	rc = cri_rpc(c, "/runtime.v1.RuntimeService/Version", &req.base,
+		     &runtime__v1__version_response__descriptor, &m, err);
 	if (rc)
 		return rc;
-	vr = runtime__v1__version_response__unpack(NULL, len, buf);
-	free(buf);
-	if (!vr)
-		return pp_errf(err, -EPROTO, "Version: malformed response");
+	vr = m;
 	snprintf(c->st.runtime_name, sizeof(c->st.runtime_name), "%s", vr->runtime_name);
 	snprintf(c->st.runtime_version, sizeof(c->st.runtime_version), "%s",
 		 vr->runtime_version);
@@ -212,22 +229,15 @@ static void resolve_images(struct containers *c, struct cri_ctr *ctrs, size_t n)
 	Runtime__V1__ListImagesRequest req = RUNTIME__V1__LIST_IMAGES_REQUEST__INIT;
 	Runtime__V1__ListImagesResponse *r;
 	struct pp_err err = { 0 };
-	uint8_t *buf;
-	size_t len;
+	void *m;
 
-	if (cri_call(c, "/runtime.v1.ImageService/ListImages", &req.base, &buf, &len, &err)) {
+	if (cri_rpc(c, "/runtime.v1.ImageService/ListImages", &req.base,
+		    &runtime__v1__list_images_response__descriptor, &m, &err)) {
 		c->st.errors++;
 		snprintf(c->st.last_error, sizeof(c->st.last_error), "%.255s", err.msg);
 		return;
 	}
-	r = runtime__v1__list_images_response__unpack(NULL, len, buf);
-	free(buf);
-	if (!r) {
-		c->st.errors++;
-		snprintf(c->st.last_error, sizeof(c->st.last_error),
-			 "ListImages: malformed response");
-		return;
-	}
+	r = m;
 	for (size_t i = 0; i < n; i++) {
 		if (ctrs[i].image[0] || !ctrs[i].image_id[0])
 			continue;
@@ -260,8 +270,7 @@ static int refresh_locked(struct containers *c, struct pp_err *uerr)
 	struct cri_pod *pods = NULL;
 	struct cri_ctr *ctrs = NULL;
 	size_t npods = 0, nctrs = 0, unnamed = 0;
-	uint8_t *buf = NULL;
-	size_t len;
+	void *m;
 	int rc;
 
 	c->last_attempt_ns = pp_mono_ns();
@@ -270,26 +279,16 @@ static int refresh_locked(struct containers *c, struct pp_err *uerr)
 		if (rc)
 			goto fail;
 	}
-	rc = cri_call(c, "/runtime.v1.RuntimeService/ListPodSandbox", &preq.base, &buf, &len, err);
+	rc = cri_rpc(c, "/runtime.v1.RuntimeService/ListPodSandbox", &preq.base,
+		     &runtime__v1__list_pod_sandbox_response__descriptor, &m, err);
 	if (rc)
 		goto fail;
-	pr = runtime__v1__list_pod_sandbox_response__unpack(NULL, len, buf);
-	free(buf);
-	buf = NULL;
-	if (!pr) {
-		rc = pp_errf(err, -EPROTO, "ListPodSandbox: malformed response");
-		goto fail;
-	}
-	rc = cri_call(c, "/runtime.v1.RuntimeService/ListContainers", &creq.base, &buf, &len, err);
+	pr = m;
+	rc = cri_rpc(c, "/runtime.v1.RuntimeService/ListContainers", &creq.base,
+		     &runtime__v1__list_containers_response__descriptor, &m, err);
 	if (rc)
 		goto fail;
-	cr = runtime__v1__list_containers_response__unpack(NULL, len, buf);
-	free(buf);
-	buf = NULL;
-	if (!cr) {
-		rc = pp_errf(err, -EPROTO, "ListContainers: malformed response");
-		goto fail;
-	}
+	cr = m;
 
 	pods = calloc(pr->n_items ? pr->n_items : 1, sizeof(*pods));
 	ctrs = calloc(cr->n_containers ? cr->n_containers : 1, sizeof(*ctrs));
@@ -356,7 +355,6 @@ static int refresh_locked(struct containers *c, struct pp_err *uerr)
 oom:
 	rc = pp_errf(err, -ENOMEM, "out of memory");
 fail:
-	free(buf);
 	free_lists(ctrs, nctrs, pods, npods);
 	if (pr)
 		runtime__v1__list_pod_sandbox_response__free_unpacked(pr, NULL);
