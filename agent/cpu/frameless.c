@@ -19,6 +19,7 @@
 #include "cpu.h"
 #include "ehframe.h"
 #include "elffile.h"
+#include "elfshare.h"
 #include "elfsym.h"
 #include "gopclntab.h"
 #include "log.h"
@@ -61,6 +62,11 @@ struct fl_bin {
 	uint64_t switch_ret[2];		/* link-time g0 switch return sites, 0: none */
 	uint64_t mid_lo, mid_hi;	/* link-time span of the mid-stack rule (bpf/cpu_abi.h) */
 	uint64_t used;			/* last use (tick), for eviction */
+	/* The executable's symbols, held while the bin has a table: the
+	 * symbolizer and gobin, which load the same file for the same
+	 * processes, take this copy instead of loading their own
+	 * (elfshare.h). NULL without a table. */
+	struct elfsym *e;
 };
 
 struct fl_pid {
@@ -112,6 +118,8 @@ void frameless_free(struct frameless *f)
 	for (size_t i = 0; i < f->npids; i++)
 		if (f->pids[i].installed)
 			cpu_sampler_fl_del(f->cpu, f->pids[i].pid);
+	for (size_t i = 0; i < f->nbins; i++)
+		elfsym_free(f->bins[i].e);
 	free(f->pids);
 	free(f);
 }
@@ -171,6 +179,7 @@ static void bin_drop(struct frameless *f, int i)
 {
 	/* entries of pids point at bins by index: move the last one here */
 	size_t last = f->nbins - 1;
+	elfsym_free(f->bins[i].e);
 	if ((size_t)i != last) {
 		f->bins[i] = f->bins[last];
 		for (size_t p = 0; p < f->npids; p++)
@@ -561,12 +570,13 @@ static bool bin_room(struct frameless *f)
  * (idle executables' bitmaps make way when the pool is full). Fills nb;
  * nb->have says whether it got a table. Negative errno only for ENOMEM.
  */
-static int bin_analyse(struct frameless *f, const struct elffile *ef, const char *exe,
-		       struct fl_bin *nb)
+static int bin_analyse(struct frameless *f, const struct elffile *ef, const struct stat *st,
+		       const char *exe, struct fl_bin *nb)
 {
 	struct elfsym *e = NULL;
+	struct elfsym_id id = elfshare_id(st);
 	uint64_t t0 = (pp_mono_ns() / 1000);
-	if (!ef || elfsym_load_file(ef, &e, NULL) < 0 || (!e->pcln && !f->c_tables)) {
+	if (!ef || elfshare_load(ef, &id, &e, NULL) < 0 || (!e->pcln && !f->c_tables)) {
 		elfsym_free(e);
 		return 0;	/* unreadable, or not Go with C tables off: remembered as such */
 	}
@@ -588,8 +598,8 @@ static int bin_analyse(struct frameless *f, const struct elffile *ef, const char
 		r = 0;
 		cause = "no_text_segment";
 	}
-	elfsym_free(e);
 	if (r <= 0) {
+		elfsym_free(e);
 		free(bits);
 		free(ent);
 		nb->nwords = nb->ntab = 0;
@@ -610,6 +620,7 @@ static int bin_analyse(struct frameless *f, const struct elffile *ef, const char
 		bin_drop(f, v);
 	}
 	if (at == UINT32_MAX || tab == UINT32_MAX) {
+		elfsym_free(e);
 		free(bits);
 		free(ent);
 		skipped("pool_full");
@@ -624,6 +635,7 @@ static int bin_analyse(struct frameless *f, const struct elffile *ef, const char
 	free(bits);
 	free(ent);
 	if (r < 0) {
+		elfsym_free(e);
 		skipped("map_error");
 		pp_log(PP_WARN, "frameless code not marked: BPF map update failed",
 		       "exe=%s error=%s", pp_q(exe), pp_q(strerror(-r)));
@@ -633,6 +645,7 @@ static int bin_analyse(struct frameless *f, const struct elffile *ef, const char
 	nb->word = at;
 	nb->tab = tab;
 	nb->have = true;
+	nb->e = e;
 	pp_log(PP_DEBUG, "frameless table loaded", "exe=%s word=%u words=%u tab=%u entries=%u ms=%.1f",
 	       pp_q(exe), at, nb->nwords, tab, nent, (double)((pp_mono_ns() / 1000) - t0) / 1000.0);
 	return 0;
@@ -647,11 +660,12 @@ static int bin_new(struct frameless *f, const struct elffile *ef, const struct s
 		skipped("executables_full");	/* before the work, not after */
 		return -ENOSPC;
 	}
-	int r = bin_analyse(f, ef, exe, &nb);
+	int r = bin_analyse(f, ef, st, exe, &nb);
 	if (r < 0)
 		return r;
 	/* after the analysis: its evictions may have made room */
 	if (!bin_room(f)) {
+		elfsym_free(nb.e);
 		skipped("executables_full");
 		return -ENOSPC;	/* nb's words are in no bin: free again */
 	}

@@ -3,7 +3,8 @@
  * variables (symtab or decoded from code), load bias, symbolization, and
  * the opt-in MemProfileRate write. The file is opened and parsed once by
  * elffile.c (labels: build ids, Go version, as every module reports them)
- * and its symbols loaded by elfsym.c from that same parse.
+ * and its symbols loaded by elfsym.c from that same parse, or borrowed
+ * from another module that loaded them already (elfshare.h).
  */
 #include "gobin.h"
 
@@ -19,6 +20,7 @@
 #include <unistd.h>
 
 #include "elffile.h"
+#include "elfshare.h"
 #include "elfsym.h"
 #include "gobucket.h"
 #include "gopclntab.h"
@@ -356,8 +358,11 @@ int gobin_open(const char *path, struct gobin **out, struct pp_err *err)
 		rc = pp_errf(err, -ENOEXEC, "%s: not a Go program", path);
 		goto fail;
 	}
-	/* Symbolization; failure leaves the gobin usable for reading. */
-	if (elfsym_load_file(ef, &g->impl->es, NULL) == 0)
+	/* Symbolization; failure leaves the gobin usable for reading. The
+	 * symbols are the ones the symbolizer and the leaf tables hold for
+	 * this very file when they do (elfshare.h): one copy. */
+	struct elfsym_id id = elfshare_id(&st);
+	if (elfshare_load(ef, &id, &g->impl->es, NULL) == 0)
 		g->has_pclntab = g->impl->es->pcln != NULL;
 	vars_from_symtab(g, ef);
 	if (g->vars.source == GOBIN_VARS_NONE && ef->e_machine == EM_X86_64)

@@ -3,7 +3,9 @@
  * out of an elffile (elffile.c opens, validates and reads the file).
  */
 #include "elfsym.h"
+#include "elfshare.h"
 #include "grow.h"
+#include "metrics.h"
 
 #include <errno.h>
 #include <elf.h>
@@ -391,13 +393,15 @@ int elfsym_load_file(const struct elffile *f, struct elfsym **out, struct pp_err
 		elfsym_free(e);
 		return pp_errf(err, rc, "elf: reading symbol table failed");
 	}
+	metric_inc("pushprof_elf_symbols_loaded_total",
+		   "Symbol tables and Go pclntabs copied out of an ELF file (elfsym.c).", NULL, 1);
 	*out = e;
 	return 0;
 }
 
 void elfsym_free(struct elfsym *e)
 {
-	if (!e)
+	if (!e || (e->shared && !elfshare_release(e)))
 		return;
 	gopcln_close(e->pcln);
 	free(e->pcln_buf);

@@ -21,6 +21,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "elffile.h"
+#include "elfshare.h"
 #include "elfsym.h"
 #include "fileutil.h"
 #include "gopclntab.h"
@@ -384,13 +386,28 @@ static void fentry_load(struct symbolizer *s, struct fentry *f, pid_t pid, const
 	f->loaded_ms = f->checked_ms = now;
 	char why[256] = "";
 	struct stat st;
-	int fd = open_mapped(pid, m, &st, why, sizeof(why));
 	struct pp_err err = { 0 };
-	if (fd >= 0) {
+	/* another module (frameless, gobin) may hold this very file's symbols
+	 * (elfshare.h): then no open and no parse. The stat of map_files names
+	 * the mapped file exactly as the open below would */
+	char p[128];
+	struct elfsym_id id;
+	map_files_path(p, sizeof(p), pid, m);
+	if (stat(p, &st) == 0 && (uint64_t)st.st_ino == m->inode && S_ISREG(st.st_mode)) {
+		id = elfshare_id(&st);
+		f->e = elfshare_find(&id);
+	}
+	int fd = f->e ? -1 : open_mapped(pid, m, &st, why, sizeof(why));
+	if (f->e || fd >= 0) {
 		f->size = st.st_size;
 		f->mtime_ns = mtime_ns(&st);
-		if (elfsym_load_fd(fd, &f->e, &err) < 0)
+	}
+	if (fd >= 0) {
+		struct elffile *ef = NULL;
+		id = elfshare_id(&st);
+		if (elffile_open_fd(fd, &ef, &err) < 0 || elfshare_load(ef, &id, &f->e, &err) < 0)
 			snprintf(why, sizeof(why), "%.250s", err.msg);
+		elffile_close(ef);
 		close(fd);
 	}
 	if (f->e && f->e->bytes > s->o.max_bytes) {
