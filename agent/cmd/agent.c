@@ -340,7 +340,7 @@ static int http_snapshot(void *arg, pid_t pid, const char *view_s, uint8_t **out
 		return 403;
 	}
 	goheap_view_parse(view_s, &view);
-	int rc = gobin_open_pid(pid, &g, &err);
+	int rc = gobin_new(&(struct gobin_opts){ .pid = pid }, &g, &err);
 	if (rc == 0) {
 		struct goheap_snapshot_opts o = {
 			.view = view,
@@ -734,11 +734,10 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 	 * whole host needs no filter updates: labels are read per window.
 	 */
 	if (cfg->go_heap.enabled) {
-		a.go = gotrack_new(cfg, &(struct pp_reporter){ report_profile, &a });
-		if (!a.go) {
-			r = pp_errf(err, -ENOMEM, "out of memory");
+		struct gotrack_opts gto = { .cfg = cfg, .rep = { report_profile, &a } };
+		r = gotrack_new(&gto, &a.go, err);
+		if (r < 0)
 			goto out;
-		}
 	}
 	if (a.go && cfg->go_heap.on_oom) {
 		struct oom_watch_opts oo = {

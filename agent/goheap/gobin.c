@@ -297,7 +297,7 @@ static void vars_from_code(struct gobin *g, const struct elffile *ef)
 
 #define GOBIN_MAX_FILE (4ull << 30)
 
-int gobin_open(const char *path, struct gobin **out, struct pp_err *err)
+static int open_path(const char *path, struct gobin **out, struct pp_err *err)
 {
 	int rc;
 	*out = NULL;
@@ -392,7 +392,7 @@ int gobin_share(const struct gobin *g, pid_t pid, struct gobin **out, struct pp_
 		return pp_errf(err, rc == -ESRCH ? -ESRCH : rc, "pid %d: %s", (int)pid,
 			       rc == -ESRCH ? "no such process" : strerror(-rc));
 	/* The very file g analyzed (stat through /proc/PID/exe gives the
-	 * identity gobin_open() recorded), not just the same path. */
+	 * identity gobin_new() recorded), not just the same path. */
 	char link[64];
 	struct stat st;
 	snprintf(link, sizeof(link), "/proc/%d/exe", (int)pid);
@@ -550,7 +550,7 @@ static bool is_kernel_thread(pid_t pid)
 	       (st.flags & 0x00200000UL);	/* PF_KTHREAD */
 }
 
-int gobin_open_pid(pid_t pid, struct gobin **out, struct pp_err *err)
+static int open_pid(pid_t pid, struct gobin **out, struct pp_err *err)
 {
 	char path[64], exe[4096];
 	int rc;
@@ -572,7 +572,7 @@ int gobin_open_pid(pid_t pid, struct gobin **out, struct pp_err *err)
 		return pp_errf(err, rc, "pid %d: cannot read /proc/%d/exe: %s", (int)pid, (int)pid,
 			       strerror(-rc));
 	struct gobin *g;
-	rc = gobin_open(path, &g, err);
+	rc = open_path(path, &g, err);
 	if (rc == -ENOENT) {
 		pp_err_clear(err);
 		return pp_errf(err, -ESRCH, "pid %d: no such process (or a kernel thread)", (int)pid);
@@ -671,4 +671,14 @@ size_t gobin_symbolize(const struct gobin *g, uint64_t pc, struct gobin_frame *f
 	for (size_t i = 0; i < n; i++)
 		frames[i].entry += g->bias;
 	return n;
+}
+
+int gobin_new(const struct gobin_opts *o, struct gobin **out, struct pp_err *err)
+{
+	*out = NULL;
+	if (o && o->path)
+		return open_path(o->path, out, err);
+	if (o && o->pid > 0)
+		return open_pid(o->pid, out, err);
+	return pp_errf(err, -EINVAL, "gobin: no path or pid given");
 }

@@ -114,7 +114,7 @@ int oom_watch_track_shared(struct oom_watch *w, pid_t pid, const struct gobin *s
 	rc = shared ? gobin_share(shared, pid, &t->g, NULL) : -ENOENT;
 	if (rc) {
 		t->g = NULL;
-		rc = gobin_open_pid(pid, &t->g, err);
+		rc = gobin_new(&(struct gobin_opts){ .pid = pid }, &t->g, err);
 	}
 	if (rc)
 		goto fail;

@@ -199,7 +199,7 @@ static uint64_t find_gofunc(const struct elffile *f, uint64_t pcln_addr, uint64_
  * Externally linked Go binaries (cgo with -buildmode=pie, or any build
  * linked by the system linker) have no .gopclntab section: the table sits
  * inside .data.rel.ro or .rodata. Find its header by magic and plausible
- * fields; gopcln_open() validates the rest. Only called for Go binaries.
+ * fields; gopcln_new() validates the rest. Only called for Go binaries.
  * Fills sh with a pseudo section from the header to its section's end.
  */
 static bool find_pcln_by_magic(const struct elffile *f, struct elffile_sec *out)
@@ -315,7 +315,7 @@ static void load_go(struct elfsym *e, const struct elffile *f, uint64_t sym_gofu
 			e->bytes += n;
 		}
 	}
-	if (gopcln_open(&gs, &e->pcln, NULL) < 0) {
+	if (gopcln_new(&gs, &e->pcln, NULL) < 0) {
 		free(tab);
 		free(e->gofunc_buf);
 		e->bytes -= e->gofunc_len;
@@ -363,7 +363,7 @@ int elfsym_load_file(const struct elffile *f, struct elfsym **out, struct pp_err
 	if (e->pcln && !gopcln_has_inline(e->pcln) && gopcln_layout(e->pcln) != 116 && symtab) {
 		struct elfsym tmp = { 0 };
 		if (load_syms(&tmp, f, symtab, 0, 0, &sym_gofunc) == 0 && sym_gofunc) {
-			gopcln_close(e->pcln);
+			gopcln_free(e->pcln);
 			free(e->pcln_buf);
 			free(e->gofunc_buf);
 			e->pcln = NULL;
@@ -403,7 +403,7 @@ void elfsym_free(struct elfsym *e)
 {
 	if (!e || (e->shared && !elfshare_release(e)))
 		return;
-	gopcln_close(e->pcln);
+	gopcln_free(e->pcln);
 	free(e->pcln_buf);
 	free(e->gofunc_buf);
 	free(e->syms);
