@@ -499,12 +499,11 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 		 * stacks, go: Go only (no .eh_frame tables), for comparisons */
 		const char *fl = getenv("PUSHPROF_FRAMELESS");
 		if (!(fl && !strcmp(fl, "off"))) {
-			a.fl = frameless_new(a.cpu);
-			if (!a.fl) {
-				r = pp_errf(err, -ENOMEM, "out of memory");
+			struct frameless_opts flo = { .cpu = a.cpu,
+						      .go_only = fl && !strcmp(fl, "go") };
+			r = frameless_new(&flo, &a.fl, err);
+			if (r < 0)
 				goto out;
-			}
-			frameless_set_c(a.fl, !(fl && !strcmp(fl, "go")));
 		}
 		struct sym_opts syo = { 0 };
 		struct pp_err serr = { 0 };
@@ -548,11 +547,10 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 	 * whole host needs no filter updates: labels are read per window.
 	 */
 	if (cfg->go_heap.enabled) {
-		a.go = gotrack_new(cfg, &(struct pp_reporter){ report_profile, &a });
-		if (!a.go) {
-			r = pp_errf(err, -ENOMEM, "out of memory");
+		struct gotrack_opts gto = { .cfg = cfg, .rep = { report_profile, &a } };
+		r = gotrack_new(&gto, &a.go, err);
+		if (r < 0)
 			goto out;
-		}
 	}
 	if (a.go && cfg->go_heap.on_oom) {
 		struct oom_watch_opts oo = {

@@ -46,7 +46,7 @@ int agent_http_snapshot(void *arg, pid_t pid, const char *view_s, uint8_t **out,
 		return 403;
 	}
 	goheap_view_parse(view_s, &view);
-	int rc = gobin_open_pid(pid, &g, &err);
+	int rc = gobin_new(&(struct gobin_opts){ .pid = pid }, &g, &err);
 	if (rc == 0) {
 		struct goheap_snapshot_opts o = {
 			.view = view,

@@ -171,7 +171,7 @@ int cmd_snapshot(int argc, char **argv)
 	struct goheap_snapshot snap = {0};
 	struct outbox *ob = NULL;
 
-	rc = gobin_open_pid((pid_t)pid, &g, &err);
+	rc = gobin_new(&(struct gobin_opts){ .pid = (pid_t)pid }, &g, &err);
 	if (rc) {
 		fprintf(stderr, "pushprof: snapshot: %s\n", err.msg[0] ? err.msg : strerror(-rc));
 		status = exit_for(rc);

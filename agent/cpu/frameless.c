@@ -19,6 +19,7 @@
 #include "cpu.h"
 #include "ehframe.h"
 #include "elffile.h"
+#include "elfshare.h"
 #include "elfsym.h"
 #include "gopclntab.h"
 #include "log.h"
@@ -26,42 +27,15 @@
 #include "procinfo.h"
 #include "ppclock.h"
 #include "grow.h"
+#include "frameless_internal.h"
 
 /* Executables remembered, with or without a table (negative results save
  * re-reading a non-Go binary for each of its processes). */
 #define FL_MAX_BINS 512
 /* Processes remembered (with or without a table): the tgid filter's size. */
 #define FL_MAX_PIDS 65536
-/* pcsp entries decoded per analysis: real tables have a few per function
- * (Go 1.19's own toolchain: ~200k for 40k functions); a hostile one stops
- * here after ~0.1 s. */
-#define FL_BUDGET (32u << 20)
-#define FL_CHUNK (1u << CPU_FL_CHUNK_SHIFT)
-/* chunk runs marked for Go's prologue/epilogue decoding, per executable
- * (merged runs: a large Go program has about one per function) */
-#define FL_MAX_MARKS (1u << 20)
-/* C/C++: the largest .eh_frame read, and the bytes of it decoded per
- * analysis (16 per entry plus its CFA program): real sections are a few
- * MB (a 100 MB C++ binary: ~10 MB); a hostile one stops here after a
- * fraction of a second. */
-#define FL_EH_MAX_SECTION (64u << 20)
-#define FL_EH_BUDGET (64u << 20)
 /* An executable larger than this is not analysed (as the symbolizer). */
 #define FL_MAX_FILE (4ull << 30)
-
-struct fl_bin {
-	uint64_t dev, ino;
-	int refs;			/* fl_pid entries naming this bin */
-	bool have;			/* a bitmap in the pool */
-	uint32_t word, nwords;		/* its place in the pool */
-	uint32_t tab, ntab;		/* its table in the fl_cfa pool */
-	bool go;			/* Go (pclntab) tables: the mid-stack rule applies */
-	uint64_t lo, hi;		/* link-time text covered: [lo, hi), lo 32-aligned */
-	uint64_t seg_vaddr, seg_offset;	/* PT_LOAD holding the text (bias) */
-	uint64_t switch_ret[2];		/* link-time g0 switch return sites, 0: none */
-	uint64_t mid_lo, mid_hi;	/* link-time span of the mid-stack rule (bpf/cpu_abi.h) */
-	uint64_t used;			/* last use (tick), for eviction */
-};
 
 struct fl_pid {
 	pid_t pid;
@@ -90,19 +64,18 @@ static void skipped(const char *cause)
 		   "(their stacks keep plain frame-pointer walks).", l, 1);
 }
 
-struct frameless *frameless_new(struct cpu_sampler *cpu)
+int frameless_new(const struct frameless_opts *o, struct frameless **out, struct pp_err *err)
 {
+	*out = NULL;
+	if (!o || !o->cpu)
+		return pp_errf(err, -EINVAL, "frameless: no CPU sampler given");
 	struct frameless *f = calloc(1, sizeof(*f));
-	if (f) {
-		f->cpu = cpu;
-		f->c_tables = true;
-	}
-	return f;
-}
-
-void frameless_set_c(struct frameless *f, bool on)
-{
-	f->c_tables = on;
+	if (!f)
+		return pp_errf(err, -ENOMEM, "frameless: out of memory");
+	f->cpu = o->cpu;
+	f->c_tables = !o->go_only;
+	*out = f;
+	return 0;
 }
 
 void frameless_free(struct frameless *f)
@@ -112,6 +85,8 @@ void frameless_free(struct frameless *f)
 	for (size_t i = 0; i < f->npids; i++)
 		if (f->pids[i].installed)
 			cpu_sampler_fl_del(f->cpu, f->pids[i].pid);
+	for (size_t i = 0; i < f->nbins; i++)
+		elfsym_free(f->bins[i].e);
 	free(f->pids);
 	free(f);
 }
@@ -171,6 +146,7 @@ static void bin_drop(struct frameless *f, int i)
 {
 	/* entries of pids point at bins by index: move the last one here */
 	size_t last = f->nbins - 1;
+	elfsym_free(f->bins[i].e);
 	if ((size_t)i != last) {
 		f->bins[i] = f->bins[last];
 		for (size_t p = 0; p < f->npids; p++)
@@ -178,369 +154,6 @@ static void bin_drop(struct frameless *f, int i)
 				f->pids[p].bin = i;
 	}
 	f->nbins--;
-}
-
-/* ---- analysis ---------------------------------------------------------- */
-
-/*
- * The return site of the call a g0-switching runtime function makes on g0
- * (bpf/cpu_abi.h, "Frameless Go code mid-stack"): the first `call *%rdi` (ff d7,
- * runtime.systemstack) or `call *%rax` (ff d0, runtime.asmcgocall; its
- * switching path comes before the one that stays) in the function's bytes.
- * Link-time address, 0 when absent: a false match only means the fix never
- * applies (no frame returns there), never a wrong frame. 0 too when the
- * function starts with `push %rbp` (Go 1.21 on gives these functions a
- * frame: the walk then crosses the switch by itself, and curg.sched.sp
- * points at the saved %rbp, not at a return address).
- */
-static uint64_t switch_site(const struct elffile *ef, const struct elfsym *e, const char *name,
-			    uint8_t modrm)
-{
-	struct gopcln_func fn;
-	uint8_t code[512];
-	if (gopcln_find_name(e->pcln, name, &fn) < 0 || fn.end <= fn.entry)
-		return 0;
-	size_t len = fn.end - fn.entry < sizeof(code) ? fn.end - fn.entry : sizeof(code);
-	len = elffile_read_code(ef, fn.entry, code, len);
-	if (len < 1 || code[0] == 0x55)
-		return 0;
-	for (size_t k = 0; k + 1 < len; k++)
-		if (code[k] == 0xff && code[k + 1] == modrm)
-			return fn.entry + k + 2;
-	return 0;
-}
-
-/* Bytes of `mov %rbp, disp(%rsp)` at code (Go's amd64 prologue up to Go
- * 1.20 stores the caller's %rbp one instruction after `sub $n, %rsp`),
- * 0 when it is something else. */
-static size_t bp_store_len(const uint8_t *c, size_t n)
-{
-	if (n >= 5 && c[0] == 0x48 && c[1] == 0x89 && c[2] == 0x6c && c[3] == 0x24)
-		return 5;	/* disp8 */
-	if (n >= 8 && c[0] == 0x48 && c[1] == 0x89 && c[2] == 0xac && c[3] == 0x24)
-		return 8;	/* disp32 */
-	return 0;
-}
-
-/*
- * True when [lo, hi) of e may hold a call: a call opcode byte (e8 rel32, or
- * ff /2 indirect) anywhere in it. Bytes of immediates can look like one: a
- * false yes only widens the span BPF checks (mid_span), never a wrong frame.
- */
-static bool may_call(const struct elffile *ef, uint64_t lo, uint64_t hi)
-{
-	uint8_t c[4096];
-	size_t n = elffile_read_code(ef, lo, c, hi - lo < sizeof(c) ? hi - lo : sizeof(c));
-	if (n < hi - lo)
-		return true;	/* unread or long: assume it calls */
-	for (size_t i = 0; i < n; i++)
-		if (c[i] == 0xe8 || (c[i] == 0xff && i + 1 < n && ((c[i + 1] >> 3) & 7) == 2))
-			return true;
-	return false;
-}
-
-/* Widen b's mid-stack span (bpf/cpu_abi.h) to cover [lo, hi). */
-static void mid_span(struct fl_bin *b, uint64_t lo, uint64_t hi)
-{
-	if (!b->mid_hi || lo < b->mid_lo)
-		b->mid_lo = lo;
-	if (hi > b->mid_hi)
-		b->mid_hi = hi;
-}
-
-/* True when the function (entry pc) is Go assembly: its file ends in ".s";
- * with runtime, only the runtime package's. */
-static bool go_asm_in(const struct gopcln *t, uint64_t entry, bool runtime)
-{
-	struct gopcln_frame fr[4];
-	int n = gopcln_lookup(t, entry, fr, 4);
-	if (n < 1 || !fr[n - 1].file)
-		return false;
-	size_t l = strlen(fr[n - 1].file);
-	if (l <= 2 || strcmp(fr[n - 1].file + l - 2, ".s"))
-		return false;
-	return !runtime || (fr[n - 1].func && !strncmp(fr[n - 1].func, "runtime.", 8));
-}
-
-static bool go_asm(const struct gopcln *t, uint64_t entry)
-{
-	return go_asm_in(t, entry, false);
-}
-
-/*
- * Go: the ranges of e's pclntab where %rbp is not the function's own frame
- * (bpf/cpu_abi.h), from pcsp, the stack-pointer delta Go's own unwinder uses:
- * frameless functions whole (return address at [sp], the caller's %rbp in
- * %rbp), and assembly with a frame (which may use %rbp as data,
- * crypto/sha256.block): each pcsp run, return address at [sp + d] and the
- * caller's %rbp saved right below it, except where d is 0 (stack check,
- * `ret`) and the one instruction before the old prologue's %rbp store.
- * Compiled functions with a frame keep the plain walk (their prologues
- * and epilogues, a few instructions, stay approximate). Rows into *rows.
- */
-/* Add [lo, hi), widened to whole chunks, to the marks (merged with the
- * last one when they touch: functions come in address order). */
-static int mark_chunks(struct ehf_rows *m, uint64_t lo, uint64_t hi)
-{
-	lo &= ~(uint64_t)(FL_CHUNK - 1);
-	hi = (hi + FL_CHUNK - 1) & ~(uint64_t)(FL_CHUNK - 1);
-	if (m->n && lo <= m->v[m->n - 1].end && lo >= m->v[m->n - 1].start) {
-		if (hi > m->v[m->n - 1].end)
-			m->v[m->n - 1].end = hi;
-		return 0;
-	}
-	return ehf_rows_add(m, lo, hi, 0, 0);
-}
-
-static int analyse_go(struct fl_bin *b, const struct elfsym *e, const struct elffile *ef,
-		      const char *exe,
-		      struct ehf_rows *rows, struct ehf_rows *marks, const char **cause)
-{
-	struct gopcln *t = e->pcln;
-	uint64_t budget = FL_BUDGET, nfl = 0, nasm = 0;
-	bool marks_ok = true;
-	size_t n = gopcln_nfunc(t);
-	struct gopcln_sprun run[64];
-	for (size_t i = 0; i < n; i++) {
-		int nr = gopcln_func_pcsp(t, i, &budget, run, 64), r = 0;
-		if (nr == -E2BIG) {
-			*cause = "analysis_budget";
-			pp_log(PP_WARN, "frameless Go code not marked: pcsp tables too large",
-			       "exe=%s functions=%zu", pp_q(exe), n);
-			return 0;
-		}
-		if (nr <= 0)
-			continue;	/* no table, SPWRITE, corrupt, too many runs */
-		if (nr == 1 && run[0].sp == 0) {
-			r = ehf_rows_add(rows, run[0].lo, run[0].hi, 0, 0);
-			nfl++;
-			/* only assembly calls from a frameless function (the
-			 * compiler gives a frame to any function that calls),
-			 * and only the runtime's does (write barriers, stack
-			 * switches); elsewhere a call byte is an immediate's
-			 * (internal/bytealg's cmpbody...), and one such function
-			 * far from asm_amd64.s widened the span to most of the
-			 * text: a pp_frame_fix call for nearly every frame */
-			if (go_asm_in(t, run[0].lo, true) && may_call(ef, run[0].lo, run[0].hi))
-				mid_span(b, run[0].lo, run[0].hi);
-		} else if (go_asm(t, run[0].lo)) {
-			for (int k = 0; k < nr && !r; k++) {
-				int32_t d = run[k].sp;
-				if (d < 0 || d % 8 || d / 8 > EHF_MAX_SLOT)
-					continue;	/* not a frame we can name */
-				uint64_t lo = run[k].lo;
-				if (d) {
-					uint8_t c[8];
-					size_t st = bp_store_len(c, elffile_read_code(ef, lo, c, sizeof(c)));
-					if (st && lo + st <= run[k].hi) {
-						/* %rbp still the caller's until stored */
-						r = ehf_rows_add(rows, lo, lo + st, (uint16_t)(d / 8), 0);
-						lo += st;
-					}
-				}
-				if (!r)
-					r = ehf_rows_add(rows, lo, run[k].hi, (uint16_t)(d / 8),
-							 (uint16_t)(d / 8));
-			}
-			nasm++;
-		} else if (marks_ok) {
-			/* compiled with a frame: its prologue and epilogues lie
-			 * around pcsp's steps (the stack check and frame set-up
-			 * up to 16 bytes after the entry run, an `add` up to 8
-			 * bytes before a `ret`); BPF decodes only chunks marked
-			 * here (bpf/cpu_abi.h, "Go prologues and epilogues") */
-			int m = mark_chunks(marks, run[0].lo, run[0].hi + 16);
-			for (int k = 1; k < nr && !m; k++)
-				m = mark_chunks(marks, run[k].lo - 8, run[k].lo + 16);
-			if (m == -ENOMEM)
-				return m;
-			if (m)
-				marks_ok = false;	/* too many: none (the plain walk there) */
-		}
-		if (r == -ENOMEM)
-			return r;
-		if (r) {
-			*cause = "too_many_ranges";
-			return 0;
-		}
-	}
-	if (!marks_ok)
-		marks->n = 0;
-	gopcln_text_range(t, &b->lo, &b->hi);
-	b->switch_ret[0] = switch_site(ef, e, "runtime.systemstack", 0xd7);
-	b->switch_ret[1] = switch_site(ef, e, "runtime.asmcgocall", 0xd0);
-	for (int k = 0; k < 2; k++)
-		if (b->switch_ret[k])
-			mid_span(b, b->switch_ret[k], b->switch_ret[k] + 1);
-	pp_log(PP_DEBUG, "frameless Go code found", "exe=%s functions=%zu frameless=%" PRIu64
-	       " assembly=%" PRIu64 " ranges=%zu edge_marks=%zu mid_span_bytes=%" PRIu64, pp_q(exe), n,
-	       nfl, nasm, rows->n, marks->n, b->mid_hi - b->mid_lo);
-	return 0;
-}
-
-/*
- * C/C++ (not Go): the %rsp-based ranges of the executable segment's
- * .eh_frame (ehframe.c). Rows into *rows.
- */
-static int analyse_c(const struct elfsym *e, const struct elffile *ef, const char *exe,
-		     struct ehf_rows *rows,
-		     const char **cause)
-{
-	const struct elffile_load *x = NULL;
-	for (size_t i = 0; i < e->nloads && !x; i++)
-		if (e->loads[i].flags & PF_X)
-			x = &e->loads[i];
-	if (!x)
-		return 0;	/* no code: nothing to do */
-	uint8_t *eh = NULL;
-	size_t ehlen = 0;
-	uint64_t ehaddr = 0;
-	int r = elffile_read_section(ef, ".eh_frame", FL_EH_MAX_SECTION, &eh, &ehlen, &ehaddr,
-				     NULL);
-	if (r == -ENOENT)
-		return 0;	/* no CFI: as before (a stripped-of-sections file) */
-	if (r < 0) {
-		*cause = r == -E2BIG ? "eh_frame_too_large" : "eh_frame_unreadable";
-		pp_log(PP_WARN, "C/C++ frame table not built: .eh_frame not read", "exe=%s error=%s",
-		       pp_q(exe), pp_q(strerror(-r)));
-		return 0;
-	}
-	struct ehf_stats st;
-	uint64_t budget = FL_EH_BUDGET;
-	r = ehframe_rows(eh, ehlen, ehaddr, x->vaddr, x->vaddr + x->memsz, rows, &budget, &st);
-	free(eh);
-	if (r < 0) {
-		if (r == -ENOMEM)
-			return r;
-		rows->n = 0;
-		*cause = "analysis_budget";
-		pp_log(PP_WARN, "C/C++ frame table not built: .eh_frame too large or too many ranges",
-		       "exe=%s fdes=%" PRIu64, pp_q(exe), st.fdes);
-		return 0;
-	}
-	if (st.fdes_given_up) {
-		/* not lost: those functions keep the plain walk; but counted */
-		metric_inc("pushprof_cpu_frameless_fdes_skipped_total",
-			   "FDEs of C/C++ executables whose CFA program is outside the supported subset "
-			   "(their samples keep plain frame-pointer walks).", NULL, st.fdes_given_up);
-		pp_log(PP_DEBUG, "C/C++ frame table: FDEs not understood (plain walk there)",
-		       "exe=%s fdes=%" PRIu64 " given_up=%" PRIu64, pp_q(exe), st.fdes,
-		       st.fdes_given_up);
-	}
-	return 0;
-}
-
-static int row_cmp(const void *a, const void *b)
-{
-	const struct ehf_row *x = a, *y = b;
-	return x->start < y->start ? -1 : x->start > y->start;
-}
-
-/*
- * The rows (Go's or C/C++'s) as BPF's tables (bpf/cpu_abi.h): entries sorted
- * and disjoint (*entsp, *nentp), and two pool words per 2 KiB of text
- * (*bitsp: a bitmap marking every chunk a range touches, the pre-filter,
- * and the window of entries overlapping the 2 KiB). They cover the rows and
- * [b->lo, b->hi) when set (Go: its whole text, where frames returning into
- * frameless code are looked up). Returns 1 with tables, 0 without (*cause
- * says why when it is a failure), -ENOMEM.
- */
-static int build_tables(struct fl_bin *b, struct ehf_rows *rows, const struct ehf_rows *marks,
-			const char *exe, uint64_t **bitsp, uint64_t **entsp, uint32_t *nentp,
-			const char **cause)
-{
-	uint64_t cover_lo = b->lo, cover_hi = b->hi;	/* Go: all its text (the mid-stack rule) */
-	if (!rows->n)
-		return 0;
-	/* sorted, disjoint (FDEs may overlap in a hostile file: the later
-	 * start loses), so that BPF's binary search finds the one range */
-	qsort(rows->v, rows->n, sizeof(*rows->v), row_cmp);
-	size_t m = 0;
-	uint64_t nent = 0;
-	for (size_t i = 0; i < rows->n; i++) {
-		if (m && rows->v[i].start < rows->v[m - 1].end)
-			continue;
-		rows->v[m++] = rows->v[i];
-		nent += (rows->v[i].end - rows->v[i].start + CPU_CFA_LEN_MAX - 1) / CPU_CFA_LEN_MAX;
-	}
-	rows->n = m;
-	uint64_t lo = rows->v[0].start, hi = rows->v[m - 1].end;
-	if (cover_hi > cover_lo) {
-		lo = cover_lo < lo ? cover_lo : lo;
-		hi = cover_hi > hi ? cover_hi : hi;
-	}
-	lo &= ~(uint64_t)(FL_CHUNK - 1);
-	/* two pool words per 2 KiB of text (bitmap, window: bpf/cpu_abi.h) */
-	if (nent > CPU_CFA_MAX_ENTRIES ||
-	    hi - lo > (uint64_t)CPU_FL_POOL_WORDS / 2 * CPU_FL_WORD_BYTES || hi - lo >= (1ull << 32)) {
-		*cause = "text_too_large";
-		pp_log(PP_WARN, "frame table not built: too many ranges or too much text",
-		       "exe=%s ranges=%" PRIu64 " text_bytes=%" PRIu64, pp_q(exe), nent, hi - lo);
-		return 0;
-	}
-	uint32_t nw = (uint32_t)((hi - lo + CPU_FL_WORD_BYTES - 1) / CPU_FL_WORD_BYTES);
-	uint32_t nwords = 2 * nw;
-	uint64_t *bits = calloc(nwords, sizeof(*bits));
-	uint64_t *ent = malloc(nent * sizeof(*ent));
-	if (!bits || !ent) {
-		free(bits);
-		free(ent);
-		return -ENOMEM;
-	}
-	uint32_t n = 0;
-	for (size_t i = 0; i < m; i++) {
-		const struct ehf_row *rw = &rows->v[i];
-		for (uint64_t a = rw->start; a < rw->end; a += CPU_CFA_LEN_MAX) {
-			uint64_t len = rw->end - a < CPU_CFA_LEN_MAX ? rw->end - a : CPU_CFA_LEN_MAX;
-			uint64_t o0 = a - lo, o1 = a - lo + len - 1;	/* inclusive */
-			ent[n] = CPU_CFA_ENTRY(o0, len, rw->ra, rw->fp);
-			for (uint64_t c = o0 >> CPU_FL_CHUNK_SHIFT; c <= o1 >> CPU_FL_CHUNK_SHIFT; c++)
-				bits[2 * (c >> 6)] |= 1ull << (c & 63);
-			/* entries are sorted: those overlapping a window are
-			 * consecutive, the first one sets its start */
-			for (uint64_t wi = o0 / CPU_FL_WORD_BYTES; wi <= o1 / CPU_FL_WORD_BYTES; wi++) {
-				uint64_t *win = &bits[2 * wi + 1];
-				if (!*win)
-					*win = (uint64_t)n << 32;
-				(*win)++;
-			}
-			n++;
-		}
-	}
-	/* Go's prologue and epilogue chunks: a bit, no entry (bpf/cpu_abi.h) */
-	for (size_t i = 0; i < marks->n; i++) {
-		uint64_t m0 = marks->v[i].start, m1 = marks->v[i].end;
-		if (m0 < lo)
-			m0 = lo;
-		if (m1 > hi)
-			m1 = hi;
-		for (uint64_t c = (m0 - lo) >> CPU_FL_CHUNK_SHIFT;
-		     m0 < m1 && c <= (m1 - 1 - lo) >> CPU_FL_CHUNK_SHIFT; c++)
-			bits[2 * (c >> 6)] |= 1ull << (c & 63);
-	}
-	b->lo = lo;
-	b->hi = hi;
-	b->nwords = nwords;
-	b->ntab = n;
-	*bitsp = bits;
-	*entsp = ent;
-	*nentp = n;
-	pp_log(PP_DEBUG, "frame table built", "exe=%s ranges=%u words=%u", pp_q(exe), n, nwords);
-	return 1;
-}
-
-/* The PT_LOAD segment holding [lo, hi): its vaddr and offset give the bias. */
-static bool text_segment(const struct elfsym *e, uint64_t lo, uint64_t *vaddr, uint64_t *off)
-{
-	for (size_t i = 0; i < e->nloads; i++) {
-		const struct elffile_load *l = &e->loads[i];
-		if ((l->flags & PF_X) && lo >= l->vaddr && lo - l->vaddr < l->memsz) {
-			*vaddr = l->vaddr;
-			*off = l->offset;
-			return true;
-		}
-	}
-	return false;
 }
 
 /* Room for one more bin: evict the least recently used idle one if full. */
@@ -561,12 +174,13 @@ static bool bin_room(struct frameless *f)
  * (idle executables' bitmaps make way when the pool is full). Fills nb;
  * nb->have says whether it got a table. Negative errno only for ENOMEM.
  */
-static int bin_analyse(struct frameless *f, const struct elffile *ef, const char *exe,
-		       struct fl_bin *nb)
+static int bin_analyse(struct frameless *f, const struct elffile *ef, const struct stat *st,
+		       const char *exe, struct fl_bin *nb)
 {
 	struct elfsym *e = NULL;
+	struct elfsym_id id = elfshare_id(st);
 	uint64_t t0 = (pp_mono_ns() / 1000);
-	if (!ef || elfsym_load_file(ef, &e, NULL) < 0 || (!e->pcln && !f->c_tables)) {
+	if (!ef || elfshare_load(ef, &id, &e, NULL) < 0 || (!e->pcln && !f->c_tables)) {
 		elfsym_free(e);
 		return 0;	/* unreadable, or not Go with C tables off: remembered as such */
 	}
@@ -577,19 +191,19 @@ static int bin_analyse(struct frameless *f, const struct elffile *ef, const char
 	struct ehf_rows marks = { .max = FL_MAX_MARKS };
 	/* Go: its pclntab (exact per function; .eh_frame covers only its
 	 * cgo/assembly parts); anything else: .eh_frame */
-	int r = e->pcln ? analyse_go(nb, e, ef, exe, &rows, &marks, &cause)
-			: analyse_c(e, ef, exe, &rows, &cause);
+	int r = e->pcln ? fl_analyse_go(nb, e, ef, exe, &rows, &marks, &cause)
+			: fl_analyse_c(e, ef, exe, &rows, &cause);
 	if (r == 0 && !cause)
-		r = build_tables(nb, &rows, &marks, exe, &bits, &ent, &nent, &cause);
+		r = fl_build_tables(nb, &rows, &marks, exe, &bits, &ent, &nent, &cause);
 	free(rows.v);
 	free(marks.v);
 	nb->go = e->pcln != NULL;
-	if (r > 0 && !text_segment(e, nb->lo, &nb->seg_vaddr, &nb->seg_offset)) {
+	if (r > 0 && !fl_text_segment(e, nb->lo, &nb->seg_vaddr, &nb->seg_offset)) {
 		r = 0;
 		cause = "no_text_segment";
 	}
-	elfsym_free(e);
 	if (r <= 0) {
+		elfsym_free(e);
 		free(bits);
 		free(ent);
 		nb->nwords = nb->ntab = 0;
@@ -610,6 +224,7 @@ static int bin_analyse(struct frameless *f, const struct elffile *ef, const char
 		bin_drop(f, v);
 	}
 	if (at == UINT32_MAX || tab == UINT32_MAX) {
+		elfsym_free(e);
 		free(bits);
 		free(ent);
 		skipped("pool_full");
@@ -624,6 +239,7 @@ static int bin_analyse(struct frameless *f, const struct elffile *ef, const char
 	free(bits);
 	free(ent);
 	if (r < 0) {
+		elfsym_free(e);
 		skipped("map_error");
 		pp_log(PP_WARN, "frameless code not marked: BPF map update failed",
 		       "exe=%s error=%s", pp_q(exe), pp_q(strerror(-r)));
@@ -633,6 +249,7 @@ static int bin_analyse(struct frameless *f, const struct elffile *ef, const char
 	nb->word = at;
 	nb->tab = tab;
 	nb->have = true;
+	nb->e = e;
 	pp_log(PP_DEBUG, "frameless table loaded", "exe=%s word=%u words=%u tab=%u entries=%u ms=%.1f",
 	       pp_q(exe), at, nb->nwords, tab, nent, (double)((pp_mono_ns() / 1000) - t0) / 1000.0);
 	return 0;
@@ -647,11 +264,12 @@ static int bin_new(struct frameless *f, const struct elffile *ef, const struct s
 		skipped("executables_full");	/* before the work, not after */
 		return -ENOSPC;
 	}
-	int r = bin_analyse(f, ef, exe, &nb);
+	int r = bin_analyse(f, ef, st, exe, &nb);
 	if (r < 0)
 		return r;
 	/* after the analysis: its evictions may have made room */
 	if (!bin_room(f)) {
+		elfsym_free(nb.e);
 		skipped("executables_full");
 		return -ENOSPC;	/* nb's words are in no bin: free again */
 	}

@@ -37,15 +37,22 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include "err.h"
+
 struct cpu_sampler;
 struct frameless;
 
-/* NULL on out of memory. cpu must outlive the frameless. */
-struct frameless *frameless_new(struct cpu_sampler *cpu);
-/* C/C++ tables from .eh_frame for non-Go executables (default on); set
- * before the first frameless_track(). */
-void frameless_set_c(struct frameless *f, bool on);
-/* Drops the processes' entries from the BPF maps, then the state. */
+struct frameless_opts {
+	struct cpu_sampler *cpu;	/* required; must outlive the frameless */
+	/* Go executables only: no C/C++ tables from .eh_frame for the others
+	 * (default false: both). */
+	bool go_only;
+};
+
+/* 0 with *out set; -EINVAL (no cpu) or -ENOMEM with err filled, *out NULL.
+ * No thread: everything happens in frameless_track() on the caller's. */
+int frameless_new(const struct frameless_opts *o, struct frameless **out, struct pp_err *err);
+/* Drops the processes' entries from the BPF maps, then the state. NULL-safe. */
 void frameless_free(struct frameless *f);
 
 /*

@@ -3,7 +3,8 @@
  * variables (symtab or decoded from code), load bias, symbolization, and
  * the opt-in MemProfileRate write. The file is opened and parsed once by
  * elffile.c (labels: build ids, Go version, as every module reports them)
- * and its symbols loaded by elfsym.c from that same parse.
+ * and its symbols loaded by elfsym.c from that same parse, or borrowed
+ * from another module that loaded them already (elfshare.h).
  */
 #include "gobin.h"
 
@@ -19,6 +20,7 @@
 #include <unistd.h>
 
 #include "elffile.h"
+#include "elfshare.h"
 #include "elfsym.h"
 #include "gobucket.h"
 #include "gopclntab.h"
@@ -295,7 +297,7 @@ static void vars_from_code(struct gobin *g, const struct elffile *ef)
 
 #define GOBIN_MAX_FILE (4ull << 30)
 
-int gobin_open(const char *path, struct gobin **out, struct pp_err *err)
+static int open_path(const char *path, struct gobin **out, struct pp_err *err)
 {
 	int rc;
 	*out = NULL;
@@ -356,8 +358,11 @@ int gobin_open(const char *path, struct gobin **out, struct pp_err *err)
 		rc = pp_errf(err, -ENOEXEC, "%s: not a Go program", path);
 		goto fail;
 	}
-	/* Symbolization; failure leaves the gobin usable for reading. */
-	if (elfsym_load_file(ef, &g->impl->es, NULL) == 0)
+	/* Symbolization; failure leaves the gobin usable for reading. The
+	 * symbols are the ones the symbolizer and the leaf tables hold for
+	 * this very file when they do (elfshare.h): one copy. */
+	struct elfsym_id id = elfshare_id(&st);
+	if (elfshare_load(ef, &id, &g->impl->es, NULL) == 0)
 		g->has_pclntab = g->impl->es->pcln != NULL;
 	vars_from_symtab(g, ef);
 	if (g->vars.source == GOBIN_VARS_NONE && ef->e_machine == EM_X86_64)
@@ -387,7 +392,7 @@ int gobin_share(const struct gobin *g, pid_t pid, struct gobin **out, struct pp_
 		return pp_errf(err, rc == -ESRCH ? -ESRCH : rc, "pid %d: %s", (int)pid,
 			       rc == -ESRCH ? "no such process" : strerror(-rc));
 	/* The very file g analyzed (stat through /proc/PID/exe gives the
-	 * identity gobin_open() recorded), not just the same path. */
+	 * identity gobin_new() recorded), not just the same path. */
 	char link[64];
 	struct stat st;
 	snprintf(link, sizeof(link), "/proc/%d/exe", (int)pid);
@@ -545,7 +550,7 @@ static bool is_kernel_thread(pid_t pid)
 	       (st.flags & 0x00200000UL);	/* PF_KTHREAD */
 }
 
-int gobin_open_pid(pid_t pid, struct gobin **out, struct pp_err *err)
+static int open_pid(pid_t pid, struct gobin **out, struct pp_err *err)
 {
 	char path[64], exe[4096];
 	int rc;
@@ -567,7 +572,7 @@ int gobin_open_pid(pid_t pid, struct gobin **out, struct pp_err *err)
 		return pp_errf(err, rc, "pid %d: cannot read /proc/%d/exe: %s", (int)pid, (int)pid,
 			       strerror(-rc));
 	struct gobin *g;
-	rc = gobin_open(path, &g, err);
+	rc = open_path(path, &g, err);
 	if (rc == -ENOENT) {
 		pp_err_clear(err);
 		return pp_errf(err, -ESRCH, "pid %d: no such process (or a kernel thread)", (int)pid);
@@ -666,4 +671,14 @@ size_t gobin_symbolize(const struct gobin *g, uint64_t pc, struct gobin_frame *f
 	for (size_t i = 0; i < n; i++)
 		frames[i].entry += g->bias;
 	return n;
+}
+
+int gobin_new(const struct gobin_opts *o, struct gobin **out, struct pp_err *err)
+{
+	*out = NULL;
+	if (o && o->path)
+		return open_path(o->path, out, err);
+	if (o && o->pid > 0)
+		return open_pid(o->pid, out, err);
+	return pp_errf(err, -EINVAL, "gobin: no path or pid given");
 }

@@ -103,20 +103,28 @@ struct gobin {
 	struct gobin_impl *impl;
 };
 
-/*
- * Analyze an ELF file. -ENOENT / -EACCES when it cannot be opened,
- * -ENOEXEC when it is not an ELF or not a Go program (is_go false never
- * comes back with 0). Variables not found leave vars.* 0 (err explains
- * nothing then: check vars.source).
- */
-int gobin_open(const char *path, struct gobin **out, struct pp_err *err);
+struct gobin_opts {
+	/* The file to analyze (a path the operator or a test gives, or
+	 * /proc/PID/exe); opened the safe way (elffile_open_link). */
+	const char *path;
+	/* With path NULL: the process whose executable (/proc/PID/exe) is
+	 * analyzed and which the gobin is then attached to (gobin_attach()). */
+	pid_t pid;
+};
 
 /*
- * gobin_open("/proc/PID/exe") + gobin_attach(). -ESRCH: no such process;
- * -ENOEXEC: not Go; -EACCES/-EPERM: not allowed; -ENOENT: a Go program whose
- * profile variables could not be located (err says which).
+ * With a path: analyze that ELF file. -ENOENT / -EACCES when it cannot be
+ * opened, -ENOEXEC when it is not an ELF or not a Go program (is_go false
+ * never comes back with 0). Variables not found leave vars.* 0 (err
+ * explains nothing then: check vars.source).
+ * With a pid: analyze /proc/PID/exe and attach. -ESRCH: no such process;
+ * -ENOEXEC: not Go; -EACCES/-EPERM: not allowed; -ENOENT: a Go program
+ * whose profile variables could not be located (err says which).
+ * Either: 0 with *out set, or negative with err filled and *out NULL;
+ * -EINVAL without a path or pid. No thread. The symbols are shared with
+ * other modules holding the same file (elfshare.h).
  */
-int gobin_open_pid(pid_t pid, struct gobin **out, struct pp_err *err);
+int gobin_new(const struct gobin_opts *o, struct gobin **out, struct pp_err *err);
 
 /*
  * Bind to a running process of this executable: bias from /proc/PID/maps,
@@ -125,7 +133,7 @@ int gobin_open_pid(pid_t pid, struct gobin **out, struct pp_err *err);
  */
 int gobin_attach(struct gobin *g, pid_t pid, struct pp_err *err);
 
-/* Drops this gobin; the shared analysis goes with the last one. */
+/* Drops this gobin; the shared analysis goes with the last one. NULL-safe. */
 void gobin_free(struct gobin *g);
 
 /*

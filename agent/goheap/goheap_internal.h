@@ -101,11 +101,17 @@ struct goheap_builder {
 	uint64_t max_pcs;		/* budget max_locations; 0 = none */
 };
 
+struct goheap_builder_opts {
+	const struct gobin *g;	/* required; borrowed, must outlive the builder */
+	int64_t rate;		/* the profile's period (0: set later) */
+	int64_t time_ns;	/* the profile's time (0: set later) */
+};
 /* An empty profile with the heap's sample types, period (rate) and time,
- * and the executable's mapping. -ENOMEM. */
-int goheap_builder_init(struct goheap_builder *b, const struct gobin *g, int64_t rate,
-			int64_t time_ns);
-/* Safe to call again, and on a zeroed builder. */
+ * and the executable's mapping. 0 with *out set; -EINVAL (no gobin) or
+ * -ENOMEM with err filled and *out NULL. Used by one thread at a time. */
+int goheap_builder_new(const struct goheap_builder_opts *o, struct goheap_builder **out,
+		       struct pp_err *err);
+/* NULL-safe. */
 void goheap_builder_free(struct goheap_builder *b);
 /* One bucket with the record its view reports (writeHeapProto's loop):
  * 0, -ENOMEM, or GOHEAP_STOP when it would pass b->max_pcs (nothing added). */

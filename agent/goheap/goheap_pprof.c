@@ -271,8 +271,9 @@ static int locs_for_stack(struct goheap_builder *b, const uint64_t *stk, uint32_
 
 void goheap_builder_free(struct goheap_builder *b)
 {
+	if (!b)
+		return;
 	pprof_free(b->p);
-	b->p = NULL;
 	free(b->stkbuf);
 	free(b->pcs);
 	free(b->locs);
@@ -285,12 +286,13 @@ void goheap_builder_free(struct goheap_builder *b)
 		free(b->frames);
 		b->frames = c;
 	}
-	memset(b, 0, sizeof(*b));	/* safe to call again */
+	free(b);
 }
 
-int goheap_builder_init(struct goheap_builder *b, const struct gobin *g, int64_t rate, int64_t time_ns)
+/* The builder's tables and profile; -ENOMEM (b is freed by the caller). */
+static int builder_fill(struct goheap_builder *b, const struct gobin *g, int64_t rate,
+			int64_t time_ns)
 {
-	memset(b, 0, sizeof(*b));
 	b->g = g;
 	b->dlast = -1;
 	b->rate = rate;
@@ -316,6 +318,21 @@ int goheap_builder_init(struct goheap_builder *b, const struct gobin *g, int64_t
 		if (!b->mapping)
 			return -ENOMEM;
 	}
+	return 0;
+}
+
+int goheap_builder_new(const struct goheap_builder_opts *o, struct goheap_builder **out,
+		       struct pp_err *err)
+{
+	*out = NULL;
+	if (!o || !o->g)
+		return pp_errf(err, -EINVAL, "heap profile: no gobin given");
+	struct goheap_builder *b = calloc(1, sizeof(*b));
+	if (!b || builder_fill(b, o->g, o->rate, o->time_ns) < 0) {
+		goheap_builder_free(b);
+		return pp_errf(err, -ENOMEM, "heap profile: out of memory");
+	}
+	*out = b;
 	return 0;
 }
 
@@ -388,22 +405,23 @@ int goheap_builder_comments(struct goheap_builder *b, const struct go_heap *h, e
 int goheap_to_pprof(const struct go_heap *h, const struct gobin *g, enum goheap_view view,
 		    struct pprof **out, struct pp_err *err)
 {
-	struct goheap_builder b;
-	int rc = goheap_builder_init(&b, g, h->rate, h->time_ns);
+	struct goheap_builder *b;
+	struct goheap_builder_opts bo = { .g = g, .rate = h->rate, .time_ns = h->time_ns };
+	int rc = goheap_builder_new(&bo, &b, NULL);
 	*out = NULL;
 	if (!rc)
-		rc = goheap_builder_comments(&b, h, view);
+		rc = goheap_builder_comments(b, h, view);
 	bool clear = view == GOHEAP_VIEW_RUNTIME && goheap_all_active_clear(h);
 	for (size_t i = 0; !rc && i < h->n; i++) {
 		struct go_memrec r = goheap_bucket_record(h, &h->buckets[i], view, clear);
-		rc = goheap_builder_add(&b, &h->buckets[i], &r);
+		rc = goheap_builder_add(b, &h->buckets[i], &r);
 	}
 	if (rc) {
 		pp_errf(err, rc, "building the heap profile: %s", strerror(-rc));
 	} else {
-		*out = b.p;
-		b.p = NULL;
+		*out = b->p;
+		b->p = NULL;
 	}
-	goheap_builder_free(&b);
+	goheap_builder_free(b);
 	return rc;
 }

@@ -96,7 +96,7 @@ static int snapshot_locked(pid_t pid, const struct gobin *g, const struct goheap
 			   struct goheap_snapshot *out, struct pp_err *err)
 {
 	struct go_heap h;
-	struct goheap_builder b = {.p = NULL};
+	struct goheap_builder *b = NULL;
 	struct pprof *p = NULL;
 	int64_t t0 = pp_clock_ns(CLOCK_MONOTONIC);
 	struct goheap_walk_budget wb = {.b = &o->budget, .cancel = o->cancel};
@@ -106,15 +106,16 @@ static int snapshot_locked(pid_t pid, const struct gobin *g, const struct goheap
 	if (o->budget.max_duration_ns)
 		wb.deadline_ns = t0 + (int64_t)o->budget.max_duration_ns;
 	for (int pass = 0; pass < 2; pass++) {
-		struct snap_stream ss = {.st.fn = snap_fn, .b = &b, .view = o->view,
-					 .all_cycles = pass == 1};
 		goheap_init(&h);
-		goheap_builder_free(&b);
+		goheap_builder_free(b);
+		b = NULL;
 		/* The rate and time are known once the walk has begun: snap_fn
 		 * passes the rate on, period and time are set at the end. */
-		if ((rc = goheap_builder_init(&b, g, 0, 0)))
+		if ((rc = goheap_builder_new(&(struct goheap_builder_opts){ .g = g }, &b, NULL)))
 			goto nomem;
-		b.max_pcs = o->budget.max_locations;
+		struct snap_stream ss = {.st.fn = snap_fn, .b = b, .view = o->view,
+					 .all_cycles = pass == 1};
+		b->max_pcs = o->budget.max_locations;
 		wb.frames = 0;
 		wb.cut = false;
 		if ((rc = goheap_walk(pid, g, o->max_buckets, o->max_depth, &h, &ss.st, &wb, err)))
@@ -125,17 +126,18 @@ static int snapshot_locked(pid_t pid, const struct gobin *g, const struct goheap
 			continue;
 		break;
 	}
-	if ((rc = goheap_builder_comments(&b, &h, o->view)))
+	if ((rc = goheap_builder_comments(b, &h, o->view)))
 		goto nomem;
-	if (pprof_set_period(b.p, "space", "bytes", h.rate)) {
+	if (pprof_set_period(b->p, "space", "bytes", h.rate)) {
 		rc = -ENOMEM;
 		goto nomem;
 	}
-	pprof_set_time(b.p, h.time_ns, 0);
-	p = b.p;
-	b.p = NULL;
-	out->locations = b.npcs;
-	goheap_builder_free(&b);	/* before encoding: the symbol caches are not needed */
+	pprof_set_time(b->p, h.time_ns, 0);
+	p = b->p;
+	b->p = NULL;
+	out->locations = b->npcs;
+	goheap_builder_free(b);	/* before encoding: the symbol caches are not needed */
+	b = NULL;
 	out->buckets = h.n;
 	out->complete = h.complete;
 	out->budget_cut = wb.cut;
@@ -159,7 +161,7 @@ nomem:
 out:
 	if (rc)
 		goheap_snapshot_free(out);
-	goheap_builder_free(&b);
+	goheap_builder_free(b);
 	pprof_free(p);
 	goheap_free(&h);
 	return rc;

@@ -105,19 +105,23 @@ struct gotrack {
 	atomic_bool cancel;		/* a running snapshot gives up at once */
 };
 
-struct gotrack *gotrack_new(const struct config *cfg, const struct pp_reporter *rep)
+int gotrack_new(const struct gotrack_opts *o, struct gotrack **out, struct pp_err *err)
 {
+	*out = NULL;
+	if (!o || !o->cfg || !o->rep.fn)
+		return pp_errf(err, -EINVAL, "gotrack: no config or reporter given");
 	struct gotrack *t = calloc(1, sizeof(*t));
 
 	if (!t)
-		return NULL;
-	t->cfg = cfg;
-	t->rep = *rep;
+		return pp_errf(err, -ENOMEM, "gotrack: out of memory");
+	t->cfg = o->cfg;
+	t->rep = o->rep;
 	t->due_ns = UINT64_MAX;
 	t->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (t->efd < 0) {
+		int e = errno;
 		free(t);
-		return NULL;
+		return pp_errf(err, -e, "gotrack: eventfd: %s", strerror(e));
 	}
 	pthread_mutex_init(&t->mu, NULL);
 	pthread_cond_init(&t->cv, NULL);
@@ -133,7 +137,8 @@ struct gotrack *gotrack_new(const struct config *cfg, const struct pp_reporter *
 	t->m_enabled = metric_get("pushprof_go_profiling_enabled_total",
 				  "Go processes whose MemProfileRate the agent set from 0 "
 				  "(go_heap.enable_profiling).", METRIC_COUNTER, NULL);
-	return t;
+	*out = t;
+	return 0;
 }
 
 void gotrack_set_oom(struct gotrack *t, struct oom_watch *w)
@@ -337,7 +342,7 @@ static int add(struct gotrack *t, pid_t pid, bool remember)
 			rc = gobin_share(t->v[i].g, pid, &g, NULL);
 	if (rc) {
 		g = NULL;
-		rc = gobin_open_pid(pid, &g, &err);
+		rc = gobin_new(&(struct gobin_opts){ .pid = pid }, &g, &err);
 	}
 	if (rc == -ENOEXEC) {
 		remember_not_go(t, &id);

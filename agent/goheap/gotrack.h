@@ -36,9 +36,17 @@ struct gotrack;
 
 struct oom_watch;
 
-/* rep: where finished profiles go, called on the worker thread (copied;
- * rep->arg must outlive gotrack_stop()). */
-struct gotrack *gotrack_new(const struct config *cfg, const struct pp_reporter *rep);
+struct gotrack_opts {
+	const struct config *cfg;	/* required; must outlive the gotrack */
+	/* Where finished profiles go, called on the worker thread (copied;
+	 * rep.arg must outlive gotrack_stop()). Required. */
+	struct pp_reporter rep;
+};
+
+/* 0 with *out set; -EINVAL (no cfg or reporter), -ENOMEM, or eventfd's
+ * error, with err filled and *out NULL. The worker thread is started on
+ * the first snapshot, not here. */
+int gotrack_new(const struct gotrack_opts *o, struct gotrack **out, struct pp_err *err);
 /* Also hand every newly tracked Go process to the OOM watcher (go_heap.on_oom). */
 void gotrack_set_oom(struct gotrack *t, struct oom_watch *w);
 /* Cancels a snapshot under way (it stops within a few buckets) and joins

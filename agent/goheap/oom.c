@@ -114,7 +114,7 @@ int oom_watch_track_shared(struct oom_watch *w, pid_t pid, const struct gobin *s
 	rc = shared ? gobin_share(shared, pid, &t->g, NULL) : -ENOENT;
 	if (rc) {
 		t->g = NULL;
-		rc = gobin_open_pid(pid, &t->g, err);
+		rc = gobin_new(&(struct gobin_opts){ .pid = pid }, &t->g, err);
 	}
 	if (rc)
 		goto fail;
@@ -346,7 +346,7 @@ static uint64_t ring_size_for(uint32_t max_buckets)
 {
 	uint64_t need = (uint64_t)max_buckets * sizeof(struct oom_counts) +
 			((uint64_t)max_buckets / OOM_CHUNK_N + 1) *
-				(offsetof(struct oom_rec_counters, c) + 8) +
+				(oom_rec_bytes(OOM_REC_COUNTERS, 0) + 8) +
 			(1u << 20);
 	uint64_t sz = 1u << 20;
 

@@ -176,6 +176,47 @@ static bool was_retired(const struct oom_watch *w, uint64_t id)
 	return false;
 }
 
+/*
+ * Each record type's size (bpf/oom_abi.h), the one place it is written
+ * down: a fixed part, then as many elements as the record's own count
+ * field says (at most max). A fixed-size record has elem 0.
+ */
+static const struct {
+	size_t base;		/* bytes before the elements (all of a fixed record) */
+	size_t elem;		/* bytes per element */
+	size_t count_off;	/* the __u32 element count */
+	uint32_t max;		/* elements at most */
+} rec_sizes[] = {
+	[OOM_REC_MARK] = { sizeof(struct oom_rec_victim), 0, 0, 0 },
+	[OOM_REC_BEGIN] = { sizeof(struct oom_rec_victim), 0, 0, 0 },
+	[OOM_REC_END] = { sizeof(struct oom_rec_victim), 0, 0, 0 },
+	[OOM_REC_BUCKET] = { offsetof(struct oom_rec_bucket, stk),
+			     sizeof(((struct oom_rec_bucket *)0)->stk[0]),
+			     offsetof(struct oom_rec_bucket, nkept), OOM_MAX_DEPTH },
+	[OOM_REC_COUNTERS] = { offsetof(struct oom_rec_counters, c), sizeof(struct oom_counts),
+			       offsetof(struct oom_rec_counters, n), OOM_CHUNK_N },
+};
+#define NREC_TYPES (sizeof(rec_sizes) / sizeof(rec_sizes[0]))
+
+size_t oom_rec_bytes(uint32_t type, uint32_t n)
+{
+	if (type >= NREC_TYPES || !rec_sizes[type].base || n > rec_sizes[type].max)
+		return 0;
+	return rec_sizes[type].base + (size_t)n * rec_sizes[type].elem;
+}
+
+bool oom_rec_size_ok(const void *data, size_t size)
+{
+	const struct oom_rec_hdr *h = data;
+	if (size < sizeof(*h) || h->type >= NREC_TYPES || !rec_sizes[h->type].base ||
+	    size < rec_sizes[h->type].base)
+		return false;
+	uint32_t n = 0;
+	if (rec_sizes[h->type].elem)
+		memcpy(&n, (const uint8_t *)data + rec_sizes[h->type].count_off, sizeof(n));
+	return size == oom_rec_bytes(h->type, n);
+}
+
 int oom_ring_cb(void *ctx, void *data, size_t size)
 {
 	struct oom_watch *w = ctx;
@@ -191,38 +232,22 @@ int oom_ring_cb(void *ctx, void *data, size_t size)
 		c = get_capture(w, h->capture_id, h->tgid);
 	if (!c)
 		return 0;
+	if (!oom_rec_size_ok(data, size)) {
+		c->bad_records++;
+		return 0;
+	}
 	switch (h->type) {
 	case OOM_REC_MARK:
 	case OOM_REC_BEGIN:
 	case OOM_REC_END:
-		if (size == sizeof(struct oom_rec_victim))
-			on_victim_rec(c, data);
-		else
-			c->bad_records++;
+		on_victim_rec(c, data);
 		break;
-	case OOM_REC_BUCKET: {
-		const struct oom_rec_bucket *b = data;
-		size_t base = offsetof(struct oom_rec_bucket, stk);
-
-		if (size >= base && b->nkept <= OOM_MAX_DEPTH && size == base + (size_t)b->nkept * 8)
-			on_bucket_rec(c, b);
-		else
-			c->bad_records++;
+	case OOM_REC_BUCKET:
+		on_bucket_rec(c, data);
 		break;
-	}
-	case OOM_REC_COUNTERS: {
-		const struct oom_rec_counters *r = data;
-		size_t base = offsetof(struct oom_rec_counters, c);
-
-		if (size >= base && r->n <= OOM_CHUNK_N &&
-		    size == base + (size_t)r->n * sizeof(struct oom_counts))
-			on_counters_rec(c, r);
-		else
-			c->bad_records++;
+	case OOM_REC_COUNTERS:
+		on_counters_rec(c, data);
 		break;
-	}
-	default:
-		c->bad_records++;
 	}
 	return 0;
 }

@@ -188,6 +188,15 @@ size_t oom_mirror_head_pos(const struct target *t, uint64_t addr);
 /* ---- oom_capture.c ------------------------------------------------------ */
 
 /* libbpf ring_buffer callback (ctx: the watcher); runs under w->mu. */
+/*
+ * Record sizes (oom_capture.c holds the one table, from bpf/oom_abi.h):
+ * oom_rec_bytes() is the size of a record of type with n elements (bucket
+ * frames, counters), 0 for an unknown type or n past its maximum;
+ * oom_rec_size_ok() says whether size is exactly what the record at data
+ * (its header and count field) says it should be.
+ */
+size_t oom_rec_bytes(uint32_t type, uint32_t n);
+bool oom_rec_size_ok(const void *data, size_t size);
 int oom_ring_cb(void *ctx, void *data, size_t size);
 /* Reconcile captures with the victims map (the truth when ring records
  * were lost) and mark those that are over. Caller holds w->mu. */

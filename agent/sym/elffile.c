@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "bytes.h"
+#include "metrics.h"
 #include "procinfo.h"
 
 /* A symbol table read once per elffile (elfsym's functions and gobin's
@@ -526,7 +527,12 @@ static int open_fd(int fd, bool own, struct elffile **out, struct pp_err *err)
 	}
 	src->fd = fd;
 	src->own_fd = own;
-	return open_src(src, (uint64_t)st.st_size, out, err);
+	int rc = open_src(src, (uint64_t)st.st_size, out, err);
+	if (rc == 0)
+		metric_inc("pushprof_elf_files_parsed_total",
+			   "ELF files opened and their headers, sections and notes parsed "
+			   "(elffile.c; images in memory not counted).", NULL, 1);
+	return rc;
 }
 
 int elffile_open_fd(int fd, struct elffile **out, struct pp_err *err)

@@ -3,7 +3,9 @@
  * out of an elffile (elffile.c opens, validates and reads the file).
  */
 #include "elfsym.h"
+#include "elfshare.h"
 #include "grow.h"
+#include "metrics.h"
 
 #include <errno.h>
 #include <elf.h>
@@ -205,7 +207,7 @@ static uint64_t find_gofunc(const struct elffile *f, uint64_t pcln_addr, uint64_
  * Externally linked Go binaries (cgo with -buildmode=pie, or any build
  * linked by the system linker) have no .gopclntab section: the table sits
  * inside .data.rel.ro or .rodata. Find its header by magic and plausible
- * fields; gopcln_open() validates the rest. Only called for Go binaries.
+ * fields; gopcln_new() validates the rest. Only called for Go binaries.
  * Fills sh with a pseudo section from the header to its section's end.
  */
 static bool find_pcln_by_magic(const struct elffile *f, struct elffile_sec *out)
@@ -321,7 +323,7 @@ static void load_go(struct elfsym *e, const struct elffile *f, uint64_t sym_gofu
 			e->bytes += n;
 		}
 	}
-	if (gopcln_open(&gs, &e->pcln, NULL) < 0) {
+	if (gopcln_new(&gs, &e->pcln, NULL) < 0) {
 		free(tab);
 		free(e->gofunc_buf);
 		e->bytes -= e->gofunc_len;
@@ -369,7 +371,7 @@ int elfsym_load_file(const struct elffile *f, struct elfsym **out, struct pp_err
 	if (e->pcln && !gopcln_has_inline(e->pcln) && gopcln_layout(e->pcln) != 116 && symtab) {
 		struct elfsym tmp = { 0 };
 		if (load_syms(&tmp, f, symtab, 0, 0, &sym_gofunc) == 0 && sym_gofunc) {
-			gopcln_close(e->pcln);
+			gopcln_free(e->pcln);
 			free(e->pcln_buf);
 			free(e->gofunc_buf);
 			e->pcln = NULL;
@@ -399,15 +401,17 @@ int elfsym_load_file(const struct elffile *f, struct elfsym **out, struct pp_err
 		elfsym_free(e);
 		return pp_errf(err, rc, "elf: reading symbol table failed");
 	}
+	metric_inc("pushprof_elf_symbols_loaded_total",
+		   "Symbol tables and Go pclntabs copied out of an ELF file (elfsym.c).", NULL, 1);
 	*out = e;
 	return 0;
 }
 
 void elfsym_free(struct elfsym *e)
 {
-	if (!e)
+	if (!e || (e->shared && !elfshare_release(e)))
 		return;
-	gopcln_close(e->pcln);
+	gopcln_free(e->pcln);
 	free(e->pcln_buf);
 	free(e->gofunc_buf);
 	free(e->syms);

@@ -11,7 +11,8 @@
  * opens, bounds, and the rules for build ids and the Go version, which
  * elfsym copies unchanged); a caller that needs more of the file (gobin,
  * frameless) keeps its elffile and calls elfsym_load_file() on it, so
- * the file is parsed once. The Go tables are decoded by gopclntab.c, which
+ * the file is parsed once; the modules that read the same executable
+ * share one elfsym through elfshare.h. The Go tables are decoded by gopclntab.c, which
  * bounds every offset.
  */
 #ifndef PUSHPROF_ELFSYM_H
@@ -29,6 +30,12 @@
 struct elfsym_sym {
 	uint64_t addr, size;
 	uint32_t name;		/* offset into elfsym.names */
+};
+
+/* A file's identity (elfshare.h): what stat() says of it. */
+struct elfsym_id {
+	uint64_t dev, ino;
+	int64_t size, mtime_ns;
 };
 
 struct elfsym {
@@ -64,6 +71,14 @@ struct elfsym {
 	uint64_t gofunc_addr;	/* link-time address of go.func.* (0 unknown) */
 
 	size_t bytes;		/* heap memory held by this object */
+
+	/* Sharing (elfshare.h): set when published there; the fields are
+	 * the registry's (read and written under its lock). An elfsym not
+	 * published has one owner. */
+	bool shared;
+	unsigned refs;
+	struct elfsym_id id;
+	struct elfsym *share_next;
 };
 
 /* Load from a parsed file (f is not kept). 0, or -ENOMEM / -EINVAL
@@ -80,6 +95,8 @@ int elfsym_load_path(const char *path, struct elfsym **out, struct pp_err *err);
  * stable names across processes instead of raw addresses). */
 int elfsym_load_mem(const void *buf, size_t len, const char *gap_prefix, struct elfsym **out,
 		    struct pp_err *err);
+/* Drops the caller's reference: frees e unless it is published
+ * (elfshare.h) and another module still holds it. NULL-safe. */
 void elfsym_free(struct elfsym *e);
 
 /*

@@ -76,7 +76,7 @@ static const char *cstr_at(const struct gopcln *t, size_t base, size_t blen, uin
 
 static bool inline_plausible(const struct gopcln *t);
 
-int gopcln_open(const struct gopcln_src *src, struct gopcln **out, struct pp_err *err)
+int gopcln_new(const struct gopcln_src *src, struct gopcln **out, struct pp_err *err)
 {
 	*out = NULL;
 	if (!src || !src->tab)
@@ -178,7 +178,7 @@ int gopcln_open(const struct gopcln_src *src, struct gopcln **out, struct pp_err
 	return 0;
 }
 
-void gopcln_close(struct gopcln *t)
+void gopcln_free(struct gopcln *t)
 {
 	free(t);
 }

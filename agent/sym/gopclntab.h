@@ -42,7 +42,7 @@
 #define GOPCLN_MAGIC_120 0xfffffff1u
 
 /* What the table is read from. Buffers are borrowed: keep them alive and
- * unchanged until gopcln_close(). */
+ * unchanged until gopcln_free(). */
 struct gopcln_src {
 	const uint8_t *tab;	/* .gopclntab section bytes */
 	size_t tab_len;
@@ -72,9 +72,13 @@ struct gopcln_frame {
 	bool inlined;		/* true for all but the outermost (physical) frame */
 };
 
-/* Validate the header and set up lookups. -EINVAL (+msg) on a bad table. */
-int gopcln_open(const struct gopcln_src *src, struct gopcln **out, struct pp_err *err);
-void gopcln_close(struct gopcln *t);
+/* Validate the header and set up lookups (src is the module's options:
+ * the buffers it reads, borrowed). 0 with *out set; -EINVAL on a bad table
+ * or -ENOMEM, with err filled (when given) and *out NULL. Read-only once
+ * made: several threads may look up in one table at once. */
+int gopcln_new(const struct gopcln_src *src, struct gopcln **out, struct pp_err *err);
+/* NULL-safe; the buffers are the caller's. */
+void gopcln_free(struct gopcln *t);
 
 /* 116, 118 or 120: which layout the magic selected. */
 int gopcln_layout(const struct gopcln *t);

@@ -1,7 +1,9 @@
 /*
- * symbolize.c - the process/kernel symbolizer: caches of parsed files
- * (elfsym.c), of process maps (procinfo.c) and of kallsyms, and the batch
- * resolution on top of them.
+ * symbolize.c - the process symbolizer: caches of parsed files (elfsym.c,
+ * shared through elfshare.c), of process maps (procinfo.c) and perf maps,
+ * and the batch resolution of user addresses on top of them. Kernel
+ * addresses (kallsyms) are symbolize_kernel.c's, the results' memory
+ * symbolize_batch.c's; symbolize_internal.h holds what they share.
  */
 #include "symbolize.h"
 
@@ -21,6 +23,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "elffile.h"
+#include "elfshare.h"
 #include "elfsym.h"
 #include "fileutil.h"
 #include "gopclntab.h"
@@ -28,191 +32,10 @@
 #include "procinfo.h"
 #include "ppclock.h"
 #include "grow.h"
-
-#define MAX_FRAMES 64
-#define FILE_BUCKETS 1024
-#define KSYM_MAX_DIST (1u << 20)	/* no kernel function is 1 MiB long */
-
-/* ---- batch arena ------------------------------------------------------- */
-
-struct chunk {
-	struct chunk *next;
-	size_t used, cap;
-	max_align_t data[];
-};
-
-struct batch_priv {
-	struct chunk *chunks;
-	size_t rcap, mcap;
-};
-
-static void *arena_alloc(struct batch_priv *p, size_t n)
-{
-	n = (n + sizeof(max_align_t) - 1) & ~(sizeof(max_align_t) - 1);
-	struct chunk *c = p->chunks;
-	if (!c || c->cap - c->used < n) {
-		size_t cap = n > 65536 ? n : 65536;
-		c = malloc(sizeof(*c) + cap);
-		if (!c)
-			return NULL;
-		c->used = 0;
-		c->cap = cap;
-		c->next = p->chunks;
-		p->chunks = c;
-	}
-	void *r = (char *)c->data + c->used;
-	c->used += n;
-	return r;
-}
-
-static const char *arena_str(struct batch_priv *p, const char *s)
-{
-	if (!s || !*s)
-		return "";
-	size_t l = strlen(s) + 1;
-	char *d = arena_alloc(p, l);
-	if (!d)
-		return NULL;
-	memcpy(d, s, l);
-	return d;
-}
-
-void sym_batch_init(struct sym_batch *b)
-{
-	memset(b, 0, sizeof(*b));
-}
-
-void sym_batch_free(struct sym_batch *b)
-{
-	struct batch_priv *p = b->priv;
-	if (p) {
-		for (struct chunk *c = p->chunks, *n; c; c = n) {
-			n = c->next;
-			free(c);
-		}
-		free(p);
-	}
-	free(b->r);
-	free(b->mappings);
-	memset(b, 0, sizeof(*b));
-}
-
-/* Empty the batch and size it for n results. */
-static int batch_reset(struct sym_batch *b, size_t n)
-{
-	struct batch_priv *p = b->priv;
-	if (!p) {
-		p = calloc(1, sizeof(*p));
-		if (!p)
-			return -ENOMEM;
-		b->priv = p;
-	}
-	/* Keep the newest chunk, drop the rest. */
-	if (p->chunks) {
-		for (struct chunk *c = p->chunks->next, *nx; c; c = nx) {
-			nx = c->next;
-			free(c);
-		}
-		p->chunks->next = NULL;
-		p->chunks->used = 0;
-	}
-	if (n > p->rcap) {
-		struct sym_result *r = realloc(b->r, n * sizeof(*r));
-		if (!r)
-			return -ENOMEM;
-		b->r = r;
-		p->rcap = n;
-	}
-	b->n = 0;
-	b->nmappings = 0;
-	return 0;
-}
-
-static int batch_add_mapping(struct sym_batch *b, const struct sym_mapping *m)
-{
-	struct batch_priv *p = b->priv;
-	if (pp_grow(&b->mappings, &p->mcap, b->nmappings + 1, sizeof(*b->mappings), 16))
-		return -ENOMEM;
-	b->mappings[b->nmappings] = *m;
-	return (int)b->nmappings++;
-}
-
-/* ---- caches ------------------------------------------------------------ */
-
-struct fentry {
-	uint64_t dev, ino;
-	struct elfsym *e;	/* NULL: load failed (err says why) */
-	char *err;
-	size_t bytes;
-	uint64_t loaded_ms, checked_ms;
-	int64_t size, mtime_ns;
-	uint64_t pin;		/* call generation that uses it: not evictable */
-	struct fentry *hnext, *prev, *next;	/* hash chain, LRU list */
-};
-
-struct pentry {
-	pid_t pid;
-	uint64_t start_time;
-	struct proc_maps maps;
-	uint64_t read_ms, used;
-	/* re-reads after sym_prepare(): the next is due at prep_start_ms +
-	 * prep_delay_ms[prep_step - 1]; prep_step 0 = none pending */
-	uint64_t prep_start_ms;
-	unsigned prep_step;
-	/* /tmp/perf-PID.map, read when an address falls in anonymous
-	 * executable memory, refreshed at most every maps_max_age_ms */
-	struct perfmap pm;
-	uint64_t pm_checked_ms;
-	bool pm_checked;
-};
+#include "symbolize_internal.h"
 
 static const unsigned prep_delay_ms[] = { 20, 100, 500, 2000 };
 #define PREP_STEPS (sizeof(prep_delay_ms) / sizeof(prep_delay_ms[0]))
-
-#define KIDX_STEP 128
-
-struct ksym {
-	uint64_t addr;
-	uint32_t name;
-	int32_t mod;		/* -1: vmlinux */
-};
-
-struct kmod {
-	char name[64];
-	char build_id[129];
-	bool bid_read;
-	uint64_t lo, hi;
-};
-
-struct symbolizer {
-	struct sym_opts o;
-	struct fentry *buckets[FILE_BUCKETS];
-	struct fentry *lru_head, *lru_tail;	/* head = most recent */
-	size_t nfiles, bytes;
-	uint64_t gen;
-	struct pentry *procs;
-	size_t nprocs;
-	uint64_t proc_tick;
-	/* kernel */
-	struct ksym *ksyms;
-	size_t nksyms;
-	/* every KIDX_STEP-th address of ksyms: a lookup searches this small
-	 * array, then one block of ksyms, instead of touching ~18 pages of a
-	 * multi-MiB array that went cold since the last window */
-	uint64_t *kidx;
-	size_t nkidx;
-	char *knames;
-	struct kmod *kmods;
-	size_t nkmods;
-	struct kmod kernel;	/* vmlinux */
-	uint64_t kloaded_ms;
-	size_t kbytes;
-	bool kloaded;
-	/* vdso */
-	struct elfsym *vdso;
-	bool vdso_tried;
-	struct sym_stats st;
-};
 
 int sym_new(const struct sym_opts *opts, struct symbolizer **out, struct pp_err *err)
 {
@@ -384,13 +207,28 @@ static void fentry_load(struct symbolizer *s, struct fentry *f, pid_t pid, const
 	f->loaded_ms = f->checked_ms = now;
 	char why[256] = "";
 	struct stat st;
-	int fd = open_mapped(pid, m, &st, why, sizeof(why));
 	struct pp_err err = { 0 };
-	if (fd >= 0) {
+	/* another module (frameless, gobin) may hold this very file's symbols
+	 * (elfshare.h): then no open and no parse. The stat of map_files names
+	 * the mapped file exactly as the open below would */
+	char p[128];
+	struct elfsym_id id;
+	map_files_path(p, sizeof(p), pid, m);
+	if (stat(p, &st) == 0 && (uint64_t)st.st_ino == m->inode && S_ISREG(st.st_mode)) {
+		id = elfshare_id(&st);
+		f->e = elfshare_find(&id);
+	}
+	int fd = f->e ? -1 : open_mapped(pid, m, &st, why, sizeof(why));
+	if (f->e || fd >= 0) {
 		f->size = st.st_size;
 		f->mtime_ns = mtime_ns(&st);
-		if (elfsym_load_fd(fd, &f->e, &err) < 0)
+	}
+	if (fd >= 0) {
+		struct elffile *ef = NULL;
+		id = elfshare_id(&st);
+		if (elffile_open_fd(fd, &ef, &err) < 0 || elfshare_load(ef, &id, &f->e, &err) < 0)
 			snprintf(why, sizeof(why), "%.250s", err.msg);
+		elffile_close(ef);
 		close(fd);
 	}
 	if (f->e && f->e->bytes > s->o.max_bytes) {
@@ -654,20 +492,6 @@ void sym_prepare_run(struct symbolizer *s, uint64_t now_ns)
 }
 
 /* r gets one frame, named name (copied into the batch arena). */
-static int one_frame(struct batch_priv *bp, struct sym_result *r, const char *name,
-		     enum sym_source src)
-{
-	struct sym_frame *f = arena_alloc(bp, sizeof(*f));
-	if (!f || !(f->func = arena_str(bp, name)))
-		return -ENOMEM;
-	f->file = "";
-	f->line = 0;
-	f->inlined = false;
-	r->frames = f;
-	r->nframes = 1;
-	r->source = src;
-	return 0;
-}
 
 /* Frames for vaddr in e, copied into the batch arena. */
 static int resolve_in(struct batch_priv *bp, const struct elfsym *e, uint64_t vaddr,
@@ -677,12 +501,12 @@ static int resolve_in(struct batch_priv *bp, const struct elfsym *e, uint64_t va
 		struct gopcln_frame fr[MAX_FRAMES];
 		int n = gopcln_lookup(e->pcln, vaddr, fr, MAX_FRAMES);
 		if (n > 0) {
-			struct sym_frame *out = arena_alloc(bp, (size_t)n * sizeof(*out));
+			struct sym_frame *out = sym_arena_alloc(bp, (size_t)n * sizeof(*out));
 			if (!out)
 				return -ENOMEM;
 			for (int i = 0; i < n; i++) {
-				out[i].func = arena_str(bp, fr[i].func ? fr[i].func : "?");
-				out[i].file = arena_str(bp, fr[i].file);
+				out[i].func = sym_arena_str(bp, fr[i].func ? fr[i].func : "?");
+				out[i].file = sym_arena_str(bp, fr[i].file);
 				out[i].line = (uint32_t)fr[i].line;
 				out[i].inlined = fr[i].inlined;
 				if (!out[i].func || !out[i].file)
@@ -700,7 +524,7 @@ static int resolve_in(struct batch_priv *bp, const struct elfsym *e, uint64_t va
 	uint64_t start;
 	const char *name = elfsym_lookup(e, vaddr, &start);
 	if (name)
-		return one_frame(bp, r, name, e->from_dynsym ? SYM_SRC_DYNSYM : SYM_SRC_SYMTAB);
+		return sym_one_frame(bp, r, name, e->from_dynsym ? SYM_SRC_DYNSYM : SYM_SRC_SYMTAB);
 	return 0;
 }
 
@@ -748,7 +572,7 @@ static int fill_mapping(struct batch_priv *bp, struct sym_mapping *sm, const str
 			const struct elfsym *e, const char *error)
 {
 	memset(sm, 0, sizeof(*sm));
-	sm->path = arena_str(bp, m->path);
+	sm->path = sym_arena_str(bp, m->path);
 	sm->start = m->start;
 	sm->limit = m->end;
 	sm->offset = m->offset;
@@ -756,17 +580,17 @@ static int fill_mapping(struct batch_priv *bp, struct sym_mapping *sm, const str
 	sm->inode = m->inode;
 	sm->executable = m->perms[2] == 'x';
 	sm->build_id = sm->go_build_id = sm->go_version = "";
-	sm->error = arena_str(bp, error);
+	sm->error = sym_arena_str(bp, error);
 	if (e) {
 		if (e->gnu_build_id[0]) {
-			sm->build_id = arena_str(bp, e->gnu_build_id);
+			sm->build_id = sym_arena_str(bp, e->gnu_build_id);
 			sm->build_id_kind = SYM_BUILD_ID_GNU;
 		} else if (e->go_build_id[0]) {
-			sm->build_id = arena_str(bp, e->go_build_id);
+			sm->build_id = sym_arena_str(bp, e->go_build_id);
 			sm->build_id_kind = SYM_BUILD_ID_GO;
 		}
-		sm->go_build_id = arena_str(bp, e->go_build_id);
-		sm->go_version = arena_str(bp, e->go_version);
+		sm->go_build_id = sym_arena_str(bp, e->go_build_id);
+		sm->go_version = sym_arena_str(bp, e->go_version);
 		sm->has_functions = e->pcln || e->nsyms;
 		sm->has_filenames = sm->has_line_numbers = e->pcln != NULL;
 		sm->has_inline_frames = e->pcln && gopcln_has_inline(e->pcln);
@@ -779,7 +603,7 @@ static int fill_mapping(struct batch_priv *bp, struct sym_mapping *sm, const str
 int sym_resolve_user(struct symbolizer *s, pid_t pid, const uint64_t *addrs, size_t n,
 		     struct sym_batch *out, struct pp_err *err)
 {
-	if (batch_reset(out, n) < 0)
+	if (sym_batch_reset(out, n) < 0)
 		return pp_errf(err, -ENOMEM, "symbolize: out of memory");
 	struct batch_priv *bp = out->priv;
 	uint64_t now = (pp_mono_ns() / 1000000);
@@ -835,7 +659,7 @@ int sym_resolve_user(struct symbolizer *s, pid_t pid, const uint64_t *addrs, siz
 			}
 			struct sym_mapping sm;
 			if (fill_mapping(bp, &sm, m, e, error) < 0 ||
-			    (midx[mi] = batch_add_mapping(out, &sm)) < 0) {
+			    (midx[mi] = sym_batch_add_mapping(out, &sm)) < 0) {
 				rc = pp_errf(err, -ENOMEM, "symbolize: out of memory");
 				break;
 			}
@@ -849,7 +673,7 @@ int sym_resolve_user(struct symbolizer *s, pid_t pid, const uint64_t *addrs, siz
 			const struct perfmap *pm = perfmap_get(s, p, now);
 			const char *name = pm ? perfmap_lookup(pm, addrs[i]) : NULL;
 			if (name) {
-				if (one_frame(bp, r, name, SYM_SRC_PERFMAP) < 0) {
+				if (sym_one_frame(bp, r, name, SYM_SRC_PERFMAP) < 0) {
 					rc = pp_errf(err, -ENOMEM, "symbolize: out of memory");
 					break;
 				}
@@ -870,260 +694,6 @@ int sym_resolve_user(struct symbolizer *s, pid_t pid, const uint64_t *addrs, siz
 	}
 	free(midx);
 	free(mfile);
-	return rc;
-}
-
-/* ---- kernel ------------------------------------------------------------ */
-
-static int ksym_cmp(const void *a, const void *b)
-{
-	const struct ksym *x = a, *y = b;
-	return x->addr < y->addr ? -1 : x->addr > y->addr;
-}
-
-/* The GNU build id of the kernel's note area (/sys/kernel/notes). */
-static void read_kernel_build_id(const char *path, char *out, size_t outsz)
-{
-	char id[ELFFILE_BUILD_ID_HEX] = "";
-	out[0] = '\0';
-	uint8_t buf[4096 + 1];	/* + the NUL pp_read_kernel_file adds */
-	ssize_t len = pp_read_kernel_file(path, buf, sizeof(buf));
-	if (len > 0)
-		elffile_parse_notes(buf, (size_t)len, id, NULL);
-	snprintf(out, outsz, "%s", id);
-}
-
-static int kallsyms_load(struct symbolizer *s, struct pp_err *err)
-{
-	FILE *fp = fopen(s->o.kallsyms_path, "re");
-	if (!fp)
-		return pp_errf(err, -errno, "kallsyms: open %s: %s", s->o.kallsyms_path,
-			       strerror(errno));
-	struct ksym *v = NULL;
-	char *names = NULL;
-	struct kmod *mods = NULL;
-	size_t nv = 0, cap = 0, nl = 0, ncap = 0, nm = 0, mcap = 0;
-	size_t nonzero = 0;
-	char line[1024];
-	int rc = 0;
-	while (fgets(line, sizeof(line), fp)) {
-		char *end;
-		uint64_t addr = strtoull(line, &end, 16);
-		if (end == line || *end != ' ' || !end[1] || end[2] != ' ')
-			continue;
-		char type = end[1];
-		if (type != 't' && type != 'T' && type != 'w' && type != 'W')
-			continue;
-		if (addr)
-			nonzero++;
-		char *name = end + 3;
-		char *modp = strchr(name, '\t');
-		char *nlp = strchr(name, '\n');
-		if (nlp)
-			*nlp = '\0';
-		int32_t mod = -1;
-		if (modp) {
-			*modp++ = '\0';
-			if (*modp == '[') {
-				modp++;
-				char *c = strchr(modp, ']');
-				if (c)
-					*c = '\0';
-			}
-			if (nm && !strcmp(mods[nm - 1].name, modp)) {
-				mod = (int32_t)nm - 1;
-			} else {
-				for (size_t i = 0; i < nm; i++)
-					if (!strcmp(mods[i].name, modp)) {
-						mod = (int32_t)i;
-						break;
-					}
-			}
-			if (mod < 0) {
-				if (pp_grow(&mods, &mcap, nm + 1, sizeof(*mods), 64)) {
-					rc = -ENOMEM;
-					break;
-				}
-				memset(&mods[nm], 0, sizeof(mods[nm]));
-				snprintf(mods[nm].name, sizeof(mods[nm].name), "%s", modp);
-				mods[nm].lo = UINT64_MAX;
-				mod = (int32_t)nm++;
-			}
-		}
-		size_t l = strlen(name) + 1;
-		if (pp_grow(&names, &ncap, nl + l, 1, 1 << 20) ||
-		    pp_grow(&v, &cap, nv + 1, sizeof(*v), 1 << 16)) {
-			rc = -ENOMEM;
-			break;
-		}
-		if (nl + l > UINT32_MAX) { rc = -E2BIG; break; }
-		memcpy(names + nl, name, l);
-		v[nv++] = (struct ksym){ .addr = addr, .name = (uint32_t)nl, .mod = mod };
-		nl += l;
-		if (mod >= 0) {
-			if (addr < mods[mod].lo) mods[mod].lo = addr;
-			if (addr > mods[mod].hi) mods[mod].hi = addr;
-		}
-	}
-	fclose(fp);
-	if (rc == 0 && nv && !nonzero)
-		rc = pp_errf(err, -EPERM, "kallsyms: all addresses are 0 (kptr_restrict; run as root)");
-	else if (rc == 0 && !nv)
-		rc = pp_errf(err, -EINVAL, "kallsyms: no text symbols in %s", s->o.kallsyms_path);
-	else if (rc < 0)
-		pp_errf(err, rc, "kallsyms: out of memory");
-	if (rc < 0) {
-		free(v);
-		free(names);
-		free(mods);
-		return rc;
-	}
-	qsort(v, nv, sizeof(*v), ksym_cmp);
-	/* Trim the growth slack: this table lives as long as the agent. */
-	struct ksym *tv = realloc(v, nv * sizeof(*v));
-	if (tv) {
-		v = tv;
-		cap = nv;
-	}
-	char *tn = realloc(names, nl);
-	if (tn) {
-		names = tn;
-		ncap = nl;
-	}
-	uint64_t *kidx = malloc((nv / KIDX_STEP + 1) * sizeof(*kidx));
-	if (!kidx) {
-		free(v);
-		free(names);
-		free(mods);
-		return pp_errf(err, -ENOMEM, "kallsyms: out of memory");
-	}
-	size_t nkidx = 0;
-	for (size_t i = 0; i < nv; i += KIDX_STEP)
-		kidx[nkidx++] = v[i].addr;
-	free(s->kidx);
-	s->kidx = kidx;
-	s->nkidx = nkidx;
-	free(s->ksyms);
-	free(s->knames);
-	free(s->kmods);
-	s->ksyms = v;
-	s->nksyms = nv;
-	s->knames = names;
-	s->kmods = mods;
-	s->nkmods = nm;
-	memset(&s->kernel, 0, sizeof(s->kernel));
-	snprintf(s->kernel.name, sizeof(s->kernel.name), "kernel.kallsyms");
-	s->kernel.lo = UINT64_MAX;
-	for (size_t i = 0; i < nv; i++)
-		if (v[i].mod < 0) {
-			if (v[i].addr < s->kernel.lo) s->kernel.lo = v[i].addr;
-			if (v[i].addr > s->kernel.hi) s->kernel.hi = v[i].addr;
-		}
-	s->kloaded = true;
-	s->kloaded_ms = (pp_mono_ns() / 1000000);
-	s->st.kernel_symbols = nv;
-	s->kbytes = cap * sizeof(*v) + ncap + mcap * sizeof(*mods) + nkidx * sizeof(*kidx);
-	return 0;
-}
-
-static const struct ksym *ksym_find(const struct symbolizer *s, uint64_t addr)
-{
-	size_t lo = 0, hi = s->nkidx;
-	if (!s->nksyms || addr < s->ksyms[0].addr)
-		return NULL;
-	while (hi - lo > 1) {	/* the block: kidx[lo] <= addr < kidx[lo + 1] */
-		size_t mid = lo + (hi - lo) / 2;
-		if (s->kidx[mid] <= addr)
-			lo = mid;
-		else
-			hi = mid;
-	}
-	lo *= KIDX_STEP;
-	hi = lo + KIDX_STEP < s->nksyms ? lo + KIDX_STEP : s->nksyms;
-	while (hi - lo > 1) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (s->ksyms[mid].addr <= addr)
-			lo = mid;
-		else
-			hi = mid;
-	}
-	if (addr - s->ksyms[lo].addr >= KSYM_MAX_DIST)
-		return NULL;
-	return &s->ksyms[lo];
-}
-
-int sym_resolve_kernel(struct symbolizer *s, const uint64_t *addrs, size_t n,
-		       struct sym_batch *out, struct pp_err *err)
-{
-	if (batch_reset(out, n) < 0)
-		return pp_errf(err, -ENOMEM, "symbolize: out of memory");
-	struct batch_priv *bp = out->priv;
-	if (!s->kloaded) {
-		int rc = kallsyms_load(s, err);
-		if (rc < 0)
-			return rc;
-	}
-	bool reloaded = false;
-	int rc = 0;
-	/* mapping index per module; [0] = vmlinux */
-	int32_t *midx = malloc((s->nkmods + 1) * sizeof(*midx));
-	if (!midx)
-		return pp_errf(err, -ENOMEM, "symbolize: out of memory");
-	for (size_t i = 0; i <= s->nkmods; i++)
-		midx[i] = -1;
-	for (size_t i = 0; i < n; i++) {
-		struct sym_result *r = &out->r[i];
-		memset(r, 0, sizeof(*r));
-		r->addr = addrs[i];
-		r->mapping = -1;
-		out->n = i + 1;
-		s->st.lookups++;
-		const struct ksym *k = ksym_find(s, addrs[i]);
-		if (!k && !reloaded && (pp_mono_ns() / 1000000) - s->kloaded_ms > 60000) {
-			/* A module may have been loaded since: reload, start over. */
-			reloaded = true;
-			if (kallsyms_load(s, NULL) == 0) {
-				free(midx);
-				return sym_resolve_kernel(s, addrs, n, out, err);
-			}
-		}
-		if (!k)
-			continue;
-		struct kmod *km = k->mod < 0 ? &s->kernel : &s->kmods[k->mod];
-		size_t mi = k->mod < 0 ? 0 : (size_t)k->mod + 1;
-		if (midx[mi] < 0) {
-			if (!km->bid_read) {
-				char p[160];
-				if (k->mod < 0)
-					snprintf(p, sizeof(p), "/sys/kernel/notes");
-				else
-					snprintf(p, sizeof(p), "/sys/module/%s/notes/.note.gnu.build-id",
-						 km->name);
-				read_kernel_build_id(p, km->build_id, sizeof(km->build_id));
-				km->bid_read = true;
-			}
-			char path[80];
-			snprintf(path, sizeof(path), "[%s]", km->name);
-			struct sym_mapping sm = {
-				.path = arena_str(bp, path), .start = km->lo, .limit = km->hi + 1,
-				.build_id = arena_str(bp, km->build_id),
-				.build_id_kind = km->build_id[0] ? SYM_BUILD_ID_GNU : SYM_BUILD_ID_NONE,
-				.go_build_id = "", .go_version = "", .error = "",
-				.has_functions = true, .executable = true,
-			};
-			if (!sm.path || !sm.build_id || (midx[mi] = batch_add_mapping(out, &sm)) < 0) {
-				rc = pp_errf(err, -ENOMEM, "symbolize: out of memory");
-				break;
-			}
-		}
-		r->mapping = midx[mi];
-		if (one_frame(bp, r, s->knames + k->name, SYM_SRC_KALLSYMS) < 0) {
-			rc = pp_errf(err, -ENOMEM, "symbolize: out of memory");
-			break;
-		}
-		s->st.resolved++;
-	}
-	free(midx);
 	return rc;
 }
 

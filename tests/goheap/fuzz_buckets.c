@@ -101,7 +101,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	(void)argc;
 	(void)argv;
 	struct pp_err err = {0};
-	if (gobin_open(FUZZ_GOBIN_FIXTURE, &fixture, &err)) {
+	if (gobin_new(&(struct gobin_opts){ .path = FUZZ_GOBIN_FIXTURE }, &fixture, &err)) {
 		fprintf(stderr, "fuzz_buckets: %s: %s\n", FUZZ_GOBIN_FIXTURE, err.msg);
 		abort();
 	}

@@ -2,7 +2,7 @@
  * fuzz_gobin - libFuzzer target for the Go executable analysis (gobin.c,
  * with elfsym.c and gopclntab.c under it): the input is a hostile ELF file.
  *
- * It goes through the real entry point, gobin_open(path), on a memfd named
+ * It goes through the real entry point, gobin_new() with a path, on a memfd named
  * by /proc/self/fd/N: the same proc_open_link() checks, libelf on a file
  * descriptor and pread()s as on /proc/PID/exe (memfds live on tmpfs, which
  * those checks accept). Then what the agent does with a gobin without a
@@ -39,7 +39,7 @@ static void exercise(const struct gobin *g)
 	check_str(g->go_build_id, sizeof(g->go_build_id));
 	check_str(g->gnu_build_id, sizeof(g->gnu_build_id));
 	if (!g->is_go)
-		abort();	/* gobin_open() promises: is_go false never comes back with 0 */
+		abort();	/* gobin_new() promises: is_go false never comes back with 0 */
 	/* Variables are all found or none (gobin.h). */
 	bool any = g->vars.mbuckets || g->vars.mem_profile_rate || g->vars.mprof_cycle;
 	if (any != (g->vars.source != GOBIN_VARS_NONE))
@@ -121,7 +121,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 	struct gobin *g;
 	struct pp_err err = {0};
-	if (gobin_open(path, &g, &err) == 0) {
+	if (gobin_new(&(struct gobin_opts){ .path = path }, &g, &err) == 0) {
 		exercise(g);
 		attach_self(g, size);
 		gobin_free(g);

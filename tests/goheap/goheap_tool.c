@@ -37,7 +37,7 @@ static int cmd_vars(const char *path)
 {
 	struct gobin *g;
 	struct pp_err err = {0};
-	int rc = gobin_open(path, &g, &err);
+	int rc = gobin_new(&(struct gobin_opts){ .path = path }, &g, &err);
 	if (rc) {
 		printf("rc=%d msg=%s\n", rc, err.msg);
 		return 1;
@@ -70,7 +70,7 @@ static int cmd_kill_then_read(pid_t pid)
 {
 	struct gobin *g;
 	struct pp_err err = {0};
-	int rc = gobin_open_pid(pid, &g, &err);
+	int rc = gobin_new(&(struct gobin_opts){ .pid = pid }, &g, &err);
 	if (rc) {
 		printf("attach rc=%d msg=%s\n", rc, err.msg);
 		return 1;
@@ -111,7 +111,7 @@ static int cmd_bench(pid_t pid, int iters, uint32_t max_buckets)
 	if (iters < 1 || iters > 1000)
 		iters = 5;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	int rc = gobin_open_pid(pid, &g, &err);
+	int rc = gobin_new(&(struct gobin_opts){ .pid = pid }, &g, &err);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	if (rc) {
 		printf("attach rc=%d msg=%s\n", rc, err.msg);
@@ -228,7 +228,7 @@ static int cmd_share(pid_t p1, pid_t p2, const char *prefix)
 {
 	struct gobin *g1, *g2, *fresh;
 	struct pp_err err = {0};
-	if (gobin_open_pid(p1, &g1, &err)) {
+	if (gobin_new(&(struct gobin_opts){ .pid = p1 }, &g1, &err)) {
 		printf("open: %s\n", err.msg);
 		return 1;
 	}
@@ -238,7 +238,7 @@ static int cmd_share(pid_t p1, pid_t p2, const char *prefix)
 		gobin_free(g1);
 		return 0;
 	}
-	if (gobin_open_pid(p2, &fresh, &err)) {
+	if (gobin_new(&(struct gobin_opts){ .pid = p2 }, &fresh, &err)) {
 		printf("open2: %s\n", err.msg);
 		return 1;
 	}
@@ -269,7 +269,7 @@ static int cmd_enable(pid_t pid)
 {
 	struct gobin *g;
 	struct pp_err err = {0};
-	int rc = gobin_open_pid(pid, &g, &err);
+	int rc = gobin_new(&(struct gobin_opts){ .pid = pid }, &g, &err);
 	if (rc) {
 		printf("attach rc=%d msg=%s\n", rc, err.msg);
 		return 1;
@@ -298,7 +298,7 @@ static int cmd_fuzz_profile(const char *path, int iters)
 {
 	struct gobin *g;
 	struct pp_err err = {0};
-	if (gobin_open(path, &g, &err)) {
+	if (gobin_new(&(struct gobin_opts){ .path = path }, &g, &err)) {
 		printf("open: %s\n", err.msg);
 		return 1;
 	}

@@ -52,9 +52,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 					  .gofunc_len = size - half, .text_start = 0x401000,
 					  .go_minor = (mode >> 1) & 1 ? 19 : 0 };
 		struct gopcln *t;
-		if (gopcln_open(&src, &t, NULL) == 0) {
+		if (gopcln_new(&src, &t, NULL) == 0) {
 			exercise(t);
-			gopcln_close(t);
+			gopcln_free(t);
 		}
 		free(tab);
 		free(gf);

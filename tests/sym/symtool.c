@@ -122,12 +122,12 @@ static int torture(int argc, char **argv)
 			struct gopcln_src src = { .tab = tab, .tab_len = n, .gofunc = tab,
 						  .gofunc_len = n / 2, .text_start = 0x401000 };
 			struct gopcln *t;
-			if (gopcln_open(&src, &t, &err) < 0) {
+			if (gopcln_new(&src, &t, &err) < 0) {
 				printf("error %s %s\n", path, err.msg);
 			} else {
 				printf("ok %s inline=%d frames=%u\n", path, gopcln_has_inline(t),
 				       exercise_pcln(t));
-				gopcln_close(t);
+				gopcln_free(t);
 			}
 			free(tab);
 			continue;

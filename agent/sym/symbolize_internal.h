@@ -1,0 +1,121 @@
+/*
+ * symbolize_internal.h - what the symbolizer's files share (symbolize.c:
+ * per-process maps and the file cache; symbolize_batch.c: the results'
+ * memory; symbolize_kernel.c: kallsyms). Not for other modules.
+ */
+#ifndef PUSHPROF_SYMBOLIZE_INTERNAL_H
+#define PUSHPROF_SYMBOLIZE_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "elfsym.h"
+#include "perfmap.h"
+#include "procinfo.h"
+#include "symbolize.h"
+
+#define MAX_FRAMES 64
+#define FILE_BUCKETS 1024
+#define KSYM_MAX_DIST (1u << 20)	/* no kernel function is 1 MiB long */
+
+/* ---- batch arena ------------------------------------------------------- */
+
+struct chunk {
+	struct chunk *next;
+	size_t used, cap;
+	max_align_t data[];
+};
+
+struct batch_priv {
+	struct chunk *chunks;
+	size_t rcap, mcap;
+};
+
+/* ---- caches ------------------------------------------------------------ */
+
+struct fentry {
+	uint64_t dev, ino;
+	struct elfsym *e;	/* NULL: load failed (err says why) */
+	char *err;
+	size_t bytes;
+	uint64_t loaded_ms, checked_ms;
+	int64_t size, mtime_ns;
+	uint64_t pin;		/* call generation that uses it: not evictable */
+	struct fentry *hnext, *prev, *next;	/* hash chain, LRU list */
+};
+
+struct pentry {
+	pid_t pid;
+	uint64_t start_time;
+	struct proc_maps maps;
+	uint64_t read_ms, used;
+	/* re-reads after sym_prepare(): the next is due at prep_start_ms +
+	 * prep_delay_ms[prep_step - 1]; prep_step 0 = none pending */
+	uint64_t prep_start_ms;
+	unsigned prep_step;
+	/* /tmp/perf-PID.map, read when an address falls in anonymous
+	 * executable memory, refreshed at most every maps_max_age_ms */
+	struct perfmap pm;
+	uint64_t pm_checked_ms;
+	bool pm_checked;
+};
+
+
+#define KIDX_STEP 128
+
+struct ksym {
+	uint64_t addr;
+	uint32_t name;
+	int32_t mod;		/* -1: vmlinux */
+};
+
+struct kmod {
+	char name[64];
+	char build_id[129];
+	bool bid_read;
+	uint64_t lo, hi;
+};
+
+struct symbolizer {
+	struct sym_opts o;
+	struct fentry *buckets[FILE_BUCKETS];
+	struct fentry *lru_head, *lru_tail;	/* head = most recent */
+	size_t nfiles, bytes;
+	uint64_t gen;
+	struct pentry *procs;
+	size_t nprocs;
+	uint64_t proc_tick;
+	/* kernel */
+	struct ksym *ksyms;
+	size_t nksyms;
+	/* every KIDX_STEP-th address of ksyms: a lookup searches this small
+	 * array, then one block of ksyms, instead of touching ~18 pages of a
+	 * multi-MiB array that went cold since the last window */
+	uint64_t *kidx;
+	size_t nkidx;
+	char *knames;
+	struct kmod *kmods;
+	size_t nkmods;
+	struct kmod kernel;	/* vmlinux */
+	uint64_t kloaded_ms;
+	size_t kbytes;
+	bool kloaded;
+	/* vdso */
+	struct elfsym *vdso;
+	bool vdso_tried;
+	struct sym_stats st;
+};
+
+/* symbolize_batch.c: the batch's arena (strings and frames live until the
+ * batch is reset), its results and mappings. NULL / -ENOMEM when out of
+ * memory; sym_batch_add_mapping returns the mapping's index. */
+void *sym_arena_alloc(struct batch_priv *p, size_t n);
+const char *sym_arena_str(struct batch_priv *p, const char *s);
+/* Empty the batch and size it for n results. */
+int sym_batch_reset(struct sym_batch *b, size_t n);
+int sym_batch_add_mapping(struct sym_batch *b, const struct sym_mapping *m);
+/* r resolved to the one frame name (no file, no line) from src. */
+int sym_one_frame(struct batch_priv *bp, struct sym_result *r, const char *name,
+		  enum sym_source src);
+
+#endif
