@@ -688,6 +688,12 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 			.cpu_label = sample_label_any(cfg, cfg->cpu.cpu_label),
 			.filter = !targets_whole_host(a.targets),
 			.interval_ns = cfg->cpu.interval_ns,
+			/* tests: stacks deleted after N windows unnamed, or
+			 * every one at every drain (the copies' delete race
+			 * at its most frequent) */
+			.stack_keep = getenv("PUSHPROF_STACK_KEEP") ?
+				(uint32_t)atoi(getenv("PUSHPROF_STACK_KEEP")) : 0,
+			.stack_evict_all = getenv("PUSHPROF_STACK_EVICT_ALL") != NULL,
 		};
 		r = cpu_sampler_new(&so, &a.cpu, err);
 		if (r < 0)

@@ -22,8 +22,8 @@
 
 #define MAX_CPUS 4096
 /* Windows a stored stack stays in the BPF maps after the last count that
- * named it (see "Stack copies" below). */
-#define STACK_KEEP 2
+ * named it, at most (see evict()). */
+#define STACK_KEEP_MAX 32
 
 /* A stack user space has read from a BPF stack map (see "Stack copies"). */
 struct stack_copy {
@@ -50,8 +50,9 @@ struct cpu_sampler {
 	size_t ncopies, copies_cap;
 	struct u64map idx;
 	uint64_t drains;		/* the copies' clock */
-	uint32_t keep;			/* windows a stack no count names stays stored */
-	size_t stored;			/* copies whose stack is still in its map */
+	uint32_t keep;			/* windows unnamed after which a stack is deleted */
+	bool evict_all;			/* tests: delete every stack at every drain */
+	size_t stored[2];		/* copies whose stack is still in its map: small, large */
 };
 
 void cpu_sampler_capacity(const struct cpu_sampler *s, uint32_t *counts, uint32_t *stacks)
@@ -242,7 +243,8 @@ int cpu_sampler_new(const struct cpu_sampler_opts *o, struct cpu_sampler **out,
 	bpf_map__set_max_entries(s->skel->maps.sstacks, nstacks);
 	s->ncounts = ncounts;
 	s->nstacks = nstacks;
-	s->keep = o->stack_evict_all ? 0 : STACK_KEEP;
+	s->evict_all = o->stack_evict_all;
+	s->keep = o->stack_keep && o->stack_keep < STACK_KEEP_MAX ? o->stack_keep : STACK_KEEP_MAX;
 	if (u64map_init(&s->idx, 1024) < 0) {
 		r = pp_errf(err, -ENOMEM, "out of memory");
 		goto fail;
@@ -590,8 +592,8 @@ static int read_stats(struct cpu_sampler *s, uint64_t *tot)
  * process ran them then (symbolization uses the process as it is at
  * window time, as it did when every window stored its stacks anew).
  *
- * A stack no count has named for `keep` windows is deleted from its map,
- * and its copy kept for one more drain: a program run of the window
+ * A stack no count has named for a while (evict()) is deleted from its
+ * map, and its copy kept for one more drain: a program run of the window
  * after may have found the stack just before the delete and counted under
  * its id (the lookup happened before the delete; the count lands in the
  * counts map of that window, drained next). That count resolves from the
@@ -651,7 +653,7 @@ static int copy_add(struct cpu_sampler *s, uint64_t id, const struct cpu_stack *
 	}
 	s->copies[s->ncopies++] = (struct stack_copy){ .id = id, .used = s->drains,
 						       .len = st->len, .ips = ips };
-	s->stored++;
+	s->stored[!!(id & CPU_STACK_LARGE)]++;
 	return 0;
 }
 
@@ -685,7 +687,7 @@ static int resolve(struct cpu_sampler *s, struct cpu_window *w, __u64 *id, uint6
 				s->copies[at].ips = ips;
 				s->copies[at].len = buf->len;
 				s->copies[at].deleted = 0;
-				s->stored++;
+				s->stored[!!(*id & CPU_STACK_LARGE)]++;
 			}
 		} else if (!have) {
 			w->lost_evicted += n;
@@ -723,35 +725,82 @@ static int adopt_unread(struct cpu_sampler *s, int fd, struct cpu_stack *buf)
 	return errno == ENOENT ? 0 : -errno;
 }
 
-/* Forget copies kept one drain past their delete, delete stacks no count
- * named for s->keep windows (keeping their copies), rebuild the index. */
+/*
+ * Forget copies kept one drain past their delete; delete stacks (keeping
+ * their copies) that no count named for s->keep windows (STACK_KEEP_MAX
+ * unless a test asks for fewer), and, in a
+ * map more than half full, the ones named longest ago until it is half
+ * full, never one the window just drained named. Half a map is room for
+ * the stacks of the next window (the maps hold four windows of samples).
+ * A stored stack costs nothing more in BPF (the maps are preallocated),
+ * and every one kept spares an insert when it is sampled again. Then the
+ * index is rebuilt.
+ */
 static int evict(struct cpu_sampler *s, struct cpu_window *w)
 {
+	/* copies by drains since a count named them (the last: that long or longer) */
+	size_t hist[2][STACK_KEEP_MAX + 1] = { { 0 } }, over[2];
+	/* a copy named more than cut drains ago is deleted, and quota of
+	 * those named exactly cut drains ago, so that the map gets to half */
+	uint64_t cut[2];
+	size_t quota[2] = { 0, 0 };
+
+	for (size_t i = 0; i < s->ncopies; i++) {
+		const struct stack_copy *c = &s->copies[i];
+		uint64_t age = s->drains - c->used;
+		if (!c->deleted)
+			hist[!!(c->id & CPU_STACK_LARGE)][age < s->keep ? age : s->keep]++;
+	}
+	for (int m = 0; m < 2; m++) {
+		size_t half = s->nstacks / 2;
+		over[m] = s->stored[m] > half ? s->stored[m] - half : 0;
+		over[m] -= hist[m][s->keep] < over[m] ? hist[m][s->keep] : over[m];
+		cut[m] = s->keep;
+		for (uint64_t a = s->keep - 1; a >= 1 && over[m]; a--) {
+			cut[m] = a;
+			quota[m] = hist[m][a] < over[m] ? hist[m][a] : over[m];
+			over[m] -= quota[m];
+		}
+	}
 	size_t n = 0;
+	int r = 0;
 	for (size_t i = 0; i < s->ncopies; i++) {
 		struct stack_copy *c = &s->copies[i];
 		if (c->deleted) {
 			free(c->ips);
 			continue;
 		}
-		if (c->used + s->keep <= s->drains) {
-			int fd = c->id & CPU_STACK_LARGE ? s->stacks_fd : s->sstacks_fd;
-			if (bpf_map_delete_elem(fd, &c->id) && errno != ENOENT)
-				return -errno;
-			c->deleted = s->drains;
-			s->stored--;
-			w->stacks_evicted++;
+		int m = !!(c->id & CPU_STACK_LARGE);
+		uint64_t age = s->drains - c->used;
+		/* after a failed delete the rest stay stored (the copies are
+		 * compacted to the end all the same) */
+		if (!r && (s->evict_all || age >= s->keep || age > cut[m] ||
+			   (age == cut[m] && quota[m] && quota[m]--))) {
+			if (bpf_map_delete_elem(m ? s->stacks_fd : s->sstacks_fd, &c->id) &&
+			    errno != ENOENT) {
+				r = -errno;
+			} else {
+				c->deleted = s->drains;
+				s->stored[m]--;
+				w->stacks_evicted++;
+			}
 		}
 		s->copies[n++] = *c;
 	}
 	s->ncopies = n;
-	u64map_free(&s->idx);
-	if (u64map_init(&s->idx, n) < 0)
-		return -ENOMEM;
+	/* the index: no more keys than before, so no allocation that could
+	 * fail and leave it behind the copies; shrunk when far too large */
+	if (s->idx.cap > 8 * n + 4096) {
+		struct u64map small;
+		if (u64map_init(&small, n) == 0) {
+			u64map_free(&s->idx);
+			s->idx = small;
+		}
+	}
+	u64map_clear(&s->idx);
 	for (size_t i = 0; i < n; i++)
-		if (u64map_put(&s->idx, s->copies[i].id, (uint32_t)i) < 0)
-			return -ENOMEM;
-	return 0;
+		u64map_put(&s->idx, s->copies[i].id, (uint32_t)i);
+	return r;
 }
 
 int cpu_sampler_drain(struct cpu_sampler *s, struct cpu_window *w, struct pp_err *err)
@@ -801,7 +850,7 @@ int cpu_sampler_drain(struct cpu_sampler *s, struct cpu_window *w, struct pp_err
 	free(buf);
 	if (r >= 0)
 		r = evict(s, w);
-	w->stacks_stored = s->stored;
+	w->stacks_stored = s->stored[0] + s->stored[1];
 	if (r < 0)
 		return pp_errf(err, r, "reading the BPF stack maps: %s", strerror(-r));
 	return 0;

@@ -35,8 +35,11 @@ struct cpu_sampler_opts {
 	bool cpu_label;			/* record the CPU of each sample (key.cpu) */
 	bool filter;			/* only tgids passed to cpu_sampler_allow() */
 	uint64_t interval_ns;		/* sizes the maps for one window */
-	bool stack_evict_all;		/* tests: delete every stored stack at every
-					 * drain (the copies still resolve them) */
+	/* tests: windows unnamed after which a stored stack is deleted (0: the
+	 * default, 32; fewer when a map fills, cpu.c); every stored stack
+	 * deleted at every drain (the copies still resolve them) */
+	uint32_t stack_keep;
+	bool stack_evict_all;
 };
 
 struct cpu_record {

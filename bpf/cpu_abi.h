@@ -15,9 +15,10 @@
  *    and a sample whose stack an earlier window stored finds it there (a
  *    lookup and compare, no insert). User space (agent/cpu.c) keeps a copy
  *    of each stack it has read, reads only ids a drained count names that
- *    it has not seen, and evicts stacks no count has named for a window
- *    or two: it deletes them from the map but keeps its copy one more
- *    window, for a program run that found the stack just before the
+ *    it has not seen, and evicts stacks no count has named for a while
+ *    (a map past half full: the ones named longest ago, never one named in
+ *    the window just drained): it deletes them from the map but keeps its
+ *    copy one more window, for a program run that found the stack just before the
  *    delete and counts under its id in the window after. A count whose id
  *    is in neither is counted as lost (CPU_STACK_EVICTED), never dropped.
  *    So an id names a stack's content, not a stack of one window.
