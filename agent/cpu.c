@@ -233,8 +233,8 @@ int cpu_sampler_new(const struct cpu_sampler_opts *o, struct cpu_sampler **out,
 	uint64_t per_window = (uint64_t)o->frequency_hz * (uint64_t)s->possible * secs;
 	uint32_t ncounts = clamp_entries(2 * per_window, 2048, 1u << 18);
 	/* the stack maps persist across windows (no second set): the memory
-	 * of two sets in one map of each size, which holds the stacks of the
-	 * STACK_KEEP windows kept and the current one */
+	 * of two sets in one map of each size, room for the stacks kept
+	 * (evict() deletes down to half a map) and a window's new ones */
 	uint32_t nstacks = clamp_entries(4 * per_window, 4096, 1u << 17);
 	struct bpf_map *m[] = { s->skel->maps.counts0, s->skel->maps.counts1 };
 	for (int i = 0; i < 2; i++)
@@ -590,7 +590,10 @@ static int read_stats(struct cpu_sampler *s, uint64_t *tot)
  * of. An id is a content hash (with a probe slot), not a name within one
  * window: the same id names the same frames in every window, whichever
  * process ran them then (symbolization uses the process as it is at
- * window time, as it did when every window stored its stacks anew).
+ * window time, as it did when every window stored its stacks anew). A
+ * different stack could take an id freed by a delete only if its 64-bit
+ * hash or a probe slot of it equalled the id: the odds the fast path
+ * (bpf/cpu_abi.h) already takes.
  *
  * A stack no count has named for a while (evict()) is deleted from its
  * map, and its copy kept for one more drain: a program run of the window
@@ -728,9 +731,9 @@ static int adopt_unread(struct cpu_sampler *s, int fd, struct cpu_stack *buf)
 /*
  * Forget copies kept one drain past their delete; delete stacks (keeping
  * their copies) that no count named for s->keep windows (STACK_KEEP_MAX
- * unless a test asks for fewer), and, in a
- * map more than half full, the ones named longest ago until it is half
- * full, never one the window just drained named. Half a map is room for
+ * unless a test asks for fewer), and, in a map more than half full, the
+ * ones named longest ago until it is half full, never one the window just
+ * drained named. Half a map is room for
  * the stacks of the next window (the maps hold four windows of samples).
  * A stored stack costs nothing more in BPF (the maps are preallocated),
  * and every one kept spares an insert when it is sampled again. Then the
