@@ -92,10 +92,10 @@ struct small_stacks_map {
 
 struct counts_map counts0 SEC(".maps");
 struct counts_map counts1 SEC(".maps");
-struct stacks_map stacks0 SEC(".maps");
-struct stacks_map stacks1 SEC(".maps");
-struct small_stacks_map sstacks0 SEC(".maps");
-struct small_stacks_map sstacks1 SEC(".maps");
+/* Stacks persist across windows (cpu_abi.h): one map of each size, never
+ * flipped; user space reads the ids it has not seen and evicts. */
+struct stacks_map stacks SEC(".maps");
+struct small_stacks_map sstacks SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
@@ -104,24 +104,6 @@ struct {
 	__array(values, struct counts_map);
 } counts_sets SEC(".maps") = {
 	.values = { &counts0, &counts1 },
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
-	__uint(max_entries, 2);
-	__type(key, __u32);
-	__array(values, struct stacks_map);
-} stacks_sets SEC(".maps") = {
-	.values = { &stacks0, &stacks1 },
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
-	__uint(max_entries, 2);
-	__type(key, __u32);
-	__array(values, struct small_stacks_map);
-} sstacks_sets SEC(".maps") = {
-	.values = { &sstacks0, &sstacks1 },
 };
 
 /* tgids to sample when filter_tgids is set. The value is the process's
@@ -500,16 +482,32 @@ __noinline __u64 pp_go_edge(__u64 ip)
  * The return address into the caller of runtime.systemstack/asmcgocall,
  * for a thread on g0 that switched there (cpu_abi.h, "Frameless Go code
  * mid-stack"): [curg.sched.sp], each step checked. g is a candidate for
- * g0. 0 when it does not check out.
+ * g0, a the address of the frame that returns to the switch site (on the
+ * stack the switch went to). 0 when it does not check out.
+ *
+ * That g is g0 is not read from m.g0 (one probe read less, of a line of
+ * m, per switch-site frame: ~40 % of gcstack.go's samples): g's first words (stack.lo,
+ * stack.hi, ..., m) come in the read that fetches g.m anyway, and a
+ * inside [stack.lo, stack.hi) says the frame that returns to the switch
+ * site is on g's stack. Only g0's stack is where systemstack and
+ * asmcgocall call their function: g is that g0, or g0 is the stack its
+ * bounds were taken for, which is what the m.g0 read checked. What it
+ * also caught, a g that is not g0 at all, fails either this check or
+ * the ones on curg: a goroutine running on its own stack is m.curg
+ * (curg == g), gsignal's stack does not hold g0's frames, and a stray
+ * %r14 (ABI0 assembly, C) must bracket the frame and name an m whose
+ * curg points back at it.
  */
-static __always_inline __u64 g0_caller(__u64 g)
+static __always_inline __u64 g0_caller(__u64 g, __u64 a)
 {
-	__u64 m = 0, g0 = 0, curg = 0, cg[8], ret = 0;
+	__u64 gw[GO_G_M / 8 + 1], curg = 0, cg[8], ret = 0;
 
-	if (!g || bpf_probe_read_user(&m, sizeof(m), (void *)(g + GO_G_M)) || !m)
+	/* stack.lo, stack.hi, ..., m: one read */
+	if (!g || bpf_probe_read_user(gw, sizeof(gw), (void *)g))
 		return 0;
-	if (bpf_probe_read_user(&g0, sizeof(g0), (void *)(m + GO_M_G0)) || g0 != g)
-		return 0;	/* not g0 of its m: no switch, or not a g at all */
+	__u64 m = gw[GO_G_M / 8];
+	if (!m || a < gw[GO_G_STACK_LO / 8] || a + 16 > gw[GO_G_STACK_HI / 8])
+		return 0;	/* the frame is not on g's stack: g is not this g0 */
 	if (bpf_probe_read_user(&curg, sizeof(curg), (void *)(m + GO_M_CURG)) || !curg || curg == g)
 		return 0;
 	/* stack.lo, stack.hi, ..., m, sched.sp: one read */
@@ -545,13 +543,13 @@ __noinline __u64 pp_frame_fix(const struct cpu_fl_proc *fl, __u64 ra, __u64 a, _
 	if (!fl || !fl->go || !ra || !a)
 		return 0;
 	if (ra == fl->switch_ret[0] || ra == fl->switch_ret[1]) {
-		c = g0_caller(r14);
+		c = g0_caller(r14, a);
 		if (!c) {
 			struct task_struct *task = bpf_get_current_task_btf();
 			__u64 fs = BPF_CORE_READ(task, thread.fsbase), g = 0;
 
 			if (fs && !bpf_probe_read_user(&g, sizeof(g), (void *)(fs + GO_TLS_G)))
-				c = g0_caller(g);
+				c = g0_caller(g, a);
 		}
 		count(c ? CPU_STAT_G0_SWITCH : CPU_STAT_G0_FAIL);
 		return c;
@@ -753,8 +751,10 @@ static __always_inline __u64 store_in(void *stacks, const struct cpu_stack *st, 
 		struct cpu_stack *ex = bpf_map_lookup_elem(stacks, &k);
 		if (!ex) {
 			long r = bpf_map_update_elem(stacks, &k, st, BPF_NOEXIST);
-			if (r == 0)
+			if (r == 0) {
+				count(CPU_STAT_STACK_NEW);
 				return k;
+			}
 			if (r != -EEXIST) {
 				count(CPU_STAT_STACKS_FULL);
 				return CPU_STACK_MAP_FULL;
@@ -844,19 +844,16 @@ int pp_cpu_sample(struct bpf_perf_event_data *ctx)
 		return 0;
 	}
 
-	/* new in this window: store the stacks (their ids may be other
-	 * probe slots, or reserved ids), then count under those ids; with
-	 * the same ids the key just missed (nearly always) no second lookup:
+	/* new in this window: store the stacks (found, most of the time,
+	 * where an earlier window left them; their ids may be other probe
+	 * slots, or reserved ids), then count under those ids; with the
+	 * same ids the key just missed (nearly always) no second lookup:
 	 * the insert below meets another CPU's entry as -EEXIST */
 	__u64 uid = s->key.user_stack, kid = s->key.kernel_stack;
-	void *small = bpf_map_lookup_elem(&sstacks_sets, &set);
-	void *large = bpf_map_lookup_elem(&stacks_sets, &set);
-	if (!small || !large)
-		return 0;
 	if (u == ~0ULL)
-		s->key.user_stack = store_stack(small, large, &s->user, uh);
+		s->key.user_stack = store_stack(&sstacks, &stacks, &s->user, uh);
 	if (k == ~0ULL)
-		s->key.kernel_stack = store_stack(small, large, &s->kern, kh);
+		s->key.kernel_stack = store_stack(&sstacks, &stacks, &s->kern, kh);
 	c = NULL;
 	if (s->key.user_stack != uid || s->key.kernel_stack != kid)
 		c = bpf_map_lookup_elem(counts, &s->key);

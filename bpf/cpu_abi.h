@@ -3,14 +3,28 @@
  * share: map keys, values and counter indices.
  *
  * Design, so that no sample is lost silently:
- *  - Two map sets (counts + stacks), selected by `active` in .bss. The BPF
- *    program writes only into the active set; user space flips `active`,
- *    then waits for every program run that may still see the old value (an
- *    update of an ARRAY_OF_MAPS makes the kernel call synchronize_rcu()),
- *    and drains the now idle set at leisure.
+ *  - Two counts maps, selected by `active` in .bss. The BPF program counts
+ *    only into the active one; user space flips `active`, then waits for
+ *    every program run that may still see the old value (an update of an
+ *    ARRAY_OF_MAPS makes the kernel call synchronize_rcu()), and drains the
+ *    now idle one at leisure.
  *  - Stacks are stored by a 64-bit content hash computed in BPF. An existing
  *    entry is compared word by word; on a collision the next probe slot is
  *    tried, so two different stacks stored never share an id.
+ *  - The stack maps are not flipped: a stack stays stored across windows,
+ *    and a sample whose stack an earlier window stored finds it there (a
+ *    lookup and compare, no insert). User space (agent/cpu.c) keeps a copy
+ *    of each stack it has read, reads only ids a drained count names that
+ *    it has not seen, and evicts stacks no count has named for a while
+ *    (a map past half full: the ones named longest ago, never one named in
+ *    the window just drained): it deletes them from the map but keeps its
+ *    copy one more window, for a program run that found the stack just
+ *    before the delete and counts under its id in the window after. A
+ *    count whose id is in neither is counted as lost (CPU_STACK_EVICTED),
+ *    never dropped. So an id names a stack's content, not a stack of one
+ *    window. On gcstack.go (most samples a key new in the window) stacks
+ *    inserted per sample fell from ~0.9 (one per stack and window) to
+ *    ~0.35 after a minute, the rest found stored.
  *  - Fast path: most samples repeat a (thread, stacks) key already counted in
  *    the window, so BPF first looks the key up with each stack's first
  *    probe slot and only adds 1 on a hit: one map operation, no stack-map
@@ -18,7 +32,8 @@
  *    A hit can be wrong only if the same thread (the key holds tgid and
  *    tid) has two different stacks of the same 64-bit hash in one window;
  *    a process can thus at worst mislabel its own samples. On a miss the
- *    stacks are stored as above and the key counted under their ids.
+ *    stacks are looked up or stored as above and the key counted under
+ *    their ids.
  *  - A sample whose stack cannot be stored (map full, stack error, probes
  *    exhausted) is still counted, with a reserved stack id naming the cause;
  *    per-CPU counters say how many samples met each fate.
@@ -41,14 +56,14 @@
 #define CPU_HZ_MIN 1
 #define CPU_HZ_MAX 1000
 /*
- * Two stack maps per set, by size: stacks of up to CPU_SMALL_DEPTH frames
+ * Two stack maps, by size: stacks of up to CPU_SMALL_DEPTH frames
  * (nearly all: Go's GC and allocator, syscalls, most kernel stacks) in
- * values of 264 bytes, longer ones in values of 1 KiB. Every window starts
- * with empty maps, so a stack is inserted once per window it appears in,
- * and an insert copies the whole value into memory the workload has
- * evicted: on gcstack.go, where most samples are a (thread, stack) new in
- * the window, 264-byte values took 5 % off the BPF time per sample
- * (bench/bpf_ab.py, depth-32 experiment build against 1 KiB values).
+ * values of 264 bytes, longer ones in values of 1 KiB. An insert copies
+ * the whole value into memory the workload has evicted: on gcstack.go,
+ * where most samples are a (thread, stack) new in the window, 264-byte
+ * values took 5 % off the BPF time per sample (bench/bpf_ab.py, depth-32
+ * experiment build against 1 KiB values), and keeping stacks across
+ * windows (above) spares most inserts of a stack seen before.
  * A stored stack's id says which map holds it: CPU_STACK_LARGE set for
  * the 1 KiB map. The stack's content hash covers its length, so the same
  * frames never land in both.
@@ -198,8 +213,10 @@ struct cpu_fl_proc {
  * switch path's call (switch_ret, runtime addresses); a frame returning
  * there makes BPF find g0 (in %r14, Go's g register, else at %fs:-8, Go's
  * TLS slot), then m = g0.m, curg = m.curg, and insert [curg.sched.sp].
- * Every step is checked (g0 == m.g0, curg.m == m, sched.sp inside
- * curg.stack), so a wrong layout or a hostile process only costs the fix:
+ * Every step is checked (the frame returning to the switch site inside
+ * g's stack, so g is g0 (cpu.bpf.c, g0_caller); curg != g, curg.m == m,
+ * sched.sp inside curg.stack), so a wrong layout or a hostile process
+ * only costs the fix:
  * counted (CPU_STAT_G0_FAIL), the walk goes on as before.
  * Offsets of runtime2.go, the same in Go 1.17 to 1.23 (64-bit):
  *   g: stack{lo,hi} 0, stackguard0 16, stackguard1 24, _panic 32,
@@ -212,7 +229,6 @@ struct cpu_fl_proc {
 #define GO_G_STACK_HI 8
 #define GO_G_M 48
 #define GO_G_SCHED_SP 56
-#define GO_M_G0 0
 #define GO_M_CURG 192
 #define GO_TLS_G (-8)		/* %fs:-8: runtime.tlsg on linux/amd64 */
 
@@ -222,6 +238,8 @@ enum cpu_stack_id {
 	CPU_STACK_ERR = 1,		/* bpf_get_stack (kernel) failed */
 	CPU_STACK_MAP_FULL = 2,		/* stacks map full */
 	CPU_STACK_COLLISION = 3,	/* all probe slots held other stacks */
+	CPU_STACK_EVICTED = 4,		/* user space only: a count named a stack
+					 * neither the map nor its copies held */
 	CPU_STACK_RESERVED = 16,	/* hashes below this are shifted up */
 };
 
@@ -255,6 +273,7 @@ enum cpu_stat {
 	CPU_STAT_IDLE,			/* idle task, not recorded */
 	CPU_STAT_FILTERED,		/* tgid not targeted */
 	CPU_STAT_RECORDED,		/* counted in the counts map */
+	CPU_STAT_STACK_NEW,		/* a stack inserted (not found in its map) */
 	CPU_STAT_LOST_COUNTS_FULL,	/* counts map full: sample lost */
 	CPU_STAT_STACK_ERR,		/* a stack came back as an error (sample kept) */
 	CPU_STAT_STACKS_FULL,		/* stacks map full (sample kept, stack lost) */

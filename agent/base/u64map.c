@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 int u64map_init(struct u64map *m, size_t want)
 {
@@ -31,6 +32,13 @@ void u64map_free(struct u64map *m)
 	free(m->vals);
 	m->keys = NULL;
 	m->vals = NULL;
+}
+
+void u64map_clear(struct u64map *m)
+{
+	if (m->keys)
+		memset(m->keys, 0, m->cap * sizeof(*m->keys));
+	m->n = 0;
 }
 
 static int grow(struct u64map *m)

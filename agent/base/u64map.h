@@ -21,6 +21,9 @@ struct u64map {
 int u64map_init(struct u64map *m, size_t want);
 /* Safe on a zeroed or freed map. */
 void u64map_free(struct u64map *m);
+/* Remove every key, keeping the room: puts of up to as many keys as it
+ * held never allocate. */
+void u64map_clear(struct u64map *m);
 /* Insert or replace; key must not be 0. -ENOMEM. */
 int u64map_put(struct u64map *m, uint64_t key, uint32_t val);
 

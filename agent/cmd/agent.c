@@ -309,6 +309,9 @@ static void window(struct agent *a)
 	metric_inc("pushprof_cpu_lost_total",
 		   "Samples (counts_map_full) or stacks (others) lost or cut, by cause.",
 		   "cause=\"junk_frame\"", (double)ps.junk_cut);
+	metric_inc("pushprof_cpu_lost_total",
+		   "Samples (counts_map_full) or stacks (others) lost or cut, by cause.",
+		   "cause=\"stack_evicted\"", (double)a->win.lost_evicted);
 	metric_inc("pushprof_cpu_profiles_total", "Per-process CPU profiles handed over.", NULL,
 		   (double)ps.profiles);
 	metric_inc("pushprof_cpu_profile_bytes_total", "Bytes of CPU profiles handed over.", NULL,
@@ -320,7 +323,7 @@ static void window(struct agent *a)
 	metric_set(metric_get("pushprof_bpf_map_entries", "Entries used in the last window, by map.",
 			      METRIC_GAUGE, "map=\"cpu_counts\""), (double)a->win.nrecs);
 	metric_set(metric_get("pushprof_bpf_map_entries", "Entries used in the last window, by map.",
-			      METRIC_GAUGE, "map=\"cpu_stacks\""), (double)a->win.nstacks);
+			      METRIC_GAUGE, "map=\"cpu_stacks\""), (double)a->win.stacks_stored);
 	metric_set(metric_get("pushprof_bpf_map_capacity", "Entries each BPF map holds, by map.",
 			      METRIC_GAUGE, "map=\"cpu_counts\""), (double)cap_counts);
 	metric_set(metric_get("pushprof_bpf_map_capacity", "Entries each BPF map holds, by map.",
@@ -347,7 +350,9 @@ static void window(struct agent *a)
 	}
 	pp_log(PP_INFO, "cpu window",
 	       "window=%llu samples=%llu user_frames=%llu processes=%zu bytes=%llu lost_map_full=%llu "
-	       "lost_stack_err=%llu lost_stacks_full=%llu lost_collision=%llu truncated=%llu "
+	       "lost_stack_err=%llu lost_stacks_full=%llu lost_collision=%llu lost_stack_evicted=%llu "
+	       "truncated=%llu stacks=%zu stacks_new=%llu stacks_read=%zu stacks_from_copy=%zu "
+	       "stacks_evicted=%zu stacks_stored=%zu "
 	       "truncated_junk=%llu filtered=%llu frameless_leaf=%llu go_edge=%llu frameless_mid=%llu "
 	       "frameless_fault=%llu g0_switch=%llu g0_fail=%llu "
 	       "targets=%zu/%zu "
@@ -358,8 +363,11 @@ static void window(struct agent *a)
 	       (unsigned long long)s[CPU_STAT_LOST_COUNTS_FULL],
 	       (unsigned long long)s[CPU_STAT_STACK_ERR],
 	       (unsigned long long)s[CPU_STAT_STACKS_FULL],
-	       (unsigned long long)s[CPU_STAT_COLLISION],
-	       (unsigned long long)s[CPU_STAT_TRUNCATED], (unsigned long long)ps.junk_cut,
+	       (unsigned long long)s[CPU_STAT_COLLISION], (unsigned long long)a->win.lost_evicted,
+	       (unsigned long long)s[CPU_STAT_TRUNCATED], a->win.nstacks,
+	       (unsigned long long)s[CPU_STAT_STACK_NEW], a->win.stacks_read,
+	       a->win.stacks_from_copy, a->win.stacks_evicted, a->win.stacks_stored,
+	       (unsigned long long)ps.junk_cut,
 	       (unsigned long long)s[CPU_STAT_FILTERED],
 	       (unsigned long long)s[CPU_STAT_FL_LEAF], (unsigned long long)s[CPU_STAT_GO_EDGE],
 	       (unsigned long long)s[CPU_STAT_FL_MID],
@@ -490,6 +498,12 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 			.cpu_label = sample_label_any(cfg, cfg->cpu.cpu_label),
 			.filter = !targets_whole_host(a.targets),
 			.interval_ns = cfg->cpu.interval_ns,
+			/* tests: stacks deleted after N windows unnamed, or
+			 * every one at every drain (the copies' delete race
+			 * at its most frequent) */
+			.stack_keep = getenv("PUSHPROF_STACK_KEEP") ?
+				(uint32_t)atoi(getenv("PUSHPROF_STACK_KEEP")) : 0,
+			.stack_evict_all = getenv("PUSHPROF_STACK_EVICT_ALL") != NULL,
 		};
 		r = cpu_sampler_new(&so, &a.cpu, err);
 		if (r < 0)

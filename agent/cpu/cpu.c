@@ -4,6 +4,7 @@
 #include "cpu.h"
 #include "fileutil.h"
 #include "procinfo.h"
+#include "u64map.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -20,6 +21,18 @@
 #include "bpf/cpu.skel.h"
 
 #define MAX_CPUS 4096
+/* Windows a stored stack stays in the BPF maps after the last count that
+ * named it, at most (see evict()). */
+#define STACK_KEEP_MAX 32
+
+/* A stack user space has read from a BPF stack map (see "Stack copies"). */
+struct stack_copy {
+	uint64_t id;
+	uint64_t used;			/* the last drain whose counts named it */
+	uint64_t deleted;		/* the drain that deleted it from its map; 0: stored */
+	uint32_t len;
+	__u64 *ips;			/* leaf first; owned */
+};
 
 struct cpu_sampler {
 	struct cpu_bpf *skel;
@@ -29,9 +42,17 @@ struct cpu_sampler {
 	uint32_t frequency_hz;
 	int possible;			/* for per-CPU map values */
 	uint64_t last_stats[CPU_STAT_MAX];
-	int counts_fd[2], stacks_fd[2], sstacks_fd[2];	/* sstacks: small stacks (bpf/cpu_abi.h) */
-	uint32_t ncounts, nstacks;	/* max_entries of each map set */
+	int counts_fd[2], stacks_fd, sstacks_fd;	/* sstacks: small stacks (bpf/cpu_abi.h) */
+	uint32_t ncounts, nstacks;	/* max_entries of each counts map, of each stack map */
 	bool filter;			/* allowed_tgids in use (it holds fl ranges) */
+	/* stack copies: every stack read and not yet forgotten, copies[idx[id]] */
+	struct stack_copy *copies;
+	size_t ncopies, copies_cap;
+	struct u64map idx;
+	uint64_t drains;		/* the copies' clock */
+	uint32_t keep;			/* windows unnamed after which a stack is deleted */
+	bool evict_all;			/* tests: delete every stack at every drain */
+	size_t stored[2];		/* copies whose stack is still in its map: small, large */
 };
 
 void cpu_sampler_capacity(const struct cpu_sampler *s, uint32_t *counts, uint32_t *stacks)
@@ -199,28 +220,35 @@ int cpu_sampler_new(const struct cpu_sampler_opts *o, struct cpu_sampler **out,
 
 	/*
 	 * Maps are preallocated: allocating in the perf event's interrupt
-	 * context can fail when the allocator's per-CPU cache runs dry. Room
-	 * for two windows of samples on every CPU; stacks (264 bytes, or 1 KiB
-	 * for the few of more than CPU_SMALL_DEPTH frames) are
-	 * fewer than samples in practice and capped at 64k per set. What does
-	 * not fit is counted (CPU_STAT_*), never dropped silently.
+	 * context can fail when the allocator's per-CPU cache runs dry. Counts:
+	 * room for two windows of samples on every CPU, per map; stacks (264
+	 * bytes, or 1 KiB for the few of more than CPU_SMALL_DEPTH frames) are
+	 * fewer than samples in practice: room for four windows of samples,
+	 * capped at 128k per map. What does not fit is counted (CPU_STAT_*),
+	 * never dropped silently.
 	 */
 	uint64_t secs = (o->interval_ns + 999999999ull) / 1000000000ull;
 	if (secs == 0)
 		secs = 1;
 	uint64_t per_window = (uint64_t)o->frequency_hz * (uint64_t)s->possible * secs;
 	uint32_t ncounts = clamp_entries(2 * per_window, 2048, 1u << 18);
-	uint32_t nstacks = clamp_entries(2 * per_window, 2048, 1u << 16);
+	/* the stack maps persist across windows (no second set): the memory
+	 * of two sets in one map of each size, room for the stacks kept
+	 * (evict() deletes down to half a map) and a window's new ones */
+	uint32_t nstacks = clamp_entries(4 * per_window, 4096, 1u << 17);
 	struct bpf_map *m[] = { s->skel->maps.counts0, s->skel->maps.counts1 };
-	struct bpf_map *st[] = { s->skel->maps.stacks0, s->skel->maps.stacks1 };
-	struct bpf_map *sst[] = { s->skel->maps.sstacks0, s->skel->maps.sstacks1 };
-	for (int i = 0; i < 2; i++) {
+	for (int i = 0; i < 2; i++)
 		bpf_map__set_max_entries(m[i], ncounts);
-		bpf_map__set_max_entries(st[i], nstacks);
-		bpf_map__set_max_entries(sst[i], nstacks);
-	}
+	bpf_map__set_max_entries(s->skel->maps.stacks, nstacks);
+	bpf_map__set_max_entries(s->skel->maps.sstacks, nstacks);
 	s->ncounts = ncounts;
 	s->nstacks = nstacks;
+	s->evict_all = o->stack_evict_all;
+	s->keep = o->stack_keep && o->stack_keep < STACK_KEEP_MAX ? o->stack_keep : STACK_KEEP_MAX;
+	if (u64map_init(&s->idx, 1024) < 0) {
+		r = pp_errf(err, -ENOMEM, "out of memory");
+		goto fail;
+	}
 	/* filtering keeps frameless ranges in allowed_tgids: fl_procs unused */
 	if (o->filter)
 		bpf_map__set_max_entries(s->skel->maps.fl_procs, 1);
@@ -232,11 +260,10 @@ int cpu_sampler_new(const struct cpu_sampler_opts *o, struct cpu_sampler **out,
 			    "and a kernel with BTF)", strerror(-r));
 		goto fail;
 	}
-	for (int i = 0; i < 2; i++) {
+	for (int i = 0; i < 2; i++)
 		s->counts_fd[i] = bpf_map__fd(m[i]);
-		s->stacks_fd[i] = bpf_map__fd(st[i]);
-		s->sstacks_fd[i] = bpf_map__fd(sst[i]);
-	}
+	s->stacks_fd = bpf_map__fd(s->skel->maps.stacks);
+	s->sstacks_fd = bpf_map__fd(s->skel->maps.sstacks);
 	r = cpu_sampler_sync_cpus(s, NULL, err);
 	if (r < 0)
 		goto fail;
@@ -258,6 +285,10 @@ void cpu_sampler_free(struct cpu_sampler *s)
 		free(s->links);
 	}
 	cpu_bpf__destroy(s->skel);
+	for (size_t i = 0; i < s->ncopies; i++)
+		free(s->copies[i].ips);
+	free(s->copies);
+	u64map_free(&s->idx);
 	free(s);
 }
 
@@ -411,7 +442,7 @@ static int stacks_put(struct cpu_window *w, uint64_t id, uint32_t len, const __u
 	while (w->stacks[j].id && w->stacks[j].id != id)
 		j = (j + 1) & (w->stacks_cap - 1);
 	if (w->stacks[j].id)
-		return 0;	/* cannot happen: ids are unique per map */
+		return 0;	/* already there: a window holds each id once */
 	if (len > depth)
 		len = depth;
 	uint64_t *ips = malloc((len ? len : 1) * sizeof(*ips));
@@ -536,32 +567,6 @@ static int take_counts(void *keys, void *vals, __u32 n, void *arg)
 	return 0;
 }
 
-static int take_stacks(void *keys, void *vals, __u32 n, void *arg)
-{
-	struct cpu_window *w = arg;
-	const __u64 *k = keys;
-	const struct cpu_stack *v = vals;
-	for (__u32 i = 0; i < n; i++) {
-		int r = stacks_put(w, k[i], v[i].len, v[i].ips, CPU_MAX_DEPTH);
-		if (r < 0)
-			return r;
-	}
-	return 0;
-}
-
-static int take_small_stacks(void *keys, void *vals, __u32 n, void *arg)
-{
-	struct cpu_window *w = arg;
-	const __u64 *k = keys;
-	const struct cpu_stack_small *v = vals;
-	for (__u32 i = 0; i < n; i++) {
-		int r = stacks_put(w, k[i], v[i].len, v[i].ips, CPU_SMALL_DEPTH);
-		if (r < 0)
-			return r;
-	}
-	return 0;
-}
-
 static int read_stats(struct cpu_sampler *s, uint64_t *tot)
 {
 	int fd = bpf_map__fd(s->skel->maps.stats);
@@ -576,6 +581,229 @@ static int read_stats(struct cpu_sampler *s, uint64_t *tot)
 	}
 	free(vals);
 	return 0;
+}
+
+/*
+ * Stack copies. The BPF stack maps persist across windows (bpf/cpu_abi.h),
+ * so user space keeps a copy of every stack it has read, by id, and each
+ * drain reads from BPF only the ids its counts name that it has no copy
+ * of. An id is a content hash (with a probe slot), not a name within one
+ * window: the same id names the same frames in every window, whichever
+ * process ran them then (symbolization uses the process as it is at
+ * window time, as it did when every window stored its stacks anew). A
+ * different stack could take an id freed by a delete only if its 64-bit
+ * hash or a probe slot of it equalled the id: the odds the fast path
+ * (bpf/cpu_abi.h) already takes.
+ *
+ * A stack no count has named for a while (evict()) is deleted from its
+ * map, and its copy kept for one more drain: a program run of the window
+ * after may have found the stack just before the delete and counted under
+ * its id (the lookup happened before the delete; the count lands in the
+ * counts map of that window, drained next). That count resolves from the
+ * kept copy, so the race never loses a sample's stack. Runs that read
+ * `active` after the next flip started after the delete, so they either
+ * stored the stack again (the map has it) or count under another id: a
+ * copy older than one drain past its delete is never needed and is freed.
+ * A count whose id is in neither the map nor the copies is counted as
+ * lost (w->lost_evicted, the key's id becomes CPU_STACK_EVICTED), never
+ * dropped or resolved to other frames. Memory: every copy not deleted is
+ * of a stack stored in a map (only user space deletes), the deleted ones
+ * were stored one drain ago: at most twice the maps' entries.
+ */
+
+/* Read stack id from its map into st: 0, -ENOENT when not stored, or a
+ * negative errno. */
+static int read_stack(const struct cpu_sampler *s, uint64_t id, struct cpu_stack *st)
+{
+	if (id & CPU_STACK_LARGE) {
+		if (bpf_map_lookup_elem(s->stacks_fd, &id, st))
+			return -errno;
+		if (st->len > CPU_MAX_DEPTH)
+			st->len = CPU_MAX_DEPTH;
+		return 0;
+	}
+	struct cpu_stack_small sm;
+	if (bpf_map_lookup_elem(s->sstacks_fd, &id, &sm))
+		return -errno;
+	st->len = sm.len > CPU_SMALL_DEPTH ? CPU_SMALL_DEPTH : sm.len;
+	memcpy(st->ips, sm.ips, st->len * sizeof(st->ips[0]));
+	return 0;
+}
+
+static __u64 *dup_ips(const __u64 *ips, uint32_t len)
+{
+	__u64 *p = malloc((len ? len : 1) * sizeof(*p));
+	if (p)
+		memcpy(p, ips, len * sizeof(*p));
+	return p;
+}
+
+/* A new copy of id (stored in its map); -ENOMEM. */
+static int copy_add(struct cpu_sampler *s, uint64_t id, const struct cpu_stack *st)
+{
+	if (s->ncopies == s->copies_cap) {
+		size_t nc = s->copies_cap ? s->copies_cap * 2 : 1024;
+		struct stack_copy *n = realloc(s->copies, nc * sizeof(*n));
+		if (!n)
+			return -ENOMEM;
+		s->copies = n;
+		s->copies_cap = nc;
+	}
+	__u64 *ips = dup_ips(st->ips, st->len);
+	if (!ips || u64map_put(&s->idx, id, (uint32_t)s->ncopies) < 0) {
+		free(ips);
+		return -ENOMEM;
+	}
+	s->copies[s->ncopies++] = (struct stack_copy){ .id = id, .used = s->drains,
+						       .len = st->len, .ips = ips };
+	s->stored[!!(id & CPU_STACK_LARGE)]++;
+	return 0;
+}
+
+/* The frames of stack *id, which `n` samples of w name, into w: from the
+ * copy, or read from BPF when there is none or the copy's stack was
+ * deleted (BPF may have stored it again). Not found anywhere: lost. */
+static int resolve(struct cpu_sampler *s, struct cpu_window *w, __u64 *id, uint64_t n,
+		   struct cpu_stack *buf)
+{
+	uint32_t len, at = 0;
+	if (*id < CPU_STACK_RESERVED || cpu_window_stack(w, *id, &len))
+		return 0;
+	bool have = u64map_get(&s->idx, *id, &at);
+	if (!have || s->copies[at].deleted) {
+		int r = read_stack(s, *id, buf);
+		if (r < 0 && r != -ENOENT)
+			return r;
+		if (r == 0) {
+			w->stacks_read++;
+			if (!have) {
+				if (copy_add(s, *id, buf) < 0)
+					return -ENOMEM;
+				have = u64map_get(&s->idx, *id, &at);
+			} else {
+				/* stored again: the same content (same hash),
+				 * take the map's as the truth */
+				__u64 *ips = dup_ips(buf->ips, buf->len);
+				if (!ips)
+					return -ENOMEM;
+				free(s->copies[at].ips);
+				s->copies[at].ips = ips;
+				s->copies[at].len = buf->len;
+				s->copies[at].deleted = 0;
+				s->stored[!!(*id & CPU_STACK_LARGE)]++;
+			}
+		} else if (!have) {
+			w->lost_evicted += n;
+			*id = CPU_STACK_EVICTED;
+			return 0;
+		} else {
+			w->stacks_from_copy++;	/* the race above, resolved */
+		}
+	}
+	struct stack_copy *c = &s->copies[at];
+	c->used = s->drains;
+	return stacks_put(w, c->id, c->len, c->ips, CPU_MAX_DEPTH);
+}
+
+/* Copies of stacks stored in a map but never read (a stack stored by a run
+ * whose count was then lost to a full counts map): read them, so that
+ * they age and get deleted like any other. Iterating may skip or repeat
+ * keys stored meanwhile; the next sweep finds those. */
+static int adopt_unread(struct cpu_sampler *s, int fd, struct cpu_stack *buf)
+{
+	uint64_t key, next;
+	uint32_t at;
+	int r = bpf_map_get_next_key(fd, NULL, &next);
+	while (r == 0) {
+		key = next;
+		if (!u64map_get(&s->idx, key, &at)) {
+			int e = read_stack(s, key, buf);
+			if (e == 0 && copy_add(s, key, buf) < 0)
+				return -ENOMEM;
+			if (e < 0 && e != -ENOENT)
+				return e;
+		}
+		r = bpf_map_get_next_key(fd, &key, &next);
+	}
+	return errno == ENOENT ? 0 : -errno;
+}
+
+/*
+ * Forget copies kept one drain past their delete; delete stacks (keeping
+ * their copies) that no count named for s->keep windows (STACK_KEEP_MAX
+ * unless a test asks for fewer), and, in a map more than half full, the
+ * ones named longest ago until it is half full, never one the window just
+ * drained named. Half a map is room for
+ * the stacks of the next window (the maps hold four windows of samples).
+ * A stored stack costs nothing more in BPF (the maps are preallocated),
+ * and every one kept spares an insert when it is sampled again. Then the
+ * index is rebuilt.
+ */
+static int evict(struct cpu_sampler *s, struct cpu_window *w)
+{
+	/* copies by drains since a count named them (the last: that long or longer) */
+	size_t hist[2][STACK_KEEP_MAX + 1] = { { 0 } }, over[2];
+	/* a copy named more than cut drains ago is deleted, and quota of
+	 * those named exactly cut drains ago, so that the map gets to half */
+	uint64_t cut[2];
+	size_t quota[2] = { 0, 0 };
+
+	for (size_t i = 0; i < s->ncopies; i++) {
+		const struct stack_copy *c = &s->copies[i];
+		uint64_t age = s->drains - c->used;
+		if (!c->deleted)
+			hist[!!(c->id & CPU_STACK_LARGE)][age < s->keep ? age : s->keep]++;
+	}
+	for (int m = 0; m < 2; m++) {
+		size_t half = s->nstacks / 2;
+		over[m] = s->stored[m] > half ? s->stored[m] - half : 0;
+		over[m] -= hist[m][s->keep] < over[m] ? hist[m][s->keep] : over[m];
+		cut[m] = s->keep;
+		for (uint64_t a = s->keep - 1; a >= 1 && over[m]; a--) {
+			cut[m] = a;
+			quota[m] = hist[m][a] < over[m] ? hist[m][a] : over[m];
+			over[m] -= quota[m];
+		}
+	}
+	size_t n = 0;
+	int r = 0;
+	for (size_t i = 0; i < s->ncopies; i++) {
+		struct stack_copy *c = &s->copies[i];
+		if (c->deleted) {
+			free(c->ips);
+			continue;
+		}
+		int m = !!(c->id & CPU_STACK_LARGE);
+		uint64_t age = s->drains - c->used;
+		/* after a failed delete the rest stay stored (the copies are
+		 * compacted to the end all the same) */
+		if (!r && (s->evict_all || age >= s->keep || age > cut[m] ||
+			   (age == cut[m] && quota[m] && quota[m]--))) {
+			if (bpf_map_delete_elem(m ? s->stacks_fd : s->sstacks_fd, &c->id) &&
+			    errno != ENOENT) {
+				r = -errno;
+			} else {
+				c->deleted = s->drains;
+				s->stored[m]--;
+				w->stacks_evicted++;
+			}
+		}
+		s->copies[n++] = *c;
+	}
+	s->ncopies = n;
+	/* the index: no more keys than before, so no allocation that could
+	 * fail and leave it behind the copies; shrunk when far too large */
+	if (s->idx.cap > 8 * n + 4096) {
+		struct u64map small;
+		if (u64map_init(&small, n) == 0) {
+			u64map_free(&s->idx);
+			s->idx = small;
+		}
+	}
+	u64map_clear(&s->idx);
+	for (size_t i = 0; i < n; i++)
+		u64map_put(&s->idx, s->copies[i].id, (uint32_t)i);
+	return r;
 }
 
 int cpu_sampler_drain(struct cpu_sampler *s, struct cpu_window *w, struct pp_err *err)
@@ -605,10 +833,28 @@ int cpu_sampler_drain(struct cpu_sampler *s, struct cpu_window *w, struct pp_err
 			  take_counts, w, err);
 	if (r < 0)
 		return r;
-	r = drain_map(s->sstacks_fd[old], sizeof(__u64), sizeof(struct cpu_stack_small),
-		      take_small_stacks, w, err);
+	struct cpu_stack *buf = malloc(sizeof(*buf));
+	if (!buf)
+		return pp_errf(err, -ENOMEM, "out of memory");
+	s->drains++;
+	for (size_t i = 0; i < w->nrecs && r >= 0; i++) {
+		struct cpu_record *rec = &w->recs[i];
+		r = resolve(s, w, &rec->key.user_stack, rec->count, buf);
+		if (r >= 0)
+			r = resolve(s, w, &rec->key.kernel_stack, rec->count, buf);
+	}
+	/* what leaves stacks unread behind, and now and then in any case */
+	if (r >= 0 && (w->stats[CPU_STAT_LOST_COUNTS_FULL] || w->stats[CPU_STAT_STACKS_FULL] ||
+		       s->drains % 64 == 0)) {
+		r = adopt_unread(s, s->sstacks_fd, buf);
+		if (r >= 0)
+			r = adopt_unread(s, s->stacks_fd, buf);
+	}
+	free(buf);
+	if (r >= 0)
+		r = evict(s, w);
+	w->stacks_stored = s->stored[0] + s->stored[1];
 	if (r < 0)
-		return r;
-	return drain_map(s->stacks_fd[old], sizeof(__u64), sizeof(struct cpu_stack), take_stacks,
-			 w, err);
+		return pp_errf(err, r, "reading the BPF stack maps: %s", strerror(-r));
+	return 0;
 }

@@ -4,9 +4,10 @@
  * attached, keep that set in step with CPU hotplug, maintain the kernel's
  * tgid filter, and drain one window of samples at a time.
  *
- * A drain flips the BPF side to the other map set and waits (synchronize_rcu
+ * A drain flips the BPF side to the other counts map and waits (synchronize_rcu
  * via a map-in-map update) until no program run can still write the old one,
  * so samples taken during the drain land in the next window, never nowhere.
+ * Stacks stay stored across windows; the sampler keeps copies (cpu.c).
  */
 #ifndef PUSHPROF_CPU_H
 #define PUSHPROF_CPU_H
@@ -28,6 +29,11 @@ struct cpu_sampler_opts {
 	bool cpu_label;			/* record the CPU of each sample (key.cpu) */
 	bool filter;			/* only tgids passed to cpu_sampler_allow() */
 	uint64_t interval_ns;		/* sizes the maps for one window */
+	/* tests: windows unnamed after which a stored stack is deleted (0: the
+	 * default, 32; fewer when a map fills, cpu.c); every stored stack
+	 * deleted at every drain (the copies still resolve them) */
+	uint32_t stack_keep;
+	bool stack_evict_all;
 };
 
 struct cpu_record {
@@ -45,10 +51,17 @@ struct cpu_stack_entry {
 struct cpu_window {
 	struct cpu_record *recs;
 	size_t nrecs;
-	struct cpu_stack_entry *stacks;	/* open addressing by id */
+	struct cpu_stack_entry *stacks;	/* open addressing by id: the stacks recs name */
 	size_t nstacks, stacks_cap;
 	uint64_t stats[CPU_STAT_MAX];	/* counter deltas since the last drain */
 	uint64_t samples;		/* sum of recs[].count */
+	/* samples whose stack id was neither stored in BPF nor copied: their
+	 * key's id is now CPU_STACK_EVICTED (cpu.c, "Stack copies") */
+	uint64_t lost_evicted;
+	size_t stacks_read;		/* stacks read from BPF in this drain */
+	size_t stacks_from_copy;	/* named, deleted just before: from the kept copy */
+	size_t stacks_evicted;		/* deleted from the BPF maps in this drain */
+	size_t stacks_stored;		/* stacks stored in the BPF maps after it */
 };
 
 /* Check max_depth against CPU_MAX_DEPTH and /proc/sys/kernel/perf_event_max_stack. */
@@ -87,7 +100,9 @@ int cpu_sampler_cfa_write(struct cpu_sampler *s, uint32_t at, const uint64_t *en
 int cpu_sampler_fl_set(struct cpu_sampler *s, pid_t tgid, const struct cpu_fl_proc *p);
 int cpu_sampler_fl_del(struct cpu_sampler *s, pid_t tgid);
 
-/* Flip, wait, drain the idle set into w (w is reset first). */
+/* Flip, wait, drain the idle counts map into w (w is reset first), with
+ * the frames of every stack its counts name; evict stacks unused for a
+ * while from the BPF maps. Loop thread only. */
 int cpu_sampler_drain(struct cpu_sampler *s, struct cpu_window *w, struct pp_err *err);
 
 /* Frames of a stack id seen in w; NULL with *len = 0 for reserved ids and
@@ -97,8 +112,8 @@ void cpu_window_free(struct cpu_window *w);
 
 /* The BPF program's id, for `bpftool prog show id N` (bpf_stats). */
 int cpu_sampler_prog_id(const struct cpu_sampler *s);
-/* Entries of one map set (counts, stacks): a window's nrecs / nstacks
- * against these is the maps' fill level. */
+/* Entries of one counts map and of one stack map (of each size): a
+ * window's nrecs and stacks_stored against these are the maps' fill. */
 void cpu_sampler_capacity(const struct cpu_sampler *s, uint32_t *counts, uint32_t *stacks);
 
 #endif

@@ -200,6 +200,8 @@ static const char *lost_name(uint64_t id)
 		return "[lost stack: stack map full]";
 	case CPU_STACK_COLLISION:
 		return "[lost stack: hash collisions]";
+	case CPU_STACK_EVICTED:
+		return "[lost stack: evicted]";
 	default:
 		return "[lost stack: not in window]";
 	}
