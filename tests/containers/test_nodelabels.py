@@ -95,7 +95,7 @@ def agent_series(extra_cfg, env=None, duration="4s", during=None):
             f.write(text.replace("node: cpu-test-node", f"node: {NODE}", 1))
         agent = pptest.Agent(cfg, args=["--duration", duration], env=env, ready=False)
         if during:
-            during()
+            during(rcv, agent)
         rc, _ = agent.wait(120)
         log = agent.log()
         return rc, log, [s["labels"] for s in rcv.series()]
@@ -143,17 +143,31 @@ check(not any(k.startswith("__") and k != "__name__" for l in series for k in l)
       "file: no __meta_* label reaches the server")
 
 
-# ---- 2. the file rewritten as a Node object while the agent runs
-def rewrite():
-    time.sleep(1.5)
+# ---- 2. the file rewritten as a Node object while the agent runs: after
+# the first series arrived with the old labels, until one has the new ones
+# (the file is checked every 10 s; on a loaded host start-up alone takes
+# seconds, so no fixed schedule)
+def wait_series(rcv, pred, secs):
+    end = time.time() + secs
+    while time.time() < end:
+        if any(pred(node_part(l["labels"])) for l in rcv.series()):
+            return True
+        time.sleep(0.3)
+    return False
+
+
+def rewrite(rcv, agent):
+    wait_series(rcv, lambda p: True, 40)
     tmp = lines + ".new"
     with open(tmp, "w") as f:
         json.dump(NODE_OBJ, f, indent=2)
     os.rename(tmp, lines)
+    wait_series(rcv, lambda p: p == want_api, 45)
+    agent.stop()
 
 
 rc, log, series = agent_series(f"metadata: {{cri_socket: none, node_labels: {lines}}}\n",
-                               duration="20s", during=rewrite)
+                               duration="120s", during=rewrite)
 parts = [node_part(l) for l in series]
 check(rc == 0 and parts and parts[0].get("zone") == "us-east-2c",
       "file changed: the first series have the old labels", f"{parts[:1]} {log[-400:]}")
