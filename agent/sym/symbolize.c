@@ -634,12 +634,7 @@ int sym_resolve_user(struct symbolizer *s, pid_t pid, const uint64_t *addrs, siz
 		midx[i] = -1;
 	rc = 0;
 	for (size_t i = 0; i < n; i++) {
-		struct sym_result *r = &out->r[i];
-		memset(r, 0, sizeof(*r));
-		r->addr = addrs[i];
-		r->mapping = -1;
-		out->n = i + 1;
-		s->st.lookups++;
+		struct sym_result *r = sym_result_begin(s, out, i, addrs[i]);
 		const struct proc_map *m = proc_maps_find(&p->maps, addrs[i]);
 		if (!m)
 			continue;

@@ -115,3 +115,16 @@ int sym_one_frame(struct batch_priv *bp, struct sym_result *r, const char *name,
 	r->source = src;
 	return 0;
 }
+
+struct sym_result *sym_result_begin(struct symbolizer *s, struct sym_batch *out, size_t i,
+				    uint64_t addr)
+{
+	struct sym_result *r = &out->r[i];
+
+	memset(r, 0, sizeof(*r));
+	r->addr = addr;
+	r->mapping = -1;
+	out->n = i + 1;
+	s->st.lookups++;
+	return r;
+}

@@ -117,5 +117,9 @@ int sym_batch_add_mapping(struct sym_batch *b, const struct sym_mapping *m);
 /* r resolved to the one frame name (no file, no line) from src. */
 int sym_one_frame(struct batch_priv *bp, struct sym_result *r, const char *name,
 		  enum sym_source src);
+/* Result i of out, for addr: cleared, no mapping yet, counted; out->n
+ * covers it (a batch cut short still holds every result begun). */
+struct sym_result *sym_result_begin(struct symbolizer *s, struct sym_batch *out, size_t i,
+				    uint64_t addr);
 
 #endif

@@ -213,12 +213,7 @@ int sym_resolve_kernel(struct symbolizer *s, const uint64_t *addrs, size_t n,
 	for (size_t i = 0; i <= s->nkmods; i++)
 		midx[i] = -1;
 	for (size_t i = 0; i < n; i++) {
-		struct sym_result *r = &out->r[i];
-		memset(r, 0, sizeof(*r));
-		r->addr = addrs[i];
-		r->mapping = -1;
-		out->n = i + 1;
-		s->st.lookups++;
+		struct sym_result *r = sym_result_begin(s, out, i, addrs[i]);
 		const struct ksym *k = ksym_find(s, addrs[i]);
 		if (!k && !reloaded && (pp_mono_ns() / 1000000) - s->kloaded_ms > 60000) {
 			/* A module may have been loaded since: reload, start over. */
