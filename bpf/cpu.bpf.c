@@ -35,12 +35,12 @@
 /* user mode: the privilege level in cs's low bits is 3 (a u64 load:
  * pt_regs.cs is a u16 beside __csh in newer kernels) */
 #define PP_USER_MODE(r) ((PP_REG(r, cs) & 3) == 3)
-#define PP_GO_G_REG r14		/* Go's g register */
+#define PP_GO_G_REG r14 /* Go's g register */
 #elif defined(__TARGET_ARCH_arm64)
 #define PP_FRAME_RULES 0
 /* user mode: pstate's mode field (M[3:0]) is EL0t */
 #define PP_USER_MODE(r) ((PP_REG(r, pstate) & 0xf) == 0)
-#define PP_GO_G_REG regs[28]	/* Go's g register */
+#define PP_GO_G_REG regs[28] /* Go's g register */
 #else
 #error "cpu.bpf.c: build for __TARGET_ARCH_x86 or __TARGET_ARCH_arm64"
 #endif
@@ -57,7 +57,7 @@
 
 const volatile __u32 max_depth = CPU_MAX_DEPTH;
 const volatile bool kernel_stacks = true;
-const volatile bool cpu_label = false;	/* key.cpu: the `cpu` sample label */
+const volatile bool cpu_label = false; /* key.cpu: the `cpu` sample label */
 const volatile bool filter_tgids = false;
 
 /* Index of the map set BPF writes into; flipped by user space. */
@@ -65,7 +65,7 @@ __u32 active = 0;
 /* Leaf tables' generation (cpu_abi.h, "Per-CPU cache"): user space bumps it
  * after every change to the tables; a cached answer of another generation
  * is not used. */
-__u32 fl_gen = 0;	/* .bss beside `active` (one line per sample); user
+__u32 fl_gen = 0; /* .bss beside `active` (one line per sample); user
 			 * space starts it at 1: 0 would match zeroed slots */
 
 struct counts_map {
@@ -186,7 +186,7 @@ static __always_inline void count(__u32 which)
 {
 	__u64 *v = bpf_map_lookup_elem(&stats, &which);
 	if (v)
-		*v += 1;	/* per-CPU slot: no atomics needed */
+		*v += 1; /* per-CPU slot: no atomics needed */
 }
 
 static __always_inline __u64 mix64(__u64 h)
@@ -295,7 +295,7 @@ static __always_inline __u64 fl_search(const struct cpu_fl_proc *fl, __u64 ip, _
 				       __u64 *hi_off)
 {
 	__u64 off = ip - fl->start, chunk = off >> CPU_FL_CHUNK_SHIFT;
-	__u64 at = (chunk >> 6) * 2;	/* bitmap, window */
+	__u64 at = (chunk >> 6) * 2; /* bitmap, window */
 	if (at + 1 >= fl->nwords)
 		return 0;
 	__u32 w = fl->word + (__u32)at, wi = w + 1, lo, hi, idx;
@@ -346,7 +346,7 @@ static __always_inline __u64 fl_search(const struct cpu_fl_proc *fl, __u64 ip, _
 	if (!e)
 		return 0;
 	__u64 ent = *e, start = ent >> 32, len = (ent >> 20) & CPU_CFA_LEN_MAX;
-	if (start > off) {		/* before the window's first range */
+	if (start > off) { /* before the window's first range */
 		*lo_off = off;
 		*hi_off = start < chi ? start : chi;
 		return CPU_CFA_EDGE_MAYBE;
@@ -370,7 +370,7 @@ static __always_inline __u64 fl_search(const struct cpu_fl_proc *fl, __u64 ip, _
 	*lo_off = start + len > clo ? start + len : clo;
 	*hi_off = next < chi ? next : chi;
 	if (*hi_off <= off)
-		*hi_off = off + 1;	/* a broken table: this PC only */
+		*hi_off = off + 1; /* a broken table: this PC only */
 	return CPU_CFA_EDGE_MAYBE;
 }
 
@@ -390,7 +390,7 @@ __noinline __u64 pp_leaf_find(const struct cpu_fl_proc *fl, __u64 ip, struct fl_
 	if (c[0].gen == gen && c[0].tab == fl->tab && off >= c[0].lo && off < c[0].hi)
 		return c[0].e;
 	if (c[1].gen == gen && c[1].tab == fl->tab && off >= c[1].lo && off < c[1].hi) {
-		struct fl_slot t = c[1];	/* most recent first */
+		struct fl_slot t = c[1]; /* most recent first */
 
 		c[1] = c[0];
 		c[0] = t;
@@ -417,40 +417,41 @@ __noinline __u64 pp_leaf_find(const struct cpu_fl_proc *fl, __u64 ip, struct fl_
  */
 __noinline __u64 pp_go_edge(__u64 ip)
 {
-	__u8 c[20];	/* c[4] is the byte at ip */
+	__u8 c[20]; /* c[4] is the byte at ip */
 	__u32 k = 0;
 	__s32 d;
 
 	if (ip < 4 || bpf_probe_read_user(c, sizeof(c), (void *)(ip - 4)))
 		return 0;
 	const __u8 *p = c + 4;
-	if (p[0] == 0xc3)				/* ret */
+	if (p[0] == 0xc3) /* ret */
 		k = 0;
-	else if (p[0] == 0x55)				/* push %rbp (Go 1.21+) */
+	else if (p[0] == 0x55) /* push %rbp (Go 1.21+) */
 		k = 0;
 	else if (p[0] == 0x48 && p[1] == 0x89 && p[2] == 0xe5 && c[3] == 0x55)
-		k = 1;					/* mov %rsp,%rbp after the push */
+		k = 1; /* mov %rsp,%rbp after the push */
 	else if ((p[0] == 0x49 || p[0] == 0x4d) && p[1] == 0x3b && p[2] == 0x66 && p[3] == 0x10)
-		k = 0;					/* cmp 16(%r14),%rsp|%r12: stack check */
+		k = 0; /* cmp 16(%r14),%rsp|%r12: stack check */
 	else if ((p[0] == 0x76 || (p[0] == 0x0f && p[1] == 0x86)) &&
 		 (c[0] == 0x49 || c[0] == 0x4d) && c[1] == 0x3b && c[2] == 0x66 && c[3] == 0x10)
-		k = 0;					/* its jbe to morestack */
-	else if (p[0] == 0x4c && p[1] == 0x8d && p[2] == 0x64 && p[3] == 0x24 &&
-		 p[5] == 0x4d && p[6] == 0x3b && p[7] == 0x66 && p[8] == 0x10)
-		k = 0;					/* lea -n(%rsp),%r12 before it */
+		k = 0; /* its jbe to morestack */
+	else if (p[0] == 0x4c && p[1] == 0x8d && p[2] == 0x64 && p[3] == 0x24 && p[5] == 0x4d &&
+		 p[6] == 0x3b && p[7] == 0x66 && p[8] == 0x10)
+		k = 0; /* lea -n(%rsp),%r12 before it */
 	else if (p[0] == 0x48 && (p[1] == 0x83 || p[1] == 0x81) && p[2] == 0xec) {
 		/* sub $n,%rsp, Go up to 1.20 (%rbp stored next; from 1.21 the
 		 * sub comes after `mov %rsp,%rbp` and the walk is right) */
 		const __u8 *q = p + (p[1] == 0x83 ? 4 : 7);
-		if (!(q[0] == 0x48 && q[1] == 0x89 && (q[2] == 0x6c || q[2] == 0xac) && q[3] == 0x24))
+		if (!(q[0] == 0x48 && q[1] == 0x89 && (q[2] == 0x6c || q[2] == 0xac) &&
+		      q[3] == 0x24))
 			return 0;
 		k = 0;
 	} else if (p[0] == 0x48 && (p[1] == 0x89 || p[1] == 0x8d) && p[3] == 0x24 &&
 		   (p[2] == 0x6c || p[2] == 0xac)) {
 		/* mov %rbp,n(%rsp) or lea n(%rsp),%rbp (up to Go 1.20): the
 		 * return address is right above the save slot */
-		d = p[2] == 0x6c ? (__s32)(__s8)p[4] :
-			(__s32)(p[4] | p[5] << 8 | p[6] << 16 | (__u32)p[7] << 24);
+		d = p[2] == 0x6c ? (__s32)(__s8)p[4]
+				 : (__s32)(p[4] | p[5] << 8 | p[6] << 16 | (__u32)p[7] << 24);
 		if (d < 0 || d % 8)
 			return 0;
 		k = (__u32)d / 8 + 1;
@@ -507,7 +508,7 @@ static __always_inline __u64 g0_caller(__u64 g, __u64 a)
 		return 0;
 	__u64 m = gw[GO_G_M / 8];
 	if (!m || a < gw[GO_G_STACK_LO / 8] || a + 16 > gw[GO_G_STACK_HI / 8])
-		return 0;	/* the frame is not on g's stack: g is not this g0 */
+		return 0; /* the frame is not on g's stack: g is not this g0 */
 	if (bpf_probe_read_user(&curg, sizeof(curg), (void *)(m + GO_M_CURG)) || !curg || curg == g)
 		return 0;
 	/* stack.lo, stack.hi, ..., m, sched.sp: one read */
@@ -556,7 +557,7 @@ __noinline __u64 pp_frame_fix(const struct cpu_fl_proc *fl, __u64 ra, __u64 a, _
 	}
 	__u64 e = pp_leaf_find(fl, ra, cache, fl_gen);
 	if (!e || ((e >> 10) & CPU_CFA_SLOT_MAX) || (e & CPU_CFA_SLOT_MAX))
-		return 0;	/* not frameless: the frame chain is right */
+		return 0; /* not frameless: the frame chain is right */
 	if (bpf_probe_read_user(&c, sizeof(c), (void *)(a + 16)) || !c) {
 		count(CPU_STAT_FL_FAULT);
 		return 0;
@@ -572,8 +573,8 @@ static __always_inline __u64 pp_go_edge(__u64 ip)
 	return 0;
 }
 
-static __always_inline __u64 pp_frame_fix(const struct cpu_fl_proc *fl, __u64 ra, __u64 a,
-					  __u64 g, struct fl_cache *cache)
+static __always_inline __u64 pp_frame_fix(const struct cpu_fl_proc *fl, __u64 ra, __u64 a, __u64 g,
+					  struct fl_cache *cache)
 {
 	return 0;
 }
@@ -606,11 +607,11 @@ static __always_inline __u64 grab_user_stack(struct bpf_perf_event_data *ctx,
 	 * the walk below in one state (a stack copy, zeroed on some paths and
 	 * read from a map on others, made it verify the walk five times) */
 	const struct cpu_fl_proc *flc = &sc->proc;
-	__u64 ip, fp, sp, g;	/* g: Go's g register */
+	__u64 ip, fp, sp, g; /* g: Go's g register */
 	__u32 n;
 
 	st->len = 0;
-	if (task->flags & PF_KTHREAD)	/* a trusted pointer: a load, no helper call */
+	if (task->flags & PF_KTHREAD) /* a trusted pointer: a load, no helper call */
 		return CPU_STACK_NONE;
 	if (in_user) {
 		ip = PP_REG(r, __PT_IP_REG);
@@ -625,7 +626,7 @@ static __always_inline __u64 grab_user_stack(struct bpf_perf_event_data *ctx,
 		sp = PT_REGS_SP_CORE(ur);
 		g = BPF_CORE_READ(__PT_REGS_CAST(ur), PP_GO_G_REG);
 	}
-	if (fl) {			/* filtering: from the allowed_tgids entry */
+	if (fl) { /* filtering: from the allowed_tgids entry */
 		sc->proc = *fl;
 		sc->proc_gen = 0;
 	} else if (!filter_tgids && (sc->proc_gen != gen || sc->proc_tgid != tgid)) {
@@ -654,7 +655,7 @@ static __always_inline __u64 grab_user_stack(struct bpf_perf_event_data *ctx,
 		return CPU_STACK_NONE;
 	st->ips[0] = ip;
 	n = 1;
-	__u64 inject = 0;	/* a frame to insert before the next one read */
+	__u64 inject = 0; /* a frame to insert before the next one read */
 	/* the leaf in a table range: its caller and the caller's %rbp from
 	 * the stack slots the table gives (cpu_abi.h); elsewhere %rbp is the
 	 * leaf's own frame and the plain walk is right */
@@ -670,7 +671,8 @@ static __always_inline __u64 grab_user_stack(struct bpf_perf_event_data *ctx,
 		if (f && f == k) {
 			/* %rbp saved right below the return address (after
 			 * `push %rbp`, Go's frames): one read for both */
-			err = bpf_probe_read_user(pair, sizeof(pair), (void *)(sp + 8 * (__u64)(k - 1)));
+			err = bpf_probe_read_user(pair, sizeof(pair),
+						  (void *)(sp + 8 * (__u64)(k - 1)));
 			cfp = pair[0];
 			ra = pair[1];
 		} else {
@@ -682,13 +684,13 @@ static __always_inline __u64 grab_user_stack(struct bpf_perf_event_data *ctx,
 		if (!err && ra) {
 			st->ips[1] = ra;
 			n = 2;
-			fp = cfp;	/* the caller's frame: the walk goes on from there */
+			fp = cfp; /* the caller's frame: the walk goes on from there */
 			count(CPU_STAT_FL_LEAF);
 			/* the caller may be frameless too (a write-barrier stub):
 			 * the leaf's frame ends at [sp + 8k + 8] */
 			if (ra >= flc->mid_lo && ra < flc->mid_hi)
-				inject = pp_frame_fix(flc, ra, sp + 8 * (__u64)k - 8, g,
-							      &sc->cache);
+				inject =
+					pp_frame_fix(flc, ra, sp + 8 * (__u64)k - 8, g, &sc->cache);
 		} else {
 			count(CPU_STAT_FL_FAULT);
 		}
@@ -699,14 +701,14 @@ static __always_inline __u64 grab_user_stack(struct bpf_perf_event_data *ctx,
 	 * verifier sees one shape of state, not one per place of insertion.
 	 */
 	for (__u32 i = 1; i < CPU_MAX_DEPTH; i++) {
-		__u64 frame[2];	/* saved bp, return address */
+		__u64 frame[2]; /* saved bp, return address */
 
 		if (n >= max_depth || n >= CPU_MAX_DEPTH)
 			break;
-		__u64 a = fp;	/* where the frame is read; 0: an inserted one */
+		__u64 a = fp; /* where the frame is read; 0: an inserted one */
 
 		if (inject) {
-			frame[0] = fp;	/* the walk goes on from the same frame */
+			frame[0] = fp; /* the walk goes on from the same frame */
 			frame[1] = inject;
 			inject = 0;
 			a = 0;

@@ -168,14 +168,14 @@
  * only after the processes using it were dropped (a bump), so a cached
  * answer never outlives what it was read from.
  */
-#define CPU_PROC_SLOTS 8			/* power of two */
-#define CPU_FL_SETS 16				/* power of two */
-#define CPU_FL_WAYS 2				/* slots per set: 64 bytes */
-#define CPU_FL_CHUNK_SHIFT 5			/* 32-byte chunks */
-#define CPU_FL_WORD_BYTES (64u << CPU_FL_CHUNK_SHIFT)	/* text per word: 2 KiB */
-#define CPU_FL_POOL_WORDS (1u << 19)		/* 4 MiB of words: 512 MiB of text */
+#define CPU_PROC_SLOTS 8			      /* power of two */
+#define CPU_FL_SETS 16				      /* power of two */
+#define CPU_FL_WAYS 2				      /* slots per set: 64 bytes */
+#define CPU_FL_CHUNK_SHIFT 5			      /* 32-byte chunks */
+#define CPU_FL_WORD_BYTES (64u << CPU_FL_CHUNK_SHIFT) /* text per word: 2 KiB */
+#define CPU_FL_POOL_WORDS (1u << 19)		      /* 4 MiB of words: 512 MiB of text */
 #define CPU_FL_MAX_PROCS 8192
-#define CPU_CFA_POOL (1u << 19)			/* entries (u64): 4 MiB */
+#define CPU_CFA_POOL (1u << 19) /* entries (u64): 4 MiB */
 #define CPU_CFA_STEPS 12
 #define CPU_CFA_MAX_ENTRIES CPU_CFA_POOL
 /* entry: start offset from cpu_fl_proc.start (32 bits) | len (12) | ra (10) | fp (10) */
@@ -188,15 +188,15 @@
 #define CPU_CFA_EDGE_MAYBE CPU_CFA_ENTRY(0, 0, CPU_CFA_SLOT_MAX, CPU_CFA_SLOT_MAX)
 
 struct cpu_fl_proc {
-	__u64 start;		/* runtime address of chunk 0, 32-byte aligned */
-	__u64 end;		/* text covered: end <= start + nwords / 2 * CPU_FL_WORD_BYTES */
-	__u32 word;		/* first word in fl_bits */
-	__u32 nwords;		/* 2 per 2 KiB (bitmap, window) */
-	__u32 tab;		/* first entry in fl_cfa */
+	__u64 start;  /* runtime address of chunk 0, 32-byte aligned */
+	__u64 end;    /* text covered: end <= start + nwords / 2 * CPU_FL_WORD_BYTES */
+	__u32 word;   /* first word in fl_bits */
+	__u32 nwords; /* 2 per 2 KiB (bitmap, window) */
+	__u32 tab;    /* first entry in fl_cfa */
 	__u32 ntab;
-	__u64 switch_ret[2];	/* Go: g0 switch return sites (below); 0: none */
-	__u64 mid_lo, mid_hi;	/* Go: return addresses the mid-stack rules need to see */
-	__u32 go;		/* Go code: the mid-stack rule above applies */
+	__u64 switch_ret[2];  /* Go: g0 switch return sites (below); 0: none */
+	__u64 mid_lo, mid_hi; /* Go: return addresses the mid-stack rules need to see */
+	__u32 go;	      /* Go code: the mid-stack rule above applies */
 	__u32 pad;
 };
 
@@ -230,62 +230,62 @@ struct cpu_fl_proc {
 #define GO_G_M 48
 #define GO_G_SCHED_SP 56
 #define GO_M_CURG 192
-#define GO_TLS_G (-8)		/* %fs:-8: runtime.tlsg on linux/amd64 */
+#define GO_TLS_G (-8) /* %fs:-8: runtime.tlsg on linux/amd64 */
 
 /* Reserved stack ids: never produced by the hash. */
 enum cpu_stack_id {
-	CPU_STACK_NONE = 0,		/* no frames (kernel thread, user-mode sample) */
-	CPU_STACK_ERR = 1,		/* bpf_get_stack (kernel) failed */
-	CPU_STACK_MAP_FULL = 2,		/* stacks map full */
-	CPU_STACK_COLLISION = 3,	/* all probe slots held other stacks */
-	CPU_STACK_EVICTED = 4,		/* user space only: a count named a stack
+	CPU_STACK_NONE = 0,	 /* no frames (kernel thread, user-mode sample) */
+	CPU_STACK_ERR = 1,	 /* bpf_get_stack (kernel) failed */
+	CPU_STACK_MAP_FULL = 2,	 /* stacks map full */
+	CPU_STACK_COLLISION = 3, /* all probe slots held other stacks */
+	CPU_STACK_EVICTED = 4,	 /* user space only: a count named a stack
 					 * neither the map nor its copies held */
-	CPU_STACK_RESERVED = 16,	/* hashes below this are shifted up */
+	CPU_STACK_RESERVED = 16, /* hashes below this are shifted up */
 };
 
 struct cpu_sample_key {
 	__u32 tgid;
-	__u32 pid;			/* thread id */
-	__u64 cgroup_id;		/* cgroup v2 id */
-	__u64 user_stack;		/* id in the stacks map, or enum cpu_stack_id */
+	__u32 pid;	  /* thread id */
+	__u64 cgroup_id;  /* cgroup v2 id */
+	__u64 user_stack; /* id in the stacks map, or enum cpu_stack_id */
 	__u64 kernel_stack;
-	char comm[16];			/* thread name at sample time */
-	__u32 cpu;			/* CPU the sample was taken on; 0 when cpu_label is off */
+	char comm[16]; /* thread name at sample time */
+	__u32 cpu;     /* CPU the sample was taken on; 0 when cpu_label is off */
 	__u32 pad;
 };
 
 struct cpu_stack {
-	__u32 len;			/* frames in ips */
+	__u32 len; /* frames in ips */
 	__u32 pad;
-	__u64 ips[CPU_MAX_DEPTH];	/* leaf first */
+	__u64 ips[CPU_MAX_DEPTH]; /* leaf first */
 };
 
 /* The value of the small stack maps: the first fields of struct cpu_stack. */
 struct cpu_stack_small {
-	__u32 len;			/* frames in ips, <= CPU_SMALL_DEPTH */
+	__u32 len; /* frames in ips, <= CPU_SMALL_DEPTH */
 	__u32 pad;
 	__u64 ips[CPU_SMALL_DEPTH];
 };
 
 /* Per-CPU counters, cumulative since load; user space diffs per window. */
 enum cpu_stat {
-	CPU_STAT_RUNS,			/* program invocations */
-	CPU_STAT_IDLE,			/* idle task, not recorded */
-	CPU_STAT_FILTERED,		/* tgid not targeted */
-	CPU_STAT_RECORDED,		/* counted in the counts map */
-	CPU_STAT_STACK_NEW,		/* a stack inserted (not found in its map) */
-	CPU_STAT_LOST_COUNTS_FULL,	/* counts map full: sample lost */
-	CPU_STAT_STACK_ERR,		/* a stack came back as an error (sample kept) */
-	CPU_STAT_STACKS_FULL,		/* stacks map full (sample kept, stack lost) */
-	CPU_STAT_COLLISION,		/* probes exhausted (sample kept, stack lost) */
-	CPU_STAT_PROBE,			/* a probe slot held another stack (handled) */
-	CPU_STAT_TRUNCATED,		/* stack hit the depth limit */
-	CPU_STAT_FL_LEAF,		/* leaf in a table range: caller from the stack */
-	CPU_STAT_FL_FAULT,		/* such a leaf (or frame), but the stack slots were unreadable */
-	CPU_STAT_FL_MID,		/* frameless Go mid-stack: caller read above the callee's frame */
-	CPU_STAT_G0_SWITCH,		/* caller of systemstack/asmcgocall from curg.sched.sp */
-	CPU_STAT_G0_FAIL,		/* a g0 switch site, but g0/m/curg did not check out */
-	CPU_STAT_GO_EDGE,		/* Go leaf in a prologue/epilogue: caller from the stack */
+	CPU_STAT_RUNS,		   /* program invocations */
+	CPU_STAT_IDLE,		   /* idle task, not recorded */
+	CPU_STAT_FILTERED,	   /* tgid not targeted */
+	CPU_STAT_RECORDED,	   /* counted in the counts map */
+	CPU_STAT_STACK_NEW,	   /* a stack inserted (not found in its map) */
+	CPU_STAT_LOST_COUNTS_FULL, /* counts map full: sample lost */
+	CPU_STAT_STACK_ERR,	   /* a stack came back as an error (sample kept) */
+	CPU_STAT_STACKS_FULL,	   /* stacks map full (sample kept, stack lost) */
+	CPU_STAT_COLLISION,	   /* probes exhausted (sample kept, stack lost) */
+	CPU_STAT_PROBE,		   /* a probe slot held another stack (handled) */
+	CPU_STAT_TRUNCATED,	   /* stack hit the depth limit */
+	CPU_STAT_FL_LEAF,	   /* leaf in a table range: caller from the stack */
+	CPU_STAT_FL_FAULT,	   /* such a leaf (or frame), but the stack slots were unreadable */
+	CPU_STAT_FL_MID,    /* frameless Go mid-stack: caller read above the callee's frame */
+	CPU_STAT_G0_SWITCH, /* caller of systemstack/asmcgocall from curg.sched.sp */
+	CPU_STAT_G0_FAIL,   /* a g0 switch site, but g0/m/curg did not check out */
+	CPU_STAT_GO_EDGE,   /* Go leaf in a prologue/epilogue: caller from the stack */
 	CPU_STAT_MAX,
 };
 

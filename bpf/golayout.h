@@ -39,26 +39,26 @@
  * (1.23's leading `_ sys.NotInHeap` has size 0; 1.19 says //go:notinheap).
  */
 struct go_rt_bucket {
-	__u64 next;		/* hash chain: not used by us */
-	__u64 allnext;		/* the bucket created before this one, 0 = last */
-	__u64 typ;		/* bucketType (int) */
+	__u64 next;    /* hash chain: not used by us */
+	__u64 allnext; /* the bucket created before this one, 0 = last */
+	__u64 typ;     /* bucketType (int) */
 	__u64 hash;
-	__u64 size;		/* allocation size: buckets are keyed by stack and size */
-	__u64 nstk;		/* PCs that follow the header */
+	__u64 size; /* allocation size: buckets are keyed by stack and size */
+	__u64 nstk; /* PCs that follow the header */
 };
 
-#define GO_BUCKET_NEXT		0
-#define GO_BUCKET_ALLNEXT	8
-#define GO_BUCKET_TYP		16
-#define GO_BUCKET_HASH		24
-#define GO_BUCKET_SIZE		32
-#define GO_BUCKET_NSTK		40
-#define GO_BUCKET_HDR		48	/* unsafe.Sizeof(bucket{}) */
+#define GO_BUCKET_NEXT 0
+#define GO_BUCKET_ALLNEXT 8
+#define GO_BUCKET_TYP 16
+#define GO_BUCKET_HASH 24
+#define GO_BUCKET_SIZE 32
+#define GO_BUCKET_NSTK 40
+#define GO_BUCKET_HDR 48 /* unsafe.Sizeof(bucket{}) */
 /* bucket.stk(): mprof.go:232 (1.19), :247 (1.23) - the PCs follow the header */
-#define GO_BUCKET_STK		GO_BUCKET_HDR
+#define GO_BUCKET_STK GO_BUCKET_HDR
 
 /* memProfile bucketType = 1 + iota: mprof.go:34 (1.19), :37 (1.23) */
-#define GO_BUCKET_MEMPROF	1
+#define GO_BUCKET_MEMPROF 1
 
 /*
  * The most PCs a bucket holds: maxStack = 32 up to 1.22, and from 1.23 on
@@ -67,7 +67,7 @@ struct go_rt_bucket {
  *   maxProfStackDepth: mprof.go:57 (1.23)
  * A larger nstk is not a bucket.
  */
-#define GO_MAX_STACK		1024
+#define GO_MAX_STACK 1024
 
 /* runtime.memRecordCycle: mprof.go:134 (1.19), :148 (1.23)
  *   allocs, frees uintptr; alloc_bytes, free_bytes uintptr */
@@ -88,8 +88,8 @@ struct go_rt_memrecord {
 	struct go_rt_memrec_cycle future[3];
 };
 
-#define GO_MEMREC_CYCLE_SIZE	32
-#define GO_MEMRECORD_SIZE	128	/* active + future[3] */
+#define GO_MEMREC_CYCLE_SIZE 32
+#define GO_MEMRECORD_SIZE 128 /* active + future[3] */
 
 /*
  * The globals (agent/goheap/gobin.c finds their addresses):
@@ -103,10 +103,10 @@ struct go_rt_memrecord {
  *   runtime.MemProfileRate: mprof.go:587 (1.19), :938 (1.23)
  *     int
  */
-#define GO_MPROF_CYCLE_BYTES	4
-#define GO_MEMPROFILERATE_BYTES	8
+#define GO_MPROF_CYCLE_BYTES 4
+#define GO_MEMPROFILERATE_BYTES 8
 
-#define GO_BUCKET_BYTES(nstk)	(GO_BUCKET_HDR + 8 * (nstk) + GO_MEMRECORD_SIZE)
+#define GO_BUCKET_BYTES(nstk) (GO_BUCKET_HDR + 8 * (nstk) + GO_MEMRECORD_SIZE)
 
 _Static_assert(sizeof(struct go_rt_bucket) == GO_BUCKET_HDR, "runtime.bucket header");
 _Static_assert(__builtin_offsetof(struct go_rt_bucket, allnext) == GO_BUCKET_ALLNEXT,

@@ -38,33 +38,33 @@ char LICENSE[] SEC("license") = "GPL";
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 4096);	/* resized by user space */
+	__uint(max_entries, 4096); /* resized by user space */
 	__type(key, __u32);
 	__type(value, struct oom_target);
 } targets SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 256);	/* victims at once */
+	__uint(max_entries, 256); /* victims at once */
 	__type(key, __u32);
 	__type(value, struct oom_victim);
 } victims SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 1 << 22);	/* resized by user space */
+	__uint(max_entries, 1 << 22); /* resized by user space */
 } ring SEC(".maps");
 
 struct walk {
-	__u64 cur;		/* next bucket */
-	__u64 index;		/* walk position */
+	__u64 cur;   /* next bucket */
+	__u64 index; /* walk position */
 	__u64 max_buckets;
 	__u64 mirror_head, mirror_count;
-	__u64 mpos;		/* position inside the mirror */
+	__u64 mpos; /* position inside the mirror */
 	__u64 capture_id;
 	__u64 new_buckets, dropped;
-	__u64 absent;		/* records read word by word (absent pages) */
-	__u32 where;		/* 0 before the mirror head, 1 inside, 2 past it */
+	__u64 absent; /* records read word by word (absent pages) */
+	__u32 where;  /* 0 before the mirror head, 1 inside, 2 past it */
 	__u32 max_depth;
 	__u32 tgid;
 	__u32 flags;
@@ -94,7 +94,6 @@ __u64 stat_dup_marks;
 __u64 stat_victims_full;
 __u64 stat_captures;
 __u64 stat_ring_drops;
-
 
 static __always_inline void sum_record(const __u64 *mr, struct oom_counts *c)
 {
@@ -205,7 +204,7 @@ static long walk_one(__u64 i, void *ctx)
 	if (w->where == 1) {
 		__u32 n = s->c.n;
 
-		if (n >= OOM_CHUNK_N) {	/* cannot happen: flushed when full */
+		if (n >= OOM_CHUNK_N) { /* cannot happen: flushed when full */
 			flush_chunk(w, s);
 			n = 0;
 		}
@@ -296,7 +295,7 @@ static __always_inline int capture(__u32 tgid, __u32 extra_flags)
 		return 0;
 	task = bpf_get_current_task_btf();
 	if (v->start_boottime != BPF_CORE_READ(task, group_leader, start_boottime))
-		return 0;	/* not the process that was marked (pid reused) */
+		return 0; /* not the process that was marked (pid reused) */
 	if (!__sync_bool_compare_and_swap(&v->state, OOM_ST_MARKED, OOM_ST_CAPTURING))
 		return 0;
 	__sync_fetch_and_add(&stat_captures, 1);
@@ -352,7 +351,7 @@ static __always_inline int capture(__u32 tgid, __u32 extra_flags)
 	w->tgid = tgid;
 	bpf_loop(OOM_MAX_BUCKETS, walk_one, NULL, 0);
 	if (w->index == 0 && w->read_error == -EFAULT && v->retries < OOM_RETRIES)
-		goto retry;	/* nothing was sent after BEGIN: start over later */
+		goto retry; /* nothing was sent after BEGIN: start over later */
 	/* bpf_loop stops after OOM_MAX_BUCKETS calls with the list unfinished */
 	if (w->cur && !(w->flags & (OOM_F_READ_ERROR | OOM_F_BAD_BUCKET)))
 		w->flags |= OOM_F_BUCKET_LIMIT;

@@ -15,9 +15,9 @@
 #endif
 
 enum procev_type {
-	PROCEV_FORK = 1,	/* a new process (not a thread) */
+	PROCEV_FORK = 1, /* a new process (not a thread) */
 	PROCEV_EXEC = 2,
-	PROCEV_COMM = 3,	/* a process's main thread renamed itself */
+	PROCEV_COMM = 3, /* a process's main thread renamed itself */
 };
 
 struct procev_rec {

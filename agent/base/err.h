@@ -14,7 +14,7 @@
 #include <stdarg.h>
 
 struct pp_err {
-	int code;		/* negative errno-style code, 0 when unset */
+	int code; /* negative errno-style code, 0 when unset */
 	char msg[512];
 };
 
@@ -23,8 +23,7 @@ int pp_errf(struct pp_err *err, int code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
 /* Prefix the existing message with more context: "while X: <old msg>". */
-int pp_err_wrap(struct pp_err *err, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+int pp_err_wrap(struct pp_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 static inline void pp_err_clear(struct pp_err *err)
 {

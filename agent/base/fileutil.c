@@ -30,8 +30,8 @@ static ssize_t read_full(int fd, void *buf, size_t want)
 	return (ssize_t)n;
 }
 
-int pp_read_small_file(const char *path, size_t max, char **out, size_t *len,
-		       struct stat *st_out, const char *what, struct pp_err *err)
+int pp_read_small_file(const char *path, size_t max, char **out, size_t *len, struct stat *st_out,
+		       const char *what, struct pp_err *err)
 {
 	struct stat st;
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -110,7 +110,7 @@ int pp_read_kernel_file_alloc(const char *path, size_t max, char **out, size_t *
 		}
 		n += (size_t)r;
 		if ((size_t)r < want)
-			break;	/* EOF */
+			break; /* EOF */
 	}
 	close(fd);
 	buf[n] = '\0';
@@ -129,7 +129,8 @@ int pp_private_dir(const char *dir, const char *what, bool *repaired, unsigned *
 	if (repaired)
 		*repaired = false;
 	if (!dir || dir[0] != '/' || strlen(dir) >= sizeof(path))
-		return pp_errf(err, -EINVAL, "%s: %s is not an absolute path", what, dir ? dir : "");
+		return pp_errf(err, -EINVAL, "%s: %s is not an absolute path", what,
+			       dir ? dir : "");
 	snprintf(path, sizeof(path), "%s", dir);
 	for (char *p = path + 1; *p; p++) {
 		if (*p == '/') {
@@ -143,25 +144,30 @@ int pp_private_dir(const char *dir, const char *what, bool *repaired, unsigned *
 	if (lstat(dir, &st))
 		return pp_errf(err, -errno, "%s: %s: %s", what, dir, strerror(errno));
 	if (S_ISLNK(st.st_mode))
-		return pp_errf(err, -ELOOP, "%s: %s is a symbolic link; refusing (point the config "
-			       "at the real directory)", what, dir);
+		return pp_errf(err, -ELOOP,
+			       "%s: %s is a symbolic link; refusing (point the config "
+			       "at the real directory)",
+			       what, dir);
 	if (!S_ISDIR(st.st_mode))
 		return pp_errf(err, -ENOTDIR, "%s: %s is not a directory", what, dir);
 	if (st.st_uid != geteuid())
-		return pp_errf(err, -EPERM, "%s: %s is owned by uid %u, not by the agent (uid %u); "
+		return pp_errf(err, -EPERM,
+			       "%s: %s is owned by uid %u, not by the agent (uid %u); "
 			       "refusing: its owner could read the profiles or plant files",
 			       what, dir, (unsigned)st.st_uid, (unsigned)geteuid());
 	if (st.st_mode & 077) {
 		if (old_mode)
 			*old_mode = st.st_mode & 07777;
 		if (chmod(dir, st.st_mode & 07700))
-			return pp_errf(err, -errno, "%s: %s is accessible to other users (mode %04o) "
-				       "and cannot be repaired: %s", what, dir,
-				       (unsigned)(st.st_mode & 07777), strerror(errno));
+			return pp_errf(err, -errno,
+				       "%s: %s is accessible to other users (mode %04o) "
+				       "and cannot be repaired: %s",
+				       what, dir, (unsigned)(st.st_mode & 07777), strerror(errno));
 		if (repaired)
 			*repaired = true;
 	}
 	if (access(dir, W_OK))
-		return pp_errf(err, -errno, "%s: %s is not writable: %s", what, dir, strerror(errno));
+		return pp_errf(err, -errno, "%s: %s is not writable: %s", what, dir,
+			       strerror(errno));
 	return 0;
 }

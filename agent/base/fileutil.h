@@ -23,8 +23,8 @@
  * is larger than max bytes. `what` names the file in errors ("bearer token
  * file"). 0, or negative errno with err set.
  */
-int pp_read_small_file(const char *path, size_t max, char **out, size_t *len,
-		       struct stat *st_out, const char *what, struct pp_err *err);
+int pp_read_small_file(const char *path, size_t max, char **out, size_t *len, struct stat *st_out,
+		       const char *what, struct pp_err *err);
 
 /*
  * A kernel-made file (/proc/sys/kernel/perf_event_max_stack,

@@ -45,7 +45,7 @@
 #include "ppclock.h"
 
 #define MAX_PEM_BYTES (1u << 20)
-#define MAX_METADATA 33		/* authorization + 32 headers */
+#define MAX_METADATA 33 /* authorization + 32 headers */
 
 struct grpcc_channel {
 	grpc_channel *ch;
@@ -57,11 +57,11 @@ struct grpcc_channel {
 static pthread_mutex_t grpc_log_lock = PTHREAD_MUTEX_INITIALIZER;
 static char grpc_last_error[200];
 static uint64_t grpc_error_seq;
-static uint64_t grpc_last_error_ns;	/* CLOCK_MONOTONIC of grpc_last_error */
+static uint64_t grpc_last_error_ns; /* CLOCK_MONOTONIC of grpc_last_error */
 
 #define SECRETS_MAX 16
 #define REDACTED "[REDACTED]"
-static char *secrets[SECRETS_MAX];	/* under grpc_log_lock */
+static char *secrets[SECRETS_MAX]; /* under grpc_log_lock */
 static unsigned secrets_next;
 
 void grpcc_secret_register(const char *v)
@@ -97,7 +97,7 @@ static void replace_all(char *buf, size_t cap, const char *needle, bool nocase)
 		return;
 	while ((p = nocase ? strcasestr(p, needle) : strstr(p, needle))) {
 		size_t tail = strlen(p + nl);
-		if ((size_t)(p - buf) + rl + tail + 1 > cap) {	/* no room: cut the line here */
+		if ((size_t)(p - buf) + rl + tail + 1 > cap) { /* no room: cut the line here */
 			snprintf(p, cap - (size_t)(p - buf), "%s", REDACTED);
 			return;
 		}
@@ -114,13 +114,13 @@ static void hex_form(const char *v, char *out, size_t cap)
 
 	out[0] = '\0';
 	for (const unsigned char *q = (const unsigned char *)v; *q && o + 4 < cap; q++)
-		o += (size_t)snprintf(out + o, cap - o, q == (const unsigned char *)v ? "%02x" : " %02x",
-				      *q);
+		o += (size_t)snprintf(out + o, cap - o,
+				      q == (const unsigned char *)v ? "%02x" : " %02x", *q);
 }
 
 static void redact(char *buf, size_t cap)
 {
-	char hex[4096];		/* a longer secret cannot fit a whole log line */
+	char hex[4096]; /* a longer secret cannot fit a whole log line */
 
 	pthread_mutex_lock(&grpc_log_lock);
 	for (unsigned i = 0; i < SECRETS_MAX; i++) {
@@ -224,8 +224,7 @@ static void free_secret(char *s)
 	}
 }
 
-static grpc_channel_credentials *make_creds(const struct grpcc_channel_opts *o,
-					    struct pp_err *err)
+static grpc_channel_credentials *make_creds(const struct grpcc_channel_opts *o, struct pp_err *err)
 {
 	const char *what = o->what ? o->what : "gRPC";
 	char *ca = NULL, *cert = NULL, *key = NULL;
@@ -241,8 +240,8 @@ static grpc_channel_credentials *make_creds(const struct grpcc_channel_opts *o,
 	    pp_read_small_file(o->ca_file, MAX_PEM_BYTES, &ca, NULL, NULL, "CA file", err))
 		goto out;
 	if (o->cert_file && *o->cert_file &&
-	    (pp_read_small_file(o->cert_file, MAX_PEM_BYTES, &cert, NULL, NULL, "client certificate",
-			     err) ||
+	    (pp_read_small_file(o->cert_file, MAX_PEM_BYTES, &cert, NULL, NULL,
+				"client certificate", err) ||
 	     pp_read_small_file(o->key_file, MAX_PEM_BYTES, &key, NULL, NULL, "client key", err)))
 		goto out;
 
@@ -293,7 +292,7 @@ int grpcc_channel_new(const struct grpcc_channel_opts *o, struct grpcc_channel *
 
 	*out = NULL;
 	if (!err)
-		err = &local;	/* the code travels in it: keep one */
+		err = &local; /* the code travels in it: keep one */
 	if (!o->target || !*o->target)
 		return pp_errf(err, -EINVAL, "%s: no gRPC target", o->what ? o->what : "grpc");
 	c = calloc(1, sizeof(*c));
@@ -308,18 +307,22 @@ int grpcc_channel_new(const struct grpcc_channel_opts *o, struct grpcc_channel *
 	}
 	grpc_arg args[8];
 	size_t na = 0;
-	args[na++] = (grpc_arg){ .type = GRPC_ARG_STRING, .key = GRPC_ARG_PRIMARY_USER_AGENT_STRING,
+	args[na++] = (grpc_arg){ .type = GRPC_ARG_STRING,
+				 .key = GRPC_ARG_PRIMARY_USER_AGENT_STRING,
 				 .value.string = "pushprof/" PUSHPROF_VERSION };
 	if (o->own_retries) {
-		args[na++] = (grpc_arg){ .type = GRPC_ARG_INTEGER, .key = GRPC_ARG_ENABLE_RETRIES,
+		args[na++] = (grpc_arg){ .type = GRPC_ARG_INTEGER,
+					 .key = GRPC_ARG_ENABLE_RETRIES,
 					 .value.integer = 0 };
 		args[na++] = (grpc_arg){ .type = GRPC_ARG_INTEGER,
 					 .key = GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS,
 					 .value.integer = 100 };
 		args[na++] = (grpc_arg){ .type = GRPC_ARG_INTEGER,
-					 .key = GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, .value.integer = 100 };
+					 .key = GRPC_ARG_MIN_RECONNECT_BACKOFF_MS,
+					 .value.integer = 100 };
 		args[na++] = (grpc_arg){ .type = GRPC_ARG_INTEGER,
-					 .key = GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, .value.integer = 5000 };
+					 .key = GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
+					 .value.integer = 5000 };
 	}
 	if (o->max_receive_bytes)
 		args[na++] = (grpc_arg){ .type = GRPC_ARG_INTEGER,
@@ -363,10 +366,23 @@ void grpcc_channel_free(struct grpcc_channel *c)
 const char *grpcc_status_name(int c)
 {
 	static const char *const names[] = {
-		"OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED",
-		"NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED",
-		"FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL",
-		"UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED",
+		"OK",
+		"CANCELLED",
+		"UNKNOWN",
+		"INVALID_ARGUMENT",
+		"DEADLINE_EXCEEDED",
+		"NOT_FOUND",
+		"ALREADY_EXISTS",
+		"PERMISSION_DENIED",
+		"RESOURCE_EXHAUSTED",
+		"FAILED_PRECONDITION",
+		"ABORTED",
+		"OUT_OF_RANGE",
+		"UNIMPLEMENTED",
+		"INTERNAL",
+		"UNAVAILABLE",
+		"DATA_LOSS",
+		"UNAUTHENTICATED",
 	};
 	if ((unsigned)c < sizeof(names) / sizeof(names[0]))
 		return names[c];
@@ -405,7 +421,7 @@ static void metadata_free(const struct grpcc_call *call, grpc_metadata *md, size
 {
 	for (size_t i = 0; i < nmd; i++) {
 		grpc_slice_unref(md[i].key);
-		if (i == 0 && call->auth)	/* scrub our copy of the token */
+		if (i == 0 && call->auth) /* scrub our copy of the token */
 			explicit_bzero((void *)GRPC_SLICE_START_PTR(md[i].value),
 				       GRPC_SLICE_LENGTH(md[i].value));
 		grpc_slice_unref(md[i].value);
@@ -430,8 +446,9 @@ static bool wait_batch(struct grpcc_channel *c, const struct grpcc_call *call, g
 		uint64_t limit = call->limit ? call->limit(call->limit_arg) : 0;
 		if (limit) {
 			uint64_t now = pp_mono_ns(), left = limit > now ? limit - now : 0;
-			gpr_timespec cut = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
-							gpr_time_from_nanos((int64_t)left, GPR_TIMESPAN));
+			gpr_timespec cut =
+				gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
+					     gpr_time_from_nanos((int64_t)left, GPR_TIMESPAN));
 			if (gpr_time_cmp(cut, *guard) < 0)
 				*guard = cut;
 		}
@@ -470,9 +487,9 @@ int grpcc_call(struct grpcc_channel *c, const struct grpcc_call *call, struct gr
 	grpc_metadata_array_init(&initial_md);
 	grpc_metadata_array_init(&trailing_md);
 	size_t nmd = metadata_build(call, md, MAX_METADATA);
-	gpr_timespec deadline = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
-					     gpr_time_from_nanos((int64_t)call->timeout_ns,
-								 GPR_TIMESPAN));
+	gpr_timespec deadline =
+		gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
+			     gpr_time_from_nanos((int64_t)call->timeout_ns, GPR_TIMESPAN));
 	gpr_timespec guard = gpr_time_add(deadline, gpr_time_from_seconds(1, GPR_TIMESPAN));
 	/* create_call takes its own reference on the method slice */
 	grpc_slice method_slice = grpc_slice_from_copied_string(call->method);
@@ -497,8 +514,8 @@ int grpcc_call(struct grpcc_channel *c, const struct grpcc_call *call, struct gr
 		nops = 0;
 	} else {
 		/* unary: the whole call in one batch */
-		grpc_slice payload = grpc_slice_from_copied_buffer((const char *)call->msg,
-								   call->len);
+		grpc_slice payload =
+			grpc_slice_from_copied_buffer((const char *)call->msg, call->len);
 		unary = grpc_raw_byte_buffer_create(&payload, 1);
 		grpc_slice_unref(payload);
 		ops[nops].op = GRPC_OP_SEND_MESSAGE;

@@ -32,7 +32,7 @@
 struct grpcc_channel;
 
 struct grpcc_channel_opts {
-	const char *target;		/* gRPC target ("host:port", "unix:///path"); required */
+	const char *target; /* gRPC target ("host:port", "unix:///path"); required */
 	/* TLS (false: plaintext, as for a unix socket) with, optionally, a CA,
 	 * a client certificate and key (PEM files; set together), no server
 	 * certificate verification, and a server name override */
@@ -44,8 +44,8 @@ struct grpcc_channel_opts {
 	 * backoff 100 ms..5 s, so a server that comes back is reached by the
 	 * caller's next attempt (false: grpc's defaults) */
 	bool own_retries;
-	int max_receive_bytes;		/* 0: grpc's default (4 MiB) */
-	const char *what;		/* error prefix for credentials, e.g. "remote_store" */
+	int max_receive_bytes; /* 0: grpc's default (4 MiB) */
+	const char *what;      /* error prefix for credentials, e.g. "remote_store" */
 };
 
 /*
@@ -69,15 +69,15 @@ void grpcc_channel_free(struct grpcc_channel *c);
 typedef int (*grpcc_next_fn)(void *arg, const uint8_t **msg, size_t *len);
 
 struct grpcc_call {
-	const char *method;		/* "/package.Service/Method" */
-	const uint8_t *msg;		/* the one request of a unary call */
+	const char *method; /* "/package.Service/Method" */
+	const uint8_t *msg; /* the one request of a unary call */
 	size_t len;
-	grpcc_next_fn next;		/* or: the request stream */
+	grpcc_next_fn next; /* or: the request stream */
 	void *next_arg;
-	const char *auth;		/* "authorization" value (not logged); NULL none */
-	const struct pp_labels *headers;	/* more metadata, legal lower-case keys; NULL none */
-	uint64_t timeout_ns;		/* the call's gRPC deadline */
-	bool want_resp;			/* keep the one response message */
+	const char *auth;		 /* "authorization" value (not logged); NULL none */
+	const struct pp_labels *headers; /* more metadata, legal lower-case keys; NULL none */
+	uint64_t timeout_ns;		 /* the call's gRPC deadline */
+	bool want_resp;			 /* keep the one response message */
 	/*
 	 * Polled every 100 ms while the call waits: a CLOCK_MONOTONIC ns time
 	 * past which the call is cancelled (0: none), so a shutdown can cut a
@@ -88,11 +88,11 @@ struct grpcc_call {
 };
 
 struct grpcc_result {
-	int status;			/* grpc_status_code */
-	char details[320];		/* the server's details, or grpc's error string */
-	uint8_t *resp;			/* want_resp and OK: malloc'd, caller frees */
+	int status;	   /* grpc_status_code */
+	char details[320]; /* the server's details, or grpc's error string */
+	uint8_t *resp;	   /* want_resp and OK: malloc'd, caller frees */
 	size_t resp_len;
-	uint64_t bytes_sent;		/* request bytes the transport took */
+	uint64_t bytes_sent; /* request bytes the transport took */
 };
 
 /*

@@ -91,19 +91,32 @@ bool pp_meta_label_known(const char *name)
 	/* who sets them: agent.c (process, system), cpu_profile.c (executable
 	 * facts), containers.c (cgroup path and the CRI), nodemeta.c (node) */
 	static const char *const names[] = {
-		"__meta_process_pid", "__meta_process_comm", "__meta_process_executable",
-		"__meta_process_cgroup", "__meta_process_executable_name",
-		"__meta_process_executable_build_id", "__meta_process_executable_compiler",
-		"__meta_process_executable_static", "__meta_process_executable_stripped",
-		"__meta_system_kernel_release", "__meta_system_kernel_machine",
-		"__meta_systemd_unit", "__meta_container_id", "__meta_container_runtime",
-		"__meta_kubernetes_namespace", "__meta_kubernetes_pod_name",
-		"__meta_kubernetes_pod_uid", "__meta_kubernetes_pod_qos_class",
-		"__meta_kubernetes_pod_container_id", "__meta_kubernetes_pod_container_name",
-		"__meta_kubernetes_pod_container_image", "__meta_kubernetes_node_name",
+		"__meta_process_pid",
+		"__meta_process_comm",
+		"__meta_process_executable",
+		"__meta_process_cgroup",
+		"__meta_process_executable_name",
+		"__meta_process_executable_build_id",
+		"__meta_process_executable_compiler",
+		"__meta_process_executable_static",
+		"__meta_process_executable_stripped",
+		"__meta_system_kernel_release",
+		"__meta_system_kernel_machine",
+		"__meta_systemd_unit",
+		"__meta_container_id",
+		"__meta_container_runtime",
+		"__meta_kubernetes_namespace",
+		"__meta_kubernetes_pod_name",
+		"__meta_kubernetes_pod_uid",
+		"__meta_kubernetes_pod_qos_class",
+		"__meta_kubernetes_pod_container_id",
+		"__meta_kubernetes_pod_container_name",
+		"__meta_kubernetes_pod_container_image",
+		"__meta_kubernetes_node_name",
 	};
 	static const char *const prefixes[] = {
-		"__meta_kubernetes_pod_label_", "__meta_kubernetes_pod_annotation_",
+		"__meta_kubernetes_pod_label_",
+		"__meta_kubernetes_pod_annotation_",
 		"__meta_kubernetes_node_label_",
 	};
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)

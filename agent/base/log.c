@@ -46,7 +46,7 @@ const char *pp_q(const char *s)
 		if (*c == ' ' || *c == '"' || *c == '=' || *c == '\\' || (unsigned char)*c < 0x20)
 			needs = 1;
 	if (!needs)
-		return s;	/* as it is: nothing to cut */
+		return s; /* as it is: nothing to cut */
 	*p++ = '"';
 	for (; *s && p < end - 1; s++) {
 		unsigned char c = (unsigned char)*s;
@@ -62,7 +62,7 @@ const char *pp_q(const char *s)
 			*p++ = (char)c;
 		}
 	}
-	if (*s)		/* cut: say so, and by how much */
+	if (*s) /* cut: say so, and by how much */
 		p += snprintf(p, 22, "...[+%zu bytes]", strlen(s));
 	*p++ = '"';
 	*p = '\0';
@@ -137,7 +137,7 @@ static void json_fields(FILE *f, const char *p)
 		fputc(',', f);
 		json_str(f, k, klen);
 		fputc(':', f);
-		if (*p != '=') {		/* a bare key */
+		if (*p != '=') { /* a bare key */
 			fputs("\"\"", f);
 			continue;
 		}

@@ -20,7 +20,7 @@ static const double buckets[] = { 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2
 struct metric {
 	char *name, *help, *labels;
 	enum metric_kind kind;
-	_Atomic uint64_t bits;	/* a double's bits: the value, a histogram's sum */
+	_Atomic uint64_t bits; /* a double's bits: the value, a histogram's sum */
 	/* histograms: observations <= buckets[i] (not cumulative), and all */
 	_Atomic uint64_t le[NBUCKETS], count;
 	struct metric *next;
@@ -130,7 +130,7 @@ void metric_inc(const char *name, const char *help, const char *labels, double v
 static const char *fmt_value(double v, char *buf, size_t n)
 {
 	if (isnan(v) || isinf(v))
-		return isnan(v) ? "NaN" : v > 0 ? "+Inf" : "-Inf";	/* the format's spelling */
+		return isnan(v) ? "NaN" : v > 0 ? "+Inf" : "-Inf"; /* the format's spelling */
 	if (v == floor(v) && fabs(v) < 1e15) {
 		snprintf(buf, n, "%.0f", v);
 		return buf;
@@ -186,10 +186,11 @@ static void process_collect(void)
 				      "Virtual memory size in bytes.", METRIC_GAUGE, NULL),
 			   (double)st.vsize);
 		if (boot_time() > 0)
-			metric_set(metric_get("process_start_time_seconds",
-					      "Start time of the process since unix epoch in seconds.",
-					      METRIC_GAUGE, NULL),
-				   boot_time() + (double)st.start_time / tck);
+			metric_set(
+				metric_get("process_start_time_seconds",
+					   "Start time of the process since unix epoch in seconds.",
+					   METRIC_GAUGE, NULL),
+				boot_time() + (double)st.start_time / tck);
 	}
 	DIR *d = opendir("/proc/self/fd");
 	if (d) {
@@ -200,11 +201,13 @@ static void process_collect(void)
 				n++;
 		closedir(d);
 		metric_set(metric_get("process_open_fds", "Number of open file descriptors.",
-				      METRIC_GAUGE, NULL), n - 1);	/* not opendir's own */
+				      METRIC_GAUGE, NULL),
+			   n - 1); /* not opendir's own */
 	}
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
 		metric_set(metric_get("process_max_fds", "Maximum number of open file descriptors.",
-				      METRIC_GAUGE, NULL), (double)rl.rlim_cur);
+				      METRIC_GAUGE, NULL),
+			   (double)rl.rlim_cur);
 }
 
 int metrics_render(char **out, size_t *len)
@@ -221,8 +224,9 @@ int metrics_render(char **out, size_t *len)
 	for (struct metric *m = head; m; m = m->next) {
 		if (!family || strcmp(family, m->name)) {
 			fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", m->name, m->help, m->name,
-				m->kind == METRIC_COUNTER ? "counter" :
-				m->kind == METRIC_HISTOGRAM ? "histogram" : "gauge");
+				m->kind == METRIC_COUNTER     ? "counter"
+				: m->kind == METRIC_HISTOGRAM ? "histogram"
+							      : "gauge");
 			family = m->name;
 		}
 		double v = metric_value(m);
@@ -233,8 +237,8 @@ int metrics_render(char **out, size_t *len)
 			const char *sep = m->labels[0] ? "," : "";
 			for (size_t i = 0; i < NBUCKETS; i++) {
 				cum += atomic_load(&m->le[i]);
-				fprintf(f, "%s_bucket{%s%sle=\"%s\"} %llu\n", m->name, m->labels, sep,
-					fmt_value(buckets[i], num, sizeof(num)),
+				fprintf(f, "%s_bucket{%s%sle=\"%s\"} %llu\n", m->name, m->labels,
+					sep, fmt_value(buckets[i], num, sizeof(num)),
 					(unsigned long long)(cum < n ? cum : n));
 			}
 			fprintf(f, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", m->name, m->labels, sep,
@@ -245,7 +249,8 @@ int metrics_render(char **out, size_t *len)
 					(unsigned long long)n);
 			else
 				fprintf(f, "%s_sum %s\n%s_count %llu\n", m->name,
-					fmt_value(v, num, sizeof(num)), m->name, (unsigned long long)n);
+					fmt_value(v, num, sizeof(num)), m->name,
+					(unsigned long long)n);
 			continue;
 		}
 		if (m->labels[0])

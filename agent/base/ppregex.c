@@ -37,14 +37,14 @@
 #define MATCH_LIMIT 1000000u
 #define DEPTH_LIMIT 100000u
 #define HEAP_LIMIT_KIB (32u * 1024)
-#define MAX_REPEAT 1000			/* RE2's */
+#define MAX_REPEAT 1000 /* RE2's */
 #define MAX_GROUPS 1000
 
 struct pp_regex {
 	pcre2_code *code;
-	pcre2_match_context *mctx;	/* limits; read-only once built */
+	pcre2_match_context *mctx; /* limits; read-only once built */
 	size_t ngroups;
-	char **names;			/* names[i] for group i+1, NULL if unnamed */
+	char **names; /* names[i] for group i+1, NULL if unnamed */
 };
 
 /* ---- output buffer ------------------------------------------------------- */
@@ -59,7 +59,7 @@ static void insert(struct pp_buf *o, size_t at, const char *s)
 {
 	size_t len = strlen(s), tail = o->n - at;
 
-	pp_buf_add(o, s, len);		/* grows the buffer; the bytes are moved below */
+	pp_buf_add(o, s, len); /* grows the buffer; the bytes are moved below */
 	if (o->oom)
 		return;
 	memmove(o->p + at + len, o->p + at, tail);
@@ -86,8 +86,8 @@ struct parser {
 	size_t ncap;
 };
 
-__attribute__((format(printf, 3, 4)))
-static int bad(struct parser *p, size_t at, const char *fmt, ...)
+__attribute__((format(printf, 3, 4))) static int bad(struct parser *p, size_t at, const char *fmt,
+						     ...)
 {
 	char msg[200];
 	va_list ap;
@@ -136,23 +136,44 @@ static int hexval(char c)
 static const char *pcre_only_escape(char c)
 {
 	switch (c) {
-	case 'C': return "\\C (one byte)";
-	case 'K': return "\\K (match reset)";
-	case 'G': return "\\G (end of previous match)";
-	case 'Z': return "\\Z (use \\z)";
-	case 'R': return "\\R (newline sequence)";
-	case 'X': return "\\X (grapheme cluster)";
-	case 'h': case 'H': return "\\h / \\H (horizontal space)";
-	case 'N': return "\\N (not a newline)";
-	case 'k': return "named backreference \\k";
-	case 'g': return "backreference \\g";
-	case 'e': return "\\e (escape character)";
-	case 'c': return "\\c (control character)";
-	case 'o': return "\\o{...} (use \\x{...})";
-	case 'u': case 'U': case 'L': case 'l': return "case-changing escape";
-	case 'E': return "\\E without \\Q";
-	case 'Q': return "\\Q inside a character class";
-	default: return NULL;
+	case 'C':
+		return "\\C (one byte)";
+	case 'K':
+		return "\\K (match reset)";
+	case 'G':
+		return "\\G (end of previous match)";
+	case 'Z':
+		return "\\Z (use \\z)";
+	case 'R':
+		return "\\R (newline sequence)";
+	case 'X':
+		return "\\X (grapheme cluster)";
+	case 'h':
+	case 'H':
+		return "\\h / \\H (horizontal space)";
+	case 'N':
+		return "\\N (not a newline)";
+	case 'k':
+		return "named backreference \\k";
+	case 'g':
+		return "backreference \\g";
+	case 'e':
+		return "\\e (escape character)";
+	case 'c':
+		return "\\c (control character)";
+	case 'o':
+		return "\\o{...} (use \\x{...})";
+	case 'u':
+	case 'U':
+	case 'L':
+	case 'l':
+		return "case-changing escape";
+	case 'E':
+		return "\\E without \\Q";
+	case 'Q':
+		return "\\Q inside a character class";
+	default:
+		return NULL;
 	}
 }
 
@@ -184,18 +205,31 @@ static int escape(struct parser *p, bool in_class)
 	}
 	if (c >= '0' && c <= '7') {
 		unsigned long v = (unsigned long)(c - '0');
-		for (int k = 0; k < 2 && p->i < p->len && p->s[p->i] >= '0' && p->s[p->i] <= '7'; k++)
+		for (int k = 0; k < 2 && p->i < p->len && p->s[p->i] >= '0' && p->s[p->i] <= '7';
+		     k++)
 			v = v * 8 + (unsigned long)(p->s[p->i++] - '0');
 		put_cp(&p->o, v);
 		return 0;
 	}
 	switch (c) {
-	case 'a': put_cp(&p->o, 7); return 0;
-	case 'f': put_cp(&p->o, 12); return 0;
-	case 't': put_cp(&p->o, 9); return 0;
-	case 'n': put_cp(&p->o, 10); return 0;
-	case 'r': put_cp(&p->o, 13); return 0;
-	case 'v': put_cp(&p->o, 11); return 0;	/* PCRE2's \v is a class */
+	case 'a':
+		put_cp(&p->o, 7);
+		return 0;
+	case 'f':
+		put_cp(&p->o, 12);
+		return 0;
+	case 't':
+		put_cp(&p->o, 9);
+		return 0;
+	case 'n':
+		put_cp(&p->o, 10);
+		return 0;
+	case 'r':
+		put_cp(&p->o, 13);
+		return 0;
+	case 'v':
+		put_cp(&p->o, 11);
+		return 0; /* PCRE2's \v is a class */
 	case 'x': {
 		unsigned long v = 0;
 		if (p->i < p->len && p->s[p->i] == '{') {
@@ -211,24 +245,29 @@ static int escape(struct parser *p, bool in_class)
 		} else {
 			if (p->i + 1 >= p->len || hexval(p->s[p->i]) < 0 ||
 			    hexval(p->s[p->i + 1]) < 0)
-				return bad(p, at, "invalid escape \\x (two hex digits or \\x{...})");
+				return bad(p, at,
+					   "invalid escape \\x (two hex digits or \\x{...})");
 			v = (unsigned long)(hexval(p->s[p->i]) * 16 + hexval(p->s[p->i + 1]));
 			p->i += 2;
 		}
 		put_cp(&p->o, v);
 		return 0;
 	}
-	case 'd': case 'D': case 'w': case 'W':
+	case 'd':
+	case 'D':
+	case 'w':
+	case 'W':
 		pp_buf_add(&p->o, p->s + at, 2);
 		return 0;
-	case 's':	/* RE2's \s is [\t\n\f\r ]: no vertical tab */
+	case 's': /* RE2's \s is [\t\n\f\r ]: no vertical tab */
 		puts_(&p->o, in_class ? "\\t\\n\\f\\r " : "[\\t\\n\\f\\r ]");
 		return 0;
 	case 'S':
 		puts_(&p->o, in_class ? "\\x{0}-\\x{8}\\x{b}\\x{e}-\\x{1f}\\x{21}-\\x{10ffff}"
 				      : "[^\\t\\n\\f\\r ]");
 		return 0;
-	case 'p': case 'P': {
+	case 'p':
+	case 'P': {
 		size_t st = p->i;
 		if (st >= p->len)
 			return bad(p, at, "invalid Unicode class \\%c", c);
@@ -253,14 +292,17 @@ static int escape(struct parser *p, bool in_class)
 		pp_buf_add(&p->o, p->s + at, p->i - at);
 		return 0;
 	}
-	case 'A': case 'z': case 'b': case 'B':
+	case 'A':
+	case 'z':
+	case 'b':
+	case 'B':
 		if (in_class)
 			return bad(p, at, "\\%c inside a character class", c);
 		pp_buf_add(&p->o, p->s + at, 2);
 		return 0;
 	}
 	if ((unsigned char)c < 0x80 && !is_alnum(c)) {
-		pp_buf_add(&p->o, p->s + at, 2);	/* escaped punctuation: the literal */
+		pp_buf_add(&p->o, p->s + at, 2); /* escaped punctuation: the literal */
 		return 0;
 	}
 	const char *what = pcre_only_escape(c);
@@ -273,7 +315,7 @@ static int escape(struct parser *p, bool in_class)
 
 static const char *const posix_classes[] = {
 	"alnum", "alpha", "ascii", "blank", "cntrl", "digit", "graph",
-	"lower", "print", "punct", "space", "upper", "word", "xdigit",
+	"lower", "print", "punct", "space", "upper", "word",  "xdigit",
 };
 
 /* A bracket expression; p->i is just after '['. */
@@ -328,7 +370,7 @@ static int char_class(struct parser *p)
 			p->i = (size_t)(end + 2 - p->s);
 		} else if (c == '[') {
 			p->i++;
-			puts_(&p->o, "\\[");	/* PCRE2 reads [. and [= as collating */
+			puts_(&p->o, "\\["); /* PCRE2 reads [. and [= as collating */
 		} else if (c == '\\') {
 			p->i++;
 			int rc = escape(p, true);
@@ -388,7 +430,7 @@ static int counted(struct parser *p, long *lo, long *hi)
 static int special_group(struct parser *p, size_t *depth)
 {
 	size_t at = p->i - 1;
-	size_t j = p->i + 1;	/* after "(?" */
+	size_t j = p->i + 1; /* after "(?" */
 	char c = j < p->len ? p->s[j] : '\0';
 
 	if (c == 'P' || c == '<') {
@@ -408,30 +450,42 @@ static int special_group(struct parser *p, size_t *depth)
 			return bad(p, at, "invalid named capture (missing >)");
 		size_t nl = (size_t)(gt - (p->s + ns));
 		if (!name_ok(p->s + ns, nl))
-			return bad(p, at, "invalid named capture name \"%.*s\"", (int)nl, p->s + ns);
+			return bad(p, at, "invalid named capture name \"%.*s\"", (int)nl,
+				   p->s + ns);
 		/* a name may repeat, as in Go (RE2 proper refuses it): $name is
 		 * the first group of that name */
 		char *name = strndup(p->s + ns, nl);
 		int rc = name ? add_group(p, at, name) : -ENOMEM;
 		if (rc < 0)
 			return rc;
-		pp_buf_add(&p->o, "(", 1);	/* numbered as written; the name stays here */
+		pp_buf_add(&p->o, "(", 1); /* numbered as written; the name stays here */
 		p->i = (size_t)(gt + 1 - p->s);
 		(*depth)++;
 		return 1;
 	}
 	switch (c) {
-	case '=': return bad(p, at, "lookahead (?= is not supported");
-	case '!': return bad(p, at, "negative lookahead (?! is not supported");
-	case '>': return bad(p, at, "atomic group (?> is not supported");
-	case '|': return bad(p, at, "branch reset group (?| is not supported");
-	case '#': return bad(p, at, "comment (?# is not supported");
-	case '(': return bad(p, at, "conditional group (?( is not supported");
-	case '&': return bad(p, at, "subroutine call (?& is not supported");
-	case 'R': return bad(p, at, "recursion (?R) is not supported");
-	case 'C': return bad(p, at, "callout (?C is not supported");
-	case '\'': return bad(p, at, "named group (?'name' is not supported (use (?P<name>...))");
-	case '*': return bad(p, at, "non-atomic assertion (?* is not supported");
+	case '=':
+		return bad(p, at, "lookahead (?= is not supported");
+	case '!':
+		return bad(p, at, "negative lookahead (?! is not supported");
+	case '>':
+		return bad(p, at, "atomic group (?> is not supported");
+	case '|':
+		return bad(p, at, "branch reset group (?| is not supported");
+	case '#':
+		return bad(p, at, "comment (?# is not supported");
+	case '(':
+		return bad(p, at, "conditional group (?( is not supported");
+	case '&':
+		return bad(p, at, "subroutine call (?& is not supported");
+	case 'R':
+		return bad(p, at, "recursion (?R) is not supported");
+	case 'C':
+		return bad(p, at, "callout (?C is not supported");
+	case '\'':
+		return bad(p, at, "named group (?'name' is not supported (use (?P<name>...))");
+	case '*':
+		return bad(p, at, "non-atomic assertion (?* is not supported");
 	}
 	if ((c >= '0' && c <= '9') || c == '+' ||
 	    (c == '-' && j + 1 < p->len && p->s[j + 1] >= '0' && p->s[j + 1] <= '9'))
@@ -464,7 +518,7 @@ static int special_group(struct parser *p, size_t *depth)
 		(*depth)++;
 		return 1;
 	}
-	return 0;	/* (?flags): no group, nothing to repeat */
+	return 0; /* (?flags): no group, nothing to repeat */
 }
 
 static int translate(struct parser *p)
@@ -495,9 +549,12 @@ static int translate(struct parser *p)
 					return bad(p, at, "invalid repeat count (min > max)");
 			}
 			if (was_repeat)
-				return bad(p, at, c == '+' ? "possessive quantifier (%.*s after a "
-					   "repetition) is not supported" : "invalid nested repetition "
-					   "operator %.*s", (int)n, p->s + at);
+				return bad(p, at,
+					   c == '+' ? "possessive quantifier (%.*s after a "
+						      "repetition) is not supported"
+						    : "invalid nested repetition "
+						      "operator %.*s",
+					   (int)n, p->s + at);
 			if (!can_repeat)
 				return bad(p, at, "missing argument to repetition operator %.*s",
 					   (int)n, p->s + at);
@@ -507,7 +564,7 @@ static int translate(struct parser *p)
 			}
 			pp_buf_add(&p->o, p->s + at, n);
 			p->i += n;
-			if (p->i < p->len && p->s[p->i] == '?')	/* non-greedy */
+			if (p->i < p->len && p->s[p->i] == '?') /* non-greedy */
 				pp_buf_add(&p->o, p->s + p->i++, 1);
 			after_repeat = true;
 			continue;
@@ -583,7 +640,7 @@ static int translate(struct parser *p)
 			pp_buf_add(&p->o, "|", 1);
 			can_repeat = false;
 			break;
-		case '{':	/* not a repetition (checked above): a literal */
+		case '{': /* not a repetition (checked above): a literal */
 			puts_(&p->o, "\\{");
 			can_repeat = true;
 			break;
@@ -614,8 +671,7 @@ void pp_regex_free(struct pp_regex *re)
 	free(re);
 }
 
-static int compile(struct pp_regex **out, const char *src, unsigned flags, char *why,
-		   size_t wlen)
+static int compile(struct pp_regex **out, const char *src, unsigned flags, char *why, size_t wlen)
 {
 	struct parser p = { .s = src, .len = strlen(src), .why = why, .wlen = wlen };
 	struct pp_regex *re = NULL;
@@ -647,12 +703,13 @@ static int compile(struct pp_regex **out, const char *src, unsigned flags, char 
 	/* "." and (?m) as in Go; with ALT_CIRCUMFLEX, (?m)^ also matches
 	 * after a newline that ends the text, as Go's does */
 	pcre2_set_newline(cctx, PCRE2_NEWLINE_LF);
-	pcre2_set_parens_nest_limit(cctx, 1000);	/* Go's nesting limit */
+	pcre2_set_parens_nest_limit(cctx, 1000); /* Go's nesting limit */
 	int ec;
 	PCRE2_SIZE eoff;
 	re->code = pcre2_compile((PCRE2_SPTR)p.o.p, p.o.n,
 				 PCRE2_UTF | PCRE2_DOLLAR_ENDONLY | PCRE2_NEVER_BACKSLASH_C |
-				 PCRE2_NEVER_UCP | PCRE2_ALT_CIRCUMFLEX, &ec, &eoff, cctx);
+					 PCRE2_NEVER_UCP | PCRE2_ALT_CIRCUMFLEX,
+				 &ec, &eoff, cctx);
 	if (!re->code) {
 		PCRE2_UCHAR msg[160];
 		pcre2_get_error_message(ec, msg, sizeof(msg));
@@ -663,7 +720,7 @@ static int compile(struct pp_regex **out, const char *src, unsigned flags, char 
 	}
 	uint32_t ncap = 0;
 	pcre2_pattern_info(re->code, PCRE2_INFO_CAPTURECOUNT, &ncap);
-	if (ncap != p.ngroups) {	/* the rewrite must keep the numbering */
+	if (ncap != p.ngroups) { /* the rewrite must keep the numbering */
 		snprintf(why, wlen, "internal error: %u groups compiled, %zu written", ncap,
 			 p.ngroups);
 		rc = -EINVAL;
@@ -799,8 +856,7 @@ int pp_regex_match(const struct pp_regex *re, const char *s, size_t len, ssize_t
 		free(map);
 		return -ENOMEM;
 	}
-	int rc = pcre2_match(re->code, (PCRE2_SPTR)subj, slen, 0, PCRE2_NO_UTF_CHECK, md,
-			     re->mctx);
+	int rc = pcre2_match(re->code, (PCRE2_SPTR)subj, slen, 0, PCRE2_NO_UTF_CHECK, md, re->mctx);
 	if (rc == PCRE2_ERROR_NOMATCH) {
 		ret = 0;
 	} else if (rc == PCRE2_ERROR_MATCHLIMIT || rc == PCRE2_ERROR_DEPTHLIMIT ||

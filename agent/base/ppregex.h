@@ -49,14 +49,14 @@
 
 #include "err.h"
 
-#define PP_REGEX_FULL 1u		/* anchored at both ends, (?s) */
-#define PP_REGEX_MAX_LEN 4096		/* bytes of source */
+#define PP_REGEX_FULL 1u      /* anchored at both ends, (?s) */
+#define PP_REGEX_MAX_LEN 4096 /* bytes of source */
 
 struct pp_regex;
 
 struct pp_regex_opts {
-	const char *src;		/* the regex (NUL-terminated, UTF-8); required */
-	unsigned flags;			/* PP_REGEX_FULL, or 0: a search */
+	const char *src; /* the regex (NUL-terminated, UTF-8); required */
+	unsigned flags;	 /* PP_REGEX_FULL, or 0: a search */
 };
 
 /*
@@ -79,7 +79,6 @@ int pp_regex_group_index(const struct pp_regex *re, const char *name, size_t len
  * offsets of group i (0 = the whole match) for i < nm, -1 for a group that
  * did not take part.
  */
-int pp_regex_match(const struct pp_regex *re, const char *s, size_t len, ssize_t *m,
-		   size_t nm);
+int pp_regex_match(const struct pp_regex *re, const char *s, size_t len, ssize_t *m, size_t nm);
 
 #endif

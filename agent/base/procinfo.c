@@ -207,7 +207,7 @@ struct cg_pick {
 	const char *want;
 	char *buf;
 	size_t len;
-	int found;		/* 2 = v2 line, 1 = wanted v1 controller */
+	int found; /* 2 = v2 line, 1 = wanted v1 controller */
 };
 
 static bool has_ctrl(const char *ctrls, const char *want)
@@ -282,7 +282,7 @@ int proc_stat(pid_t pid, struct proc_stat *st)
 	/* comm may hold spaces and parentheses: fields restart after the last
 	 * ')', with field 3 (state) first */
 	char *p = strrchr(s, ')');
-	unsigned long long f[21];	/* fields 4..24 */
+	unsigned long long f[21]; /* fields 4..24 */
 	rc = -EINVAL;
 	if (p && p[1] == ' ' && p[2]) {
 		st->state = p[2];
@@ -293,7 +293,7 @@ int proc_stat(pid_t pid, struct proc_stat *st)
 			while (*q == ' ')
 				q++;
 			errno = 0;
-			long long sv = strtoll(q, &end, 10);	/* some fields are signed */
+			long long sv = strtoll(q, &end, 10); /* some fields are signed */
 			if (end == q || errno)
 				break;
 			f[i] = (unsigned long long)sv;

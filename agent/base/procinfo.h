@@ -21,8 +21,8 @@ struct proc_map {
 	uint64_t start, end, offset;
 	uint64_t inode;
 	uint32_t dev_major, dev_minor;
-	char perms[5];		/* "r-xp" */
-	char *path;		/* "" for anonymous; "[vdso]" etc. kept as is */
+	char perms[5]; /* "r-xp" */
+	char *path;    /* "" for anonymous; "[vdso]" etc. kept as is */
 };
 
 struct proc_maps {
@@ -64,12 +64,12 @@ int proc_cgroup_each(pid_t pid, int (*cb)(const char *ctrls, const char *path, v
 		     void *arg);
 /* The fields of /proc/PID/stat the agent uses. */
 struct proc_stat {
-	char state;		/* R S D Z X ... */
-	unsigned long flags;	/* PF_* (PF_KTHREAD = 0x00200000) */
-	uint64_t start_time;	/* clock ticks since boot */
-	uint64_t utime, stime;	/* CPU time in user and kernel mode, clock ticks */
-	uint64_t vsize;		/* virtual memory, bytes */
-	uint64_t rss_pages;	/* resident set, pages */
+	char state;	       /* R S D Z X ... */
+	unsigned long flags;   /* PF_* (PF_KTHREAD = 0x00200000) */
+	uint64_t start_time;   /* clock ticks since boot */
+	uint64_t utime, stime; /* CPU time in user and kernel mode, clock ticks */
+	uint64_t vsize;	       /* virtual memory, bytes */
+	uint64_t rss_pages;    /* resident set, pages */
 };
 int proc_stat(pid_t pid, struct proc_stat *st);
 /* Start time in clock ticks since boot (field 22 of /proc/PID/stat):

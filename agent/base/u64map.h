@@ -14,7 +14,7 @@
 struct u64map {
 	uint64_t *keys;
 	uint32_t *vals;
-	size_t cap, n;		/* cap is a power of two */
+	size_t cap, n; /* cap is a power of two */
 };
 
 /* Room for about `want` keys before the first growth. -ENOMEM. */

@@ -68,9 +68,10 @@ void version_metric(void)
 	 * backslashes or newlines to escape */
 	snprintf(labels, sizeof(labels),
 		 "version=\"%s\",commit=\"%s\",build_date=\"%s\",libbpf=\"%s\",grpc_core=\"%s\"",
-		 version_string(), version_commit(), version_build_date(),
-		 libbpf_version_string(), grpc_version_string());
+		 version_string(), version_commit(), version_build_date(), libbpf_version_string(),
+		 grpc_version_string());
 	metric_set(metric_get("pushprof_build_info",
 			      "Always 1; the labels say which build runs and with which libraries.",
-			      METRIC_GAUGE, labels), 1);
+			      METRIC_GAUGE, labels),
+		   1);
 }

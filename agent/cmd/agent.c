@@ -56,23 +56,23 @@
  * files was most of an idle agent's CPU time at one scan a second. */
 #define SCAN_NS 1000000000ull
 #define SCAN_EVENTS_NS 10000000000ull
-#define RECHECK_NS 50000000ull	/* exec'd targets: gotrack_recheck() spacing */
+#define RECHECK_NS 50000000ull /* exec'd targets: gotrack_recheck() spacing */
 
 struct agent {
 	const struct config *cfg;
 	struct outbox *outbox;
 	struct targets *targets;
 	struct cpu_sampler *cpu;
-	struct frameless *fl;		/* NULL: PUSHPROF_FRAMELESS=off (or no cpu) */
-	struct symbolizer *sym;		/* NULL: profiles carry addresses only */
-	struct http_server *http;	/* NULL: no http_address */
-	struct gotrack *go;		/* NULL: go_heap disabled */
-	struct oom_watch *oom;		/* NULL: go_heap.on_oom off or unavailable */
-	struct procev *procev;		/* BPF process events (no netlink connector) */
-	struct debuginfo *dbg;		/* NULL: no remote store or debuginfo_upload off */
-	struct agent_labeler lab;	/* the outbox's labeler: metadata, relabel_configs */
-	struct agent_snapshot snap;	/* POST /api/v1/snapshot */
-	atomic_bool stopping;		/* the loop is finishing: cut network waits short */
+	struct frameless *fl;	    /* NULL: PUSHPROF_FRAMELESS=off (or no cpu) */
+	struct symbolizer *sym;	    /* NULL: profiles carry addresses only */
+	struct http_server *http;   /* NULL: no http_address */
+	struct gotrack *go;	    /* NULL: go_heap disabled */
+	struct oom_watch *oom;	    /* NULL: go_heap.on_oom off or unavailable */
+	struct procev *procev;	    /* BPF process events (no netlink connector) */
+	struct debuginfo *dbg;	    /* NULL: no remote store or debuginfo_upload off */
+	struct agent_labeler lab;   /* the outbox's labeler: metadata, relabel_configs */
+	struct agent_snapshot snap; /* POST /api/v1/snapshot */
+	atomic_bool stopping;	    /* the loop is finishing: cut network waits short */
 	struct cpu_window win;
 	uint64_t window_start_mono;
 	int64_t window_start_real;
@@ -171,8 +171,8 @@ static int report_cpu(void *arg, const struct pp_labels *labels, const uint8_t *
 
 /* The reporter of the heap producers (gotrack's worker, the OOM watcher):
  * the outbox; durable ones (OOM captures) are on disk before it returns. */
-static int report_profile(void *arg, const struct pp_labels *labels, const uint8_t *gz,
-			  size_t len, bool durable, struct pp_err *err)
+static int report_profile(void *arg, const struct pp_labels *labels, const uint8_t *gz, size_t len,
+			  bool durable, struct pp_err *err)
 {
 	struct agent *a = arg;
 	return durable ? outbox_submit_durable(a->outbox, labels, gz, len, err)
@@ -183,12 +183,12 @@ static int report_profile(void *arg, const struct pp_labels *labels, const uint8
  * inside a network call they wait here as pending signals. */
 static bool stop_pending(void *arg)
 {
-	const atomic_bool *stopping = arg;	/* set by the loop once it stops */
+	const atomic_bool *stopping = arg; /* set by the loop once it stops */
 	sigset_t set;
 	if (atomic_load(stopping))
 		return true;
-	return sigpending(&set) == 0 && (sigismember(&set, SIGTERM) == 1 ||
-					 sigismember(&set, SIGINT) == 1);
+	return sigpending(&set) == 0 &&
+	       (sigismember(&set, SIGTERM) == 1 || sigismember(&set, SIGINT) == 1);
 }
 
 /* A per-sample string label switch (cpu.thread_labels, cpu.cpu_label) in
@@ -258,7 +258,7 @@ static void window(struct agent *a)
 	enum store_protocol first = a->cfg->remote_store.protocol;
 	struct cpu_profile_stats ps = { 0 };
 	for (int k = 0; k < 2; k++) {
-		enum store_protocol p = k ? (enum store_protocol)!first : first;
+		enum store_protocol p = k ? (enum store_protocol) !first : first;
 		if (k && !(protos & (1u << p)))
 			break;
 		struct emit_ctx ec = { .a = a, .protocol = p, .all = !(protos & ~(1u << p)) };
@@ -277,10 +277,10 @@ static void window(struct agent *a)
 		};
 		struct cpu_profile_stats ks;
 		pp_err_clear(&err);
-		if (cpu_profiles_build(&a->win, a->targets, &po, &(struct pp_reporter){ report_cpu, &ec },
-				       &ks, &err) < 0)
+		if (cpu_profiles_build(&a->win, a->targets, &po,
+				       &(struct pp_reporter){ report_cpu, &ec }, &ks, &err) < 0)
 			pp_log(PP_ERROR, "building CPU profiles failed", "error=%s", pp_q(err.msg));
-		if (!k)		/* the window's figures, not each encoding's */
+		if (!k) /* the window's figures, not each encoding's */
 			ps = ks;
 	}
 	pp_err_clear(&err);
@@ -289,7 +289,10 @@ static void window(struct agent *a)
 
 	const uint64_t *s = a->win.stats;
 	size_t matched = 0, procs = targets_count(a->targets, &matched);
-	static const struct { int stat; const char *cause; } lost[] = {
+	static const struct {
+		int stat;
+		const char *cause;
+	} lost[] = {
 		{ CPU_STAT_LOST_COUNTS_FULL, "cause=\"counts_map_full\"" },
 		{ CPU_STAT_STACK_ERR, "cause=\"stack_error\"" },
 		{ CPU_STAT_STACKS_FULL, "cause=\"stacks_map_full\"" },
@@ -316,30 +319,43 @@ static void window(struct agent *a)
 		   (double)ps.profiles);
 	metric_inc("pushprof_cpu_profile_bytes_total", "Bytes of CPU profiles handed over.", NULL,
 		   (double)ps.bytes);
-	metric_set(metric_get("pushprof_cpu_targets", "Processes currently targeted.",
-			      METRIC_GAUGE, NULL), (double)matched);
+	metric_set(metric_get("pushprof_cpu_targets", "Processes currently targeted.", METRIC_GAUGE,
+			      NULL),
+		   (double)matched);
 	uint32_t cap_counts, cap_stacks;
 	cpu_sampler_capacity(a->cpu, &cap_counts, &cap_stacks);
-	metric_set(metric_get("pushprof_bpf_map_entries", "Entries used in the last window, by map.",
-			      METRIC_GAUGE, "map=\"cpu_counts\""), (double)a->win.nrecs);
-	metric_set(metric_get("pushprof_bpf_map_entries", "Entries used in the last window, by map.",
-			      METRIC_GAUGE, "map=\"cpu_stacks\""), (double)a->win.stacks_stored);
+	metric_set(metric_get("pushprof_bpf_map_entries",
+			      "Entries used in the last window, by map.", METRIC_GAUGE,
+			      "map=\"cpu_counts\""),
+		   (double)a->win.nrecs);
+	metric_set(metric_get("pushprof_bpf_map_entries",
+			      "Entries used in the last window, by map.", METRIC_GAUGE,
+			      "map=\"cpu_stacks\""),
+		   (double)a->win.stacks_stored);
 	metric_set(metric_get("pushprof_bpf_map_capacity", "Entries each BPF map holds, by map.",
-			      METRIC_GAUGE, "map=\"cpu_counts\""), (double)cap_counts);
+			      METRIC_GAUGE, "map=\"cpu_counts\""),
+		   (double)cap_counts);
 	metric_set(metric_get("pushprof_bpf_map_capacity", "Entries each BPF map holds, by map.",
-			      METRIC_GAUGE, "map=\"cpu_stacks\""), (double)cap_stacks);
+			      METRIC_GAUGE, "map=\"cpu_stacks\""),
+		   (double)cap_stacks);
 	if (a->fl) {
 		size_t fp, fb, fw;
 		frameless_counts(a->fl, &fp, &fb, &fw);
 		metric_set(metric_get("pushprof_cpu_frameless_processes",
-				      "Processes whose frameless Go leaves or C/C++ prologues, epilogues and frameless leaves BPF corrects.", METRIC_GAUGE,
-				      NULL), (double)fp);
-		metric_set(metric_get("pushprof_cpu_frameless_pool_words",
-				      "Bitmap and window words of the leaf tables in BPF (pool: 524288).",
-				      METRIC_GAUGE, NULL), (double)fw);
+				      "Processes whose frameless Go leaves or C/C++ prologues, "
+				      "epilogues and frameless leaves BPF corrects.",
+				      METRIC_GAUGE, NULL),
+			   (double)fp);
+		metric_set(
+			metric_get(
+				"pushprof_cpu_frameless_pool_words",
+				"Bitmap and window words of the leaf tables in BPF (pool: 524288).",
+				METRIC_GAUGE, NULL),
+			(double)fw);
 	}
 	metric_set(metric_get("pushprof_cpu_sampled_cpus", "CPUs with a perf event attached.",
-			      METRIC_GAUGE, NULL), (double)cpu_sampler_ncpus(a->cpu));
+			      METRIC_GAUGE, NULL),
+		   (double)cpu_sampler_ncpus(a->cpu));
 	/* user frames the BPF walk stored, per sample (before symbolization
 	 * drops or adds any): what bench/bpf_ab.py sets the walk's cost against */
 	uint64_t user_frames = 0;
@@ -349,17 +365,19 @@ static void window(struct agent *a)
 			user_frames += (uint64_t)len * a->win.recs[i].count;
 	}
 	pp_log(PP_INFO, "cpu window",
-	       "window=%llu samples=%llu user_frames=%llu processes=%zu bytes=%llu lost_map_full=%llu "
-	       "lost_stack_err=%llu lost_stacks_full=%llu lost_collision=%llu lost_stack_evicted=%llu "
+	       "window=%llu samples=%llu user_frames=%llu processes=%zu bytes=%llu "
+	       "lost_map_full=%llu "
+	       "lost_stack_err=%llu lost_stacks_full=%llu lost_collision=%llu "
+	       "lost_stack_evicted=%llu "
 	       "truncated=%llu stacks=%zu stacks_new=%llu stacks_read=%zu stacks_from_copy=%zu "
 	       "stacks_evicted=%zu stacks_stored=%zu "
-	       "truncated_junk=%llu filtered=%llu frameless_leaf=%llu go_edge=%llu frameless_mid=%llu "
+	       "truncated_junk=%llu filtered=%llu frameless_leaf=%llu go_edge=%llu "
+	       "frameless_mid=%llu "
 	       "frameless_fault=%llu g0_switch=%llu g0_fail=%llu "
 	       "targets=%zu/%zu "
 	       "locations=%llu named=%llu cpus=%u duration_ms=%lld agent_cpu_ms=%.1f%s%s",
 	       (unsigned long long)a->windows, (unsigned long long)a->win.samples,
-	       (unsigned long long)user_frames, ps.profiles,
-	       (unsigned long long)ps.bytes,
+	       (unsigned long long)user_frames, ps.profiles, (unsigned long long)ps.bytes,
 	       (unsigned long long)s[CPU_STAT_LOST_COUNTS_FULL],
 	       (unsigned long long)s[CPU_STAT_STACK_ERR],
 	       (unsigned long long)s[CPU_STAT_STACKS_FULL],
@@ -367,13 +385,11 @@ static void window(struct agent *a)
 	       (unsigned long long)s[CPU_STAT_TRUNCATED], a->win.nstacks,
 	       (unsigned long long)s[CPU_STAT_STACK_NEW], a->win.stacks_read,
 	       a->win.stacks_from_copy, a->win.stacks_evicted, a->win.stacks_stored,
-	       (unsigned long long)ps.junk_cut,
-	       (unsigned long long)s[CPU_STAT_FILTERED],
+	       (unsigned long long)ps.junk_cut, (unsigned long long)s[CPU_STAT_FILTERED],
 	       (unsigned long long)s[CPU_STAT_FL_LEAF], (unsigned long long)s[CPU_STAT_GO_EDGE],
-	       (unsigned long long)s[CPU_STAT_FL_MID],
-	       (unsigned long long)s[CPU_STAT_FL_FAULT], (unsigned long long)s[CPU_STAT_G0_SWITCH],
-	       (unsigned long long)s[CPU_STAT_G0_FAIL], matched, procs,
-	       (unsigned long long)ps.frames, (unsigned long long)ps.frames_named,
+	       (unsigned long long)s[CPU_STAT_FL_MID], (unsigned long long)s[CPU_STAT_FL_FAULT],
+	       (unsigned long long)s[CPU_STAT_G0_SWITCH], (unsigned long long)s[CPU_STAT_G0_FAIL],
+	       matched, procs, (unsigned long long)ps.frames, (unsigned long long)ps.frames_named,
 	       cpu_sampler_ncpus(a->cpu), (long long)(dur / 1000000),
 	       (double)(cpu_time_ns() - cpu0) / 1e6, fr < 0 ? " flush_error=" : "",
 	       fr < 0 ? pp_q(err.msg) : "");
@@ -390,21 +406,23 @@ static bool reload_config(const struct config *cfg, struct agent_opts *o)
 	struct config *next;
 
 	if (!o || !cfg->path || o->builtin) {
-		pp_log(PP_WARN, "SIGHUP ignored: no config file to reload (running on the built-in "
-		       "defaults and flags)", NULL);
+		pp_log(PP_WARN,
+		       "SIGHUP ignored: no config file to reload (running on the built-in "
+		       "defaults and flags)",
+		       NULL);
 		return false;
 	}
 	next = calloc(1, sizeof(*next));
 	if (!next || config_load_ov(cfg->path, &o->load, next, &err) < 0) {
 		if (next)
-			config_free(next);	/* a no-op when the load failed */
-		pp_log(PP_ERROR, "config reload rejected, keeping the running config", "path=%s error=%s",
-		       pp_q(cfg->path), pp_q(next ? err.msg : "out of memory"));
+			config_free(next); /* a no-op when the load failed */
+		pp_log(PP_ERROR, "config reload rejected, keeping the running config",
+		       "path=%s error=%s", pp_q(cfg->path), pp_q(next ? err.msg : "out of memory"));
 		free(next);
 		return false;
 	}
 	pp_log(PP_INFO, "config reloaded", "path=%s", pp_q(cfg->path));
-	if (o->reload) {	/* several SIGHUPs in one read: the newest file wins */
+	if (o->reload) { /* several SIGHUPs in one read: the newest file wins */
 		config_free(o->reload);
 		free(o->reload);
 	}
@@ -460,7 +478,8 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 		struct pp_err merr = { 0 };
 		struct containers_opts co = { .socket = cfg->cri_socket };
 		if (containers_new(&co, &a.lab.meta, &merr))
-			pp_log(PP_WARN, "container metadata unavailable", "error=%s", pp_q(merr.msg));
+			pp_log(PP_WARN, "container metadata unavailable", "error=%s",
+			       pp_q(merr.msg));
 		pp_err_clear(&merr);
 		struct node_meta_opts no = { .source = cfg->node_labels, .node = cfg->node };
 		if (node_meta_new(&no, &a.lab.nodes, &merr))
@@ -501,8 +520,9 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 			/* tests: stacks deleted after N windows unnamed, or
 			 * every one at every drain (the copies' delete race
 			 * at its most frequent) */
-			.stack_keep = getenv("PUSHPROF_STACK_KEEP") ?
-				(uint32_t)atoi(getenv("PUSHPROF_STACK_KEEP")) : 0,
+			.stack_keep = getenv("PUSHPROF_STACK_KEEP")
+					      ? (uint32_t)atoi(getenv("PUSHPROF_STACK_KEEP"))
+					      : 0,
 			.stack_evict_all = getenv("PUSHPROF_STACK_EVICT_ALL") != NULL,
 		};
 		r = cpu_sampler_new(&so, &a.cpu, err);
@@ -545,9 +565,12 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 		/* without /healthz and /readyz nobody can tell it is alive: a
 		 * kubelet would kill it anyway, a systemd unit should see why */
 		if (!a.http && !cfg->http_optional) {
-			r = pp_errf(err, -EADDRINUSE, "%s (http_address %s; set http_optional: true "
-				    "to run without the HTTP endpoint, or http_address: \"\" to turn it "
-				    "off)", herr.msg, cfg->http_address);
+			r = pp_errf(err, -EADDRINUSE,
+				    "%s (http_address %s; set http_optional: true "
+				    "to run without the HTTP endpoint, or http_address: \"\" to "
+				    "turn it "
+				    "off)",
+				    herr.msg, cfg->http_address);
 			goto out;
 		}
 		if (!a.http)
@@ -596,7 +619,7 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 	const char *pe = getenv("PUSHPROF_PROC_EVENTS");
 	bool want_events = (a.cpu || a.go) && !(pe && !strcmp(pe, "off"));
 	int evfd = want_events && !(pe && !strcmp(pe, "bpf")) ? targets_events_open(a.targets)
-							       : -ENOTSUP;
+							      : -ENOTSUP;
 	const char *evsrc = "none";
 	if (evfd >= 0) {
 		evsrc = "netlink";
@@ -610,8 +633,8 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 			       "netlink=%s bpf=%s", pp_q(strerror(-evfd)), pp_q(perr.msg));
 		}
 	} else if (want_events) {
-		pp_log(PP_INFO, "process events unavailable, relying on /proc scans",
-		       "error=%s", pp_q(strerror(-evfd)));
+		pp_log(PP_INFO, "process events unavailable, relying on /proc scans", "error=%s",
+		       pp_q(strerror(-evfd)));
 	}
 	const uint64_t scan_every = evfd >= 0 || a.procev ? SCAN_EVENTS_NS : SCAN_NS;
 	/* the whole host reports no target changes: the observer finds Go
@@ -636,9 +659,9 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 		const struct remote_store_config *rs = config_store(cfg, i);
 		const char *pr = wire_name(rs);
 		int n1 = cfg->remote_store_list
-			 ? snprintf(stores + so, sizeof(stores) - so, "%s%s=%s", i ? "," : "",
-				    rs->name, rs->address)
-			 : snprintf(stores + so, sizeof(stores) - so, "%s", rs->address);
+				 ? snprintf(stores + so, sizeof(stores) - so, "%s%s=%s",
+					    i ? "," : "", rs->name, rs->address)
+				 : snprintf(stores + so, sizeof(stores) - so, "%s", rs->address);
 		int n2 = snprintf(protocols + po, sizeof(protocols) - po, "%s%s", i ? "," : "", pr);
 		so = n1 > 0 && (size_t)n1 < sizeof(stores) - so ? so + (size_t)n1 : so;
 		po = n2 > 0 && (size_t)n2 < sizeof(protocols) - po ? po + (size_t)n2 : po;
@@ -649,8 +672,7 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 	       "node=%s cpu=%s frequency_hz=%u interval_ms=%llu cpus=%u targets=%s matched=%zu "
 	       "processes=%zu proc_events=%s bpf_prog_id=%d http_port=%d remote_store=%s "
 	       "remote_protocol=%s local_store=%s spool=%s config=%s version=%s commit=%s",
-	       pp_q(cfg->node ? cfg->node : ""),
-	       cfg->cpu.enabled ? "on" : "off",
+	       pp_q(cfg->node ? cfg->node : ""), cfg->cpu.enabled ? "on" : "off",
 	       cfg->cpu.frequency_hz, (unsigned long long)(cfg->cpu.interval_ns / 1000000),
 	       a.cpu ? cpu_sampler_ncpus(a.cpu) : 0,
 	       targets_whole_host(a.targets) ? "whole-host" : "filtered", matched, procs, evsrc,
@@ -658,8 +680,7 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 	       pp_q(stores[0] ? stores : "none"), protocols,
 	       pp_q(*cfg->local_store.directory ? cfg->local_store.directory : "none"),
 	       pp_q(*cfg->spool.directory ? cfg->spool.directory : "none"),
-	       pp_q(cfg->path ? cfg->path : ""),
-	       pp_q(version_string()), pp_q(version_commit()));
+	       pp_q(cfg->path ? cfg->path : ""), pp_q(version_string()), pp_q(version_commit()));
 
 	relabel_each_source(cfg->relabel, agent_warn_meta, NULL);
 
@@ -706,10 +727,11 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 			wake = prep_due;
 		int timeout = wake > now ? (int)((wake - now + 999999) / 1000000) : 0;
 		struct pollfd pfd[4] = { { .fd = sfd, .events = POLLIN },
-					 { .fd = a.oom ? oom_watch_fd(a.oom) : -1, .events = POLLIN },
+					 { .fd = a.oom ? oom_watch_fd(a.oom) : -1,
+					   .events = POLLIN },
 					 { .fd = evfd, .events = POLLIN },
 					 { .fd = a.go ? gotrack_fd(a.go) : -1, .events = POLLIN } };
-		int pr = poll(pfd, 4, timeout);	/* negative fds are ignored */
+		int pr = poll(pfd, 4, timeout); /* negative fds are ignored */
 		if (pr > 0 && (pfd[3].revents & POLLIN)) {
 			/* heap snapshots finished on gotrack's worker (already in the
 			 * outbox): pressure ones are pushed at once (the OOM killer may
@@ -726,12 +748,14 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 			struct pp_err oerr = { 0 };
 			if (oom_watch_deliver(a.oom, &oerr) > 0 &&
 			    outbox_flush(a.outbox, &oerr) < 0)
-				pp_log(PP_WARN, "push of an OOM profile failed; it stays in the spool",
+				pp_log(PP_WARN,
+				       "push of an OOM profile failed; it stays in the spool",
 				       "error=%s", pp_q(oerr.msg));
 		}
 		if (pr > 0 && evfd >= 0 && (pfd[2].revents & POLLIN)) {
-			if (targets_events_read(a.targets, pp_mono_ns(), on_target_change, &a) == -ENOBUFS)
-				next_scan = pp_mono_ns();	/* events lost: rescan now */
+			if (targets_events_read(a.targets, pp_mono_ns(), on_target_change, &a) ==
+			    -ENOBUFS)
+				next_scan = pp_mono_ns(); /* events lost: rescan now */
 			if (a.go && !go_host && next_recheck == UINT64_MAX)
 				next_recheck = last_recheck + RECHECK_NS;
 		}
@@ -743,8 +767,8 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 						stop = true;
 					continue;
 				}
-				pp_log(PP_INFO, "signal received, finishing the window", "signal=%u",
-				       si.ssi_signo);
+				pp_log(PP_INFO, "signal received, finishing the window",
+				       "signal=%u", si.ssi_signo);
 				stop = terminate = true;
 			}
 		}
@@ -765,7 +789,7 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 		if (now >= next_young && !stop) {
 			if (a.procev && procev_drain(a.procev, on_procev, &a) == -ENOBUFS) {
 				targets_events_lost(a.targets);
-				next_scan = now;	/* events lost: rescan now */
+				next_scan = now; /* events lost: rescan now */
 			}
 			/* between full scans: the young may still join a cgroup */
 			targets_recheck_young(a.targets, now, on_target_change, &a);
@@ -815,7 +839,7 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 				next_window += interval;
 		}
 	}
-	if (terminate && o && o->reload) {	/* SIGTERM/SIGINT wins over a reload */
+	if (terminate && o && o->reload) { /* SIGTERM/SIGINT wins over a reload */
 		config_free(o->reload);
 		free(o->reload);
 		o->reload = NULL;
@@ -840,7 +864,7 @@ out:
 	procev_free(a.procev);
 	debuginfo_free(a.dbg);
 	frameless_free(a.fl);
-	cpu_sampler_free(a.cpu);	/* detaches BPF */
+	cpu_sampler_free(a.cpu); /* detaches BPF */
 	sym_free(a.sym);
 	cpu_window_free(&a.win);
 	if (a.outbox) {

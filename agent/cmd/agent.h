@@ -17,12 +17,12 @@
 #include "err.h"
 
 struct agent_opts {
-	uint64_t duration_ns;		/* 0 = until a signal */
-	struct config *reload;		/* out: the new config after SIGHUP (caller frees) */
+	uint64_t duration_ns;  /* 0 = until a signal */
+	struct config *reload; /* out: the new config after SIGHUP (caller frees) */
 	/* how the config was loaded (command-line flags over the file, the
 	 * checks): the same again at each reload */
 	struct config_load_opts load;
-	bool builtin;			/* no file: the built-in defaults (no reload) */
+	bool builtin; /* no file: the built-in defaults (no reload) */
 };
 
 /*

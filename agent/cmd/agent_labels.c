@@ -24,7 +24,8 @@ void agent_warn_meta(size_t rule, const char *label, void *arg)
 {
 	(void)arg;
 	if (!strncmp(label, "__meta_", 7) && !pp_meta_label_known(label))
-		pp_log(PP_WARN, "relabel rule reads a label pushprof never sets; it is always empty",
+		pp_log(PP_WARN,
+		       "relabel rule reads a label pushprof never sets; it is always empty",
 		       "rule=%zu label=%s", rule, pp_q(label));
 }
 
@@ -62,12 +63,15 @@ static void service_name(struct pp_labels *l)
  */
 int agent_label_series(struct pp_labels *l, enum store_protocol protocol, void *arg)
 {
-	static const char *const per_process[] = { "pid", "executable", "cgroup",
-						   "container_id" };
+	static const char *const per_process[] = { "pid", "executable", "cgroup", "container_id" };
 	struct agent_labeler *a = arg;
-	static const struct { const char *from, *to; } proc[] = {
-		{ "pid", "__meta_process_pid" }, { "comm", "__meta_process_comm" },
-		{ "executable", "__meta_process_executable" }, { "cgroup", "__meta_process_cgroup" },
+	static const struct {
+		const char *from, *to;
+	} proc[] = {
+		{ "pid", "__meta_process_pid" },
+		{ "comm", "__meta_process_comm" },
+		{ "executable", "__meta_process_executable" },
+		{ "cgroup", "__meta_process_cgroup" },
 	};
 	for (size_t i = 0; i < sizeof(proc) / sizeof(proc[0]); i++) {
 		const char *v = pp_labels_get(l, proc[i].from);
@@ -86,7 +90,7 @@ int agent_label_series(struct pp_labels *l, enum store_protocol protocol, void *
 	if (a->meta && cg && *cg) {
 		struct cgroup_info ci;
 		char path[1024];
-		snprintf(path, sizeof(path), "%s", cg);	/* the label may change under us */
+		snprintf(path, sizeof(path), "%s", cg); /* the label may change under us */
 		if (cgroup_info_from_path(path, &ci) == 0)
 			containers_meta_labels_ci(a->meta, &ci, l);
 	}
@@ -106,7 +110,7 @@ int agent_label_series(struct pp_labels *l, enum store_protocol protocol, void *
 	if (!trig || !strcmp(trig, "interval"))
 		for (size_t i = 0; i < sizeof(per_process) / sizeof(per_process[0]); i++)
 			pp_labels_del(l, per_process[i]);
-	if (protocol == STORE_PYROSCOPE)	/* the store's, see outbox.h */
+	if (protocol == STORE_PYROSCOPE) /* the store's, see outbox.h */
 		service_name(l);
 	return relabel_apply(a->cfg->relabel, l);
 }

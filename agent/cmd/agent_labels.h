@@ -23,10 +23,10 @@ struct node_meta;
 
 /* Owned by the agent (agent.c creates and frees meta and nodes). */
 struct agent_labeler {
-	const struct config *cfg;	/* relabel_configs */
-	struct containers *meta;	/* container/pod names (CRI), cgroup facts; NULL: none */
-	struct node_meta *nodes;	/* the node's Kubernetes labels; NULL: unavailable */
-	struct utsname uts;		/* __meta_system_kernel_* labels */
+	const struct config *cfg; /* relabel_configs */
+	struct containers *meta;  /* container/pod names (CRI), cgroup facts; NULL: none */
+	struct node_meta *nodes;  /* the node's Kubernetes labels; NULL: unavailable */
+	struct utsname uts;	  /* __meta_system_kernel_* labels */
 };
 
 /* An outbox_labeler_fn; arg is a struct agent_labeler. */

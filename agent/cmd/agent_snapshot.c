@@ -28,7 +28,8 @@ int agent_http_snapshot(void *arg, pid_t pid, const char *view_s, uint8_t **out,
 
 	/* the API answers for what the config profiles, nothing else */
 	if (!a->cfg->go_heap.enabled) {
-		snprintf(msg, msg_len, "Go heap profiling is disabled in this agent's config "
+		snprintf(msg, msg_len,
+			 "Go heap profiling is disabled in this agent's config "
 			 "(go_heap.enabled: false)");
 		return 403;
 	}
@@ -83,21 +84,25 @@ int agent_http_snapshot(void *arg, pid_t pid, const char *view_s, uint8_t **out,
 	metric_inc("pushprof_go_heap_snapshots_total", "Go heap snapshots taken, by outcome.",
 		   status == 200 ? (snap.complete ? "trigger=\"on_demand\",result=\"complete\""
 						  : "trigger=\"on_demand\",result=\"incomplete\"")
-				 : "trigger=\"on_demand\",result=\"error\"", 1);
+				 : "trigger=\"on_demand\",result=\"error\"",
+		   1);
 	if (status == 200) {
 		struct pp_err oerr = { 0 };
 		if (outbox_submit(a->outbox, &snap.labels, snap.gz, snap.len, &oerr))
-			pp_log(PP_WARN, "cannot hand over an on-demand heap profile", "pid=%d error=%s",
-			       (int)pid, pp_q(oerr.msg));
+			pp_log(PP_WARN, "cannot hand over an on-demand heap profile",
+			       "pid=%d error=%s", (int)pid, pp_q(oerr.msg));
 		*out = snap.gz;
 		*len = snap.len;
 		snap.gz = NULL;
 		pp_log(PP_INFO, "on-demand heap snapshot", "pid=%d view=%s buckets=%zu complete=%s",
-		       (int)pid, goheap_view_name(view), snap.buckets, snap.complete ? "true" : "false");
+		       (int)pid, goheap_view_name(view), snap.buckets,
+		       snap.complete ? "true" : "false");
 	} else {
-		snprintf(msg, msg_len, "%s", rc == GOHEAP_EDISABLED && !err.msg[0]
-			 ? "memory profiling disabled in this process (MemProfileRate is 0)"
-			 : err.msg[0] ? err.msg : strerror(-rc));
+		snprintf(msg, msg_len, "%s",
+			 rc == GOHEAP_EDISABLED && !err.msg[0]
+				 ? "memory profiling disabled in this process (MemProfileRate is 0)"
+			 : err.msg[0] ? err.msg
+				      : strerror(-rc));
 	}
 	goheap_snapshot_free(&snap);
 	gobin_free(g);

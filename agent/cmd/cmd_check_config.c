@@ -13,22 +13,21 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"usage: pushprof check-config [--help] [--no-file-checks] FILE|-\n"
-		"\n"
-		"Validate the YAML config FILE strictly (unknown keys, types, ranges,\n"
-		"regexes, label names; a destination for the profiles: remote_store.address\n"
-		"or local_store.directory) and print the effective configuration, with every\n"
-		"default filled in and ${VAR} references expanded, as YAML on stdout.\n"
-		"FILE - reads the config from standard input.\n"
-		"\n"
-		"The files the config names (CA, client certificate and key, token files)\n"
-		"must exist and be readable, as `pushprof run` requires; every one that is\n"
-		"not is reported. --no-file-checks skips that (linting in CI, where the\n"
-		"secrets are not mounted).\n"
-		"\n"
-		"exit status: 0 valid, 2 invalid or unreadable (the error, as\n"
-		"FILE:LINE:COL: message, goes to stderr)\n");
+	fprintf(f, "usage: pushprof check-config [--help] [--no-file-checks] FILE|-\n"
+		   "\n"
+		   "Validate the YAML config FILE strictly (unknown keys, types, ranges,\n"
+		   "regexes, label names; a destination for the profiles: remote_store.address\n"
+		   "or local_store.directory) and print the effective configuration, with every\n"
+		   "default filled in and ${VAR} references expanded, as YAML on stdout.\n"
+		   "FILE - reads the config from standard input.\n"
+		   "\n"
+		   "The files the config names (CA, client certificate and key, token files)\n"
+		   "must exist and be readable, as `pushprof run` requires; every one that is\n"
+		   "not is reported. --no-file-checks skips that (linting in CI, where the\n"
+		   "secrets are not mounted).\n"
+		   "\n"
+		   "exit status: 0 valid, 2 invalid or unreadable (the error, as\n"
+		   "FILE:LINE:COL: message, goes to stderr)\n");
 }
 
 /* A rule reading a __meta_* label the agent never sets reads "" forever:
@@ -37,9 +36,11 @@ static void usage(FILE *f)
 static void warn_meta(size_t rule, const char *label, void *arg)
 {
 	if (!strncmp(label, "__meta_", 7) && !pp_meta_label_known(label))
-		fprintf(stderr, "pushprof: warning: %s: relabel_configs[%zu].source_labels: %s is "
+		fprintf(stderr,
+			"pushprof: warning: %s: relabel_configs[%zu].source_labels: %s is "
 			"never set by pushprof, so it is always empty (docs/labels.md lists the "
-			"__meta_* labels it sets)\n", (const char *)arg, rule, label);
+			"__meta_* labels it sets)\n",
+			(const char *)arg, rule, label);
 }
 
 /* The config from stdin (e.g. `helm template ... | pushprof check-config -`). */
@@ -111,8 +112,8 @@ int cmd_check_config(int argc, char **argv)
 		.check_files = file_checks,
 		.files_hint = "(--no-file-checks skips this check)",
 	};
-	int lrc = strcmp(path, "-") ? config_load_ov(path, &lo, &c, &err)
-				    : load_stdin(&lo, &c, &err);
+	int lrc =
+		strcmp(path, "-") ? config_load_ov(path, &lo, &c, &err) : load_stdin(&lo, &c, &err);
 	if (lrc < 0) {
 		fprintf(stderr, "pushprof: %s\n", err.msg[0] ? err.msg : "invalid config");
 		return EXIT_USAGE;

@@ -56,7 +56,8 @@ static void usage(FILE *f)
 		"                               from FILE; env PUSHPROF_BEARER_TOKEN otherwise)\n"
 		"      --header KEY=VALUE       extra gRPC metadata (repeatable)\n"
 		"      --timeout DURATION       per-call deadline, e.g. 10s (default 10s)\n"
-		"      --max-request-bytes SIZE split into requests of at most SIZE (default 4MiB)\n"
+		"      --max-request-bytes SIZE split into requests of at most SIZE (default "
+		"4MiB)\n"
 		"  -h, --help                   this help\n"
 		"\n"
 		"exit status: 0 delivered, 1 delivery failed, 2 bad usage, settings or file.\n");
@@ -85,8 +86,18 @@ static int split_kv(const char *arg, char **k, const char **v)
 }
 
 enum {
-	OPT_CONFIG = 256, OPT_REMOTE, OPT_INSECURE, OPT_SKIP_VERIFY, OPT_CA, OPT_CERT, OPT_KEY,
-	OPT_SERVER_NAME, OPT_TOKEN_FILE, OPT_HEADER, OPT_TIMEOUT, OPT_MAX_REQ,
+	OPT_CONFIG = 256,
+	OPT_REMOTE,
+	OPT_INSECURE,
+	OPT_SKIP_VERIFY,
+	OPT_CA,
+	OPT_CERT,
+	OPT_KEY,
+	OPT_SERVER_NAME,
+	OPT_TOKEN_FILE,
+	OPT_HEADER,
+	OPT_TIMEOUT,
+	OPT_MAX_REQ,
 };
 
 int cmd_push(int argc, char **argv)
@@ -164,8 +175,10 @@ int cmd_push(int argc, char **argv)
 				goto out;
 			}
 			if (c == 'l' && !pp_label_name_valid(k)) {
-				fprintf(stderr, "pushprof push: invalid label name \"%s\" (want "
-					"[a-zA-Z_][a-zA-Z0-9_]*)\n", k);
+				fprintf(stderr,
+					"pushprof push: invalid label name \"%s\" (want "
+					"[a-zA-Z_][a-zA-Z0-9_]*)\n",
+					k);
 				free(k);
 				goto out;
 			}
@@ -182,24 +195,44 @@ int cmd_push(int argc, char **argv)
 			}
 			free(k);
 			break;
-		case OPT_CONFIG: config_path = optarg; break;
-		case OPT_REMOTE: remote = optarg; break;
-		case OPT_INSECURE: insecure = true; break;
-		case OPT_SKIP_VERIFY: skip_verify = true; break;
-		case OPT_CA: ca = optarg; break;
-		case OPT_CERT: cert = optarg; break;
-		case OPT_KEY: key = optarg; break;
-		case OPT_SERVER_NAME: server_name = optarg; break;
-		case OPT_TOKEN_FILE: token_file = optarg; break;
+		case OPT_CONFIG:
+			config_path = optarg;
+			break;
+		case OPT_REMOTE:
+			remote = optarg;
+			break;
+		case OPT_INSECURE:
+			insecure = true;
+			break;
+		case OPT_SKIP_VERIFY:
+			skip_verify = true;
+			break;
+		case OPT_CA:
+			ca = optarg;
+			break;
+		case OPT_CERT:
+			cert = optarg;
+			break;
+		case OPT_KEY:
+			key = optarg;
+			break;
+		case OPT_SERVER_NAME:
+			server_name = optarg;
+			break;
+		case OPT_TOKEN_FILE:
+			token_file = optarg;
+			break;
 		case OPT_TIMEOUT:
 			if (parse_duration(optarg, &timeout_ns) || !timeout_ns) {
-				fprintf(stderr, "pushprof push: --timeout: bad duration \"%s\"\n", optarg);
+				fprintf(stderr, "pushprof push: --timeout: bad duration \"%s\"\n",
+					optarg);
 				goto out;
 			}
 			break;
 		case OPT_MAX_REQ:
 			if (parse_size(optarg, &max_req) || !max_req) {
-				fprintf(stderr, "pushprof push: --max-request-bytes: bad size \"%s\"\n",
+				fprintf(stderr,
+					"pushprof push: --max-request-bytes: bad size \"%s\"\n",
 					optarg);
 				goto out;
 			}
@@ -253,12 +286,12 @@ int cmd_push(int argc, char **argv)
 		rs->max_request_bytes = max_req;
 	if (!*rs->address) {
 		fprintf(stderr, "pushprof push: no server: give --remote-store HOST:PORT or "
-			"remote_store.address in --config\n");
+				"remote_store.address in --config\n");
 		goto out;
 	}
 	if (rs->insecure && (*rs->ca_file || *rs->cert_file || rs->insecure_skip_verify)) {
 		fprintf(stderr, "pushprof push: --insecure (plaintext) cannot be combined with "
-			"TLS settings (CA, client certificate, --insecure-skip-verify)\n");
+				"TLS settings (CA, client certificate, --insecure-skip-verify)\n");
 		goto out;
 	}
 	if (!!*rs->cert_file != !!*rs->key_file) {
@@ -279,7 +312,7 @@ int cmd_push(int argc, char **argv)
 	const char *name = pp_labels_get(&labels, "__name__");
 	if (!name || !*name) {
 		fprintf(stderr, "pushprof push: a __name__ label is required (e.g. "
-			"-l __name__=parca_agent or -l __name__=memory)\n");
+				"-l __name__=parca_agent or -l __name__=memory)\n");
 		goto out;
 	}
 
@@ -332,16 +365,18 @@ int cmd_push(int argc, char **argv)
 	double ms = (double)(pp_mono_ns() - t0) / 1e6;
 	const struct upload_stats *st = uploader_stats(up);
 	if (wrc) {
-		fprintf(stderr, "pushprof push: delivery failed after %.0f ms (%zu of %d profiles "
-			"delivered): %s\n", ms, sent, nfiles, err.msg);
+		fprintf(stderr,
+			"pushprof push: delivery failed after %.0f ms (%zu of %d profiles "
+			"delivered): %s\n",
+			ms, sent, nfiles, err.msg);
 		rc = EXIT_FAIL;
 		goto out;
 	}
 	printf("pushed %d profile%s to %s in %.1f ms (%llu request%s, %llu bytes, %llu "
-	       "retr%s)\n", nfiles, nfiles == 1 ? "" : "s", rs->address, ms,
-	       (unsigned long long)st->requests_ok, st->requests_ok == 1 ? "" : "s",
-	       (unsigned long long)st->bytes_sent, (unsigned long long)st->retries,
-	       st->retries == 1 ? "y" : "ies");
+	       "retr%s)\n",
+	       nfiles, nfiles == 1 ? "" : "s", rs->address, ms, (unsigned long long)st->requests_ok,
+	       st->requests_ok == 1 ? "" : "s", (unsigned long long)st->bytes_sent,
+	       (unsigned long long)st->retries, st->retries == 1 ? "y" : "ies");
 	rc = EXIT_OK;
 out:
 	uploader_free(up);

@@ -12,7 +12,7 @@
 #include "agent.h"
 #include "commands.h"
 #include "config.h"
-#include "cpu.h"		/* CPU_HZ_MIN, CPU_HZ_MAX */
+#include "cpu.h" /* CPU_HZ_MIN, CPU_HZ_MAX */
 #include "log.h"
 
 /* a macro's value as a string literal, for help texts */
@@ -28,11 +28,11 @@ enum flag_kind { FLAG_CONFIG, FLAG_DURATION, FLAG_KEY, FLAG_REFUSED };
 static const struct {
 	const char *flag;
 	enum flag_kind kind;
-	const char *key;	/* FLAG_KEY: the config key it sets */
-	const char *arg;	/* the value's name in the usage text */
-	bool plain;		/* YAML plain scalar (a bool) rather than a string */
-	bool optional_value;	/* may be given bare: --remote-store-insecure */
-	const char *help;	/* continuation lines indented by 6 */
+	const char *key;     /* FLAG_KEY: the config key it sets */
+	const char *arg;     /* the value's name in the usage text */
+	bool plain;	     /* YAML plain scalar (a bool) rather than a string */
+	bool optional_value; /* may be given bare: --remote-store-insecure */
+	const char *help;    /* continuation lines indented by 6 */
 } flags[] = {
 	{ "--config", FLAG_CONFIG, NULL, "FILE", false, false,
 	  "config file (default " PUSHPROF_DEFAULT_CONFIG "; if that does not exist\n"
@@ -74,20 +74,20 @@ static const struct {
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"usage: pushprof run [--config FILE] [--duration D] [FLAG VALUE ...]\n"
-		"\n"
-		"Run the profiling agent: sample on-CPU stacks with eBPF and push one\n"
-		"profile per process per cpu.interval.\n"
-		"\n"
-		"The config must name somewhere to put the profiles: remote_store.address,\n"
-		"local_store.directory, or both (the built-in defaults write them to a\n"
-		"local directory); neither is a config error.\n"
-		"\n");
+	fprintf(f, "usage: pushprof run [--config FILE] [--duration D] [FLAG VALUE ...]\n"
+		   "\n"
+		   "Run the profiling agent: sample on-CPU stacks with eBPF and push one\n"
+		   "profile per process per cpu.interval.\n"
+		   "\n"
+		   "The config must name somewhere to put the profiles: remote_store.address,\n"
+		   "local_store.directory, or both (the built-in defaults write them to a\n"
+		   "local directory); neither is a config error.\n"
+		   "\n");
 	for (int keys = 0; keys < 2; keys++) {
 		if (keys)
-			fprintf(f, "\nFlags over the config file (same checks as the key in the file;\n"
-				"also --flag=value):\n");
+			fprintf(f, "\nFlags over the config file (same checks as the key in the "
+				   "file;\n"
+				   "also --flag=value):\n");
 		for (size_t i = 0; i < NFLAGS; i++) {
 			if ((flags[i].kind == FLAG_KEY) != keys)
 				continue;
@@ -99,9 +99,8 @@ static void usage(FILE *f)
 			fputc('\n', f);
 		}
 	}
-	fprintf(f,
-		"\n"
-		"exit status: 0 stopped cleanly, 1 runtime failure, 2 bad flags or config\n");
+	fprintf(f, "\n"
+		   "exit status: 0 stopped cleanly, 1 runtime failure, 2 bad flags or config\n");
 }
 
 int cmd_run(int argc, char **argv)
@@ -113,7 +112,7 @@ int cmd_run(int argc, char **argv)
 	struct config_override ov[NFLAGS];
 	size_t nov = 0;
 
-	agent_block_signals(NULL);	/* for the process's whole life: see agent.h */
+	agent_block_signals(NULL); /* for the process's whole life: see agent.h */
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *eq = strchr(a, '=');
 		size_t alen = eq ? (size_t)(eq - a) : strlen(a);
@@ -137,7 +136,8 @@ int cmd_run(int argc, char **argv)
 			v = "true";
 		if (!v) {
 			if (i + 1 >= argc) {
-				fprintf(stderr, "pushprof: run: %.*s needs a value\n\n", (int)alen, a);
+				fprintf(stderr, "pushprof: run: %.*s needs a value\n\n", (int)alen,
+					a);
 				usage(stderr);
 				return EXIT_USAGE;
 			}
@@ -145,27 +145,31 @@ int cmd_run(int argc, char **argv)
 		}
 		switch (flags[f].kind) {
 		case FLAG_REFUSED:
-			fprintf(stderr, "pushprof: run: %s is not accepted: a token in argv is "
+			fprintf(stderr,
+				"pushprof: run: %s is not accepted: a token in argv is "
 				"readable by every user of the host (/proc/PID/cmdline); use "
 				"--remote-store-bearer-token-file FILE or the environment variable "
-				"PUSHPROF_BEARER_TOKEN\n", flags[f].flag);
+				"PUSHPROF_BEARER_TOKEN\n",
+				flags[f].flag);
 			return EXIT_USAGE;
 		case FLAG_CONFIG:
 			path = v;
 			break;
 		case FLAG_DURATION:
 			if (parse_duration(v, &o.duration_ns) < 0 || o.duration_ns == 0) {
-				fprintf(stderr, "pushprof: run: invalid --duration '%s' (e.g. 30s, 2m)\n",
+				fprintf(stderr,
+					"pushprof: run: invalid --duration '%s' (e.g. 30s, 2m)\n",
 					v);
 				return EXIT_USAGE;
 			}
 			break;
 		case FLAG_KEY: {
 			size_t k;
-			for (k = 0; k < nov; k++)	/* the last one given wins */
+			for (k = 0; k < nov; k++) /* the last one given wins */
 				if (ov[k].key == flags[f].key)
 					break;
-			ov[k] = (struct config_override){ .key = flags[f].key, .value = v,
+			ov[k] = (struct config_override){ .key = flags[f].key,
+							  .value = v,
 							  .plain = flags[f].plain,
 							  .flag = flags[f].flag };
 			if (k == nov)
@@ -175,8 +179,9 @@ int cmd_run(int argc, char **argv)
 		}
 	}
 	/* the same load at start and at every SIGHUP reload */
-	o.load = (struct config_load_opts){ .ov = ov, .nov = nov, .need_destination = true,
-					    .check_files = true };
+	o.load = (struct config_load_opts){
+		.ov = ov, .nov = nov, .need_destination = true, .check_files = true
+	};
 	/* no --config and nothing at the default path: the built-in defaults */
 	if (!path && access(PUSHPROF_DEFAULT_CONFIG, F_OK) != 0 && errno == ENOENT)
 		o.builtin = true;
@@ -192,7 +197,7 @@ int cmd_run(int argc, char **argv)
 		pp_log(PP_INFO, "no config file: running on the built-in defaults",
 		       "default_path=%s flags=%zu", PUSHPROF_DEFAULT_CONFIG, nov);
 	int r;
-	while ((r = agent_run(&c, &o, &err)) == 1) {	/* SIGHUP with a valid config */
+	while ((r = agent_run(&c, &o, &err)) == 1) { /* SIGHUP with a valid config */
 		config_free(&c);
 		c = *o.reload;
 		free(o.reload);

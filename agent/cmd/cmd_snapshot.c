@@ -90,7 +90,7 @@ int cmd_snapshot(int argc, char **argv)
 	long pid = 0;
 	bool push = false, enable = false;
 	uint32_t max_buckets = 0, max_depth = 0;
-	struct pp_err err = {0};
+	struct pp_err err = { 0 };
 
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
@@ -107,7 +107,8 @@ int cmd_snapshot(int argc, char **argv)
 		}
 		if (!v || strncmp(a, "--", 2)) {
 			fprintf(stderr, "pushprof: snapshot: %s '%s'\n\n",
-				strncmp(a, "--", 2) ? "unexpected argument" : "missing value for", a);
+				strncmp(a, "--", 2) ? "unexpected argument" : "missing value for",
+				a);
 			usage(stderr);
 			return EXIT_USAGE;
 		}
@@ -132,7 +133,8 @@ int cmd_snapshot(int argc, char **argv)
 			}
 		} else if (!strcmp(a, "--max-stack-depth")) {
 			if (parse_u32(v, &max_depth) || max_depth > GOHEAP_NSTK_LIMIT) {
-				fprintf(stderr, "pushprof: snapshot: bad --max-stack-depth '%s'\n", v);
+				fprintf(stderr, "pushprof: snapshot: bad --max-stack-depth '%s'\n",
+					v);
 				return EXIT_USAGE;
 			}
 		} else {
@@ -156,7 +158,8 @@ int cmd_snapshot(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	if (push && (!cfg.remote_store.address || !cfg.remote_store.address[0])) {
-		fprintf(stderr, "pushprof: snapshot: --push needs remote_store.address in --config\n");
+		fprintf(stderr,
+			"pushprof: snapshot: --push needs remote_store.address in --config\n");
 		config_free(&cfg);
 		return EXIT_USAGE;
 	}
@@ -168,7 +171,7 @@ int cmd_snapshot(int argc, char **argv)
 
 	int status = EXIT_FAIL;
 	struct gobin *g = NULL;
-	struct goheap_snapshot snap = {0};
+	struct goheap_snapshot snap = { 0 };
 	struct outbox *ob = NULL;
 
 	rc = gobin_new(&(struct gobin_opts){ .pid = (pid_t)pid }, &g, &err);
@@ -182,14 +185,16 @@ int cmd_snapshot(int argc, char **argv)
 		int64_t old = 0;
 		rc = gobin_enable_profiling(g, GOBIN_DEFAULT_RATE, &old, &err);
 		if (rc < 0) {
-			fprintf(stderr, "pushprof: snapshot: enabling memory profiling: %s\n", err.msg);
+			fprintf(stderr, "pushprof: snapshot: enabling memory profiling: %s\n",
+				err.msg);
 			status = exit_for(rc);
 			goto out;
 		}
 		if (rc == 1) {
 			fprintf(stderr,
 				"pushprof: snapshot: pid %ld: memory profiling was disabled; wrote "
-				"runtime.MemProfileRate=%d at 0x%" PRIx64 " (allocations from now on "
+				"runtime.MemProfileRate=%d at 0x%" PRIx64
+				" (allocations from now on "
 				"are sampled: take a later snapshot)\n",
 				pid, GOBIN_DEFAULT_RATE, g->rate_addr);
 			/* Nothing is sampled yet: a profile now would be empty. */
@@ -238,15 +243,15 @@ int cmd_snapshot(int argc, char **argv)
 	fprintf(stderr,
 		"pushprof: snapshot: pid=%ld go=%s view=%s rate=%" PRId64 " buckets=%zu "
 		"samples=%zu truncated_stacks=%" PRIu64 " complete=%s%s%s read_ms=%.2f "
-		"total_ms=%.2f bytes=%zu frames=%" PRIu64 " locations=%" PRIu64 " read_bytes=%" PRIu64
-		"%s%s%s\n",
-		pid, g->go_version[0] ? g->go_version : "unknown", goheap_view_name(view), snap.rate,
-		snap.buckets, snap.samples, snap.truncated_stacks, snap.complete ? "true" : "false",
+		"total_ms=%.2f bytes=%zu frames=%" PRIu64 " locations=%" PRIu64
+		" read_bytes=%" PRIu64 "%s%s%s\n",
+		pid, g->go_version[0] ? g->go_version : "unknown", goheap_view_name(view),
+		snap.rate, snap.buckets, snap.samples, snap.truncated_stacks,
+		snap.complete ? "true" : "false",
 		snap.complete ? "" : " reason=", snap.complete ? "" : snap.incomplete_reason,
 		(double)snap.read_ns / 1e6, (double)snap.total_ns / 1e6, snap.len, snap.frames,
-		snap.locations, snap.read_bytes,
-		output && strcmp(output, "-") ? " output=" : "", output && strcmp(output, "-") ? output : "",
-		push ? " pushed=true" : "");
+		snap.locations, snap.read_bytes, output && strcmp(output, "-") ? " output=" : "",
+		output && strcmp(output, "-") ? output : "", push ? " pushed=true" : "");
 	status = EXIT_OK;
 out:
 	outbox_free(ob);

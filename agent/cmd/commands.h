@@ -10,8 +10,8 @@
 /* Exit statuses shared by the commands. */
 enum {
 	EXIT_OK = 0,
-	EXIT_FAIL = 1,		/* runtime failure */
-	EXIT_USAGE = 2,		/* bad flags or invalid config */
+	EXIT_FAIL = 1,	/* runtime failure */
+	EXIT_USAGE = 2, /* bad flags or invalid config */
 	/* snapshot */
 	EXIT_NO_PROCESS = 3,
 	EXIT_NOT_GO = 4,

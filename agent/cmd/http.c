@@ -19,18 +19,18 @@
 #include "metrics.h"
 #include "ppclock.h"
 
-#define HTTP_MAX_CONNS 1024		/* clients at once (capped by the fd limit) */
-#define HTTP_PER_IP 32			/* clients at once from one address */
-#define HTTP_IDLE_S 5			/* an idle connection is closed after */
-#define HTTP_CONN_MEMORY (8u << 10)	/* request buffer per connection */
+#define HTTP_MAX_CONNS 1024	    /* clients at once (capped by the fd limit) */
+#define HTTP_PER_IP 32		    /* clients at once from one address */
+#define HTTP_IDLE_S 5		    /* an idle connection is closed after */
+#define HTTP_CONN_MEMORY (8u << 10) /* request buffer per connection */
 
-#define RATE_SLOTS 256		/* pids and client addresses remembered */
+#define RATE_SLOTS 256 /* pids and client addresses remembered */
 #define MAX_SNAPSHOT_TOKEN (16u << 10)
 
 struct rate_slot {
-	uint64_t key;			/* pid, or a hash of the client address */
-	uint64_t t0;			/* pid: last snapshot; client: window start */
-	uint32_t n;			/* client: requests in the window */
+	uint64_t key; /* pid, or a hash of the client address */
+	uint64_t t0;  /* pid: last snapshot; client: window start */
+	uint32_t n;   /* client: requests in the window */
 };
 
 struct http_server {
@@ -40,7 +40,7 @@ struct http_server {
 	struct rate_slot pids[RATE_SLOTS], clients[RATE_SLOTS];
 	uint64_t global_t0;
 	uint32_t global_n;
-	uint64_t beat_ns, max_silence_ns;	/* http_heartbeat; 0 = not yet */
+	uint64_t beat_ns, max_silence_ns; /* http_heartbeat; 0 = not yet */
 	/* the one snapshot that may run (snap_job), on its own thread */
 	pthread_t snap_th;
 	bool snap_busy, snap_joinable;
@@ -146,7 +146,7 @@ static uint64_t client_key(struct MHD_Connection *c)
 	const struct sockaddr *sa = ci ? ci->client_addr : NULL;
 	const unsigned char *p = NULL;
 	size_t n = 0;
-	uint64_t h = 1469598103934665603ull;	/* FNV-1a of the address bytes, port excluded */
+	uint64_t h = 1469598103934665603ull; /* FNV-1a of the address bytes, port excluded */
 
 	if (sa && sa->sa_family == AF_INET) {
 		p = (const unsigned char *)&((const struct sockaddr_in *)sa)->sin_addr;
@@ -182,8 +182,8 @@ static struct rate_slot *slot_for(struct rate_slot *v, uint64_t key)
  * per_pid_interval, per_client_per_minute per client address, per_minute
  * in all (fixed one-minute windows).
  */
-static unsigned rate_check(struct http_server *s, struct MHD_Connection *c, pid_t pid,
-			   char *msg, size_t len)
+static unsigned rate_check(struct http_server *s, struct MHD_Connection *c, pid_t pid, char *msg,
+			   size_t len)
 {
 	const uint64_t min = 60000000000ull, now = pp_mono_ns();
 	unsigned wait = 0;
@@ -200,19 +200,24 @@ static unsigned rate_check(struct http_server *s, struct MHD_Connection *c, pid_
 		s->global_n = 0;
 	}
 	if (ps->t0 && now - ps->t0 < s->api.per_pid_interval_ns) {
-		wait = (unsigned)((s->api.per_pid_interval_ns - (now - ps->t0)) / 1000000000ull) + 1;
-		snprintf(msg, len, "pid %d was snapshotted less than %.0fs ago "
-			 "(snapshot_api.per_pid_interval); retry in %us", (int)pid,
-			 (double)s->api.per_pid_interval_ns / 1e9, wait);
+		wait = (unsigned)((s->api.per_pid_interval_ns - (now - ps->t0)) / 1000000000ull) +
+		       1;
+		snprintf(msg, len,
+			 "pid %d was snapshotted less than %.0fs ago "
+			 "(snapshot_api.per_pid_interval); retry in %us",
+			 (int)pid, (double)s->api.per_pid_interval_ns / 1e9, wait);
 	} else if (cl->n >= s->api.per_client_per_minute) {
 		wait = (unsigned)((min - (now - cl->t0)) / 1000000000ull) + 1;
-		snprintf(msg, len, "more than %u snapshots a minute from this client "
+		snprintf(msg, len,
+			 "more than %u snapshots a minute from this client "
 			 "(snapshot_api.per_client_per_minute); retry in %us",
 			 s->api.per_client_per_minute, wait);
 	} else if (s->global_n >= s->api.per_minute) {
 		wait = (unsigned)((min - (now - s->global_t0)) / 1000000000ull) + 1;
-		snprintf(msg, len, "more than %u snapshots a minute in all "
-			 "(snapshot_api.per_minute); retry in %us", s->api.per_minute, wait);
+		snprintf(msg, len,
+			 "more than %u snapshots a minute in all "
+			 "(snapshot_api.per_minute); retry in %us",
+			 s->api.per_minute, wait);
 	} else {
 		ps->t0 = now;
 		cl->n++;
@@ -240,7 +245,7 @@ struct snap_job {
 	bool done;
 };
 
-static int handler_marker;	/* *state of a request that is not a snapshot job */
+static int handler_marker; /* *state of a request that is not a snapshot job */
 
 static void *snap_thread(void *arg)
 {
@@ -358,13 +363,13 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 	(void)version;
 	(void)upload;
 
-	if (*state == NULL) {	/* first call: headers only */
+	if (*state == NULL) { /* first call: headers only */
 		*state = &handler_marker;
 		return MHD_YES;
 	}
-	if (*state != &handler_marker)	/* a snapshot job, resumed */
+	if (*state != &handler_marker) /* a snapshot job, resumed */
 		return snap_answer(s, c, *state, state);
-	if (*upload_size) {	/* request bodies are not used; discard */
+	if (*upload_size) { /* request bodies are not used; discard */
 		*upload_size = 0;
 		return MHD_YES;
 	}
@@ -385,8 +390,10 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 		pthread_mutex_unlock(&s->lock);
 		if (beat && now - beat > max) {
 			char msg[160];
-			snprintf(msg, sizeof(msg), "stalled: the agent's loop has done no work for "
-				 "%.0fs (limit %.0fs)", (double)(now - beat) / 1e9, (double)max / 1e9);
+			snprintf(msg, sizeof(msg),
+				 "stalled: the agent's loop has done no work for "
+				 "%.0fs (limit %.0fs)",
+				 (double)(now - beat) / 1e9, (double)max / 1e9);
 			return text(c, 503, msg);
 		}
 		return text(c, 200, "ok");
@@ -401,7 +408,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 	}
 	if (!strcmp(url, "/api/v1/snapshot")) {
 		if (!s->api.fn)
-			return text(c, 404, "the snapshot API is off in this agent "
+			return text(c, 404,
+				    "the snapshot API is off in this agent "
 				    "(snapshot_api.enabled: false)");
 		if (strcmp(method, "POST"))
 			return text(c, 405, "use POST");
@@ -449,7 +457,8 @@ static int parse_addr(const char *address, struct sockaddr_storage *ss, socklen_
 		host[hl - 2] = '\0';
 	}
 	struct addrinfo hints = { .ai_flags = AI_PASSIVE | AI_NUMERICSERV,
-				  .ai_socktype = SOCK_STREAM }, *res;
+				  .ai_socktype = SOCK_STREAM },
+			*res;
 	int rc = getaddrinfo(host[0] ? host : NULL, colon + 1, &hints, &res);
 	if (rc)
 		return pp_errf(err, -EINVAL, "http_address %s: %s", address, gai_strerror(rc));
@@ -487,8 +496,8 @@ int http_new(const struct http_opts *o, struct http_server **out, struct pp_err 
 	 * HTTP_IDLE_S, and a small per-connection buffer so that many slow
 	 * clients cost little memory (a GET with its headers fits easily).
 	 */
-	unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG |
-			 MHD_ALLOW_SUSPEND_RESUME;
+	unsigned flags =
+		MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
 	if (ss.ss_family == AF_INET6)
 		flags |= MHD_USE_IPv6;
 	unsigned max_conns = HTTP_MAX_CONNS;
@@ -496,19 +505,19 @@ int http_new(const struct http_opts *o, struct http_server **out, struct pp_err 
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
 	    rl.rlim_cur / 4 < max_conns)
 		max_conns = rl.rlim_cur / 4 > 16 ? (unsigned)(rl.rlim_cur / 4) : 16;
-	s->d = MHD_start_daemon(flags, 0, NULL, NULL, handle, s,
-				MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-				MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_IDLE_S,
-				MHD_OPTION_CONNECTION_LIMIT, max_conns,
+	s->d = MHD_start_daemon(flags, 0, NULL, NULL, handle, s, MHD_OPTION_SOCK_ADDR,
+				(struct sockaddr *)&ss, MHD_OPTION_CONNECTION_TIMEOUT,
+				(unsigned)HTTP_IDLE_S, MHD_OPTION_CONNECTION_LIMIT, max_conns,
 				MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)HTTP_PER_IP,
 				MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_CONN_MEMORY,
-				MHD_OPTION_NOTIFY_COMPLETED, request_done, s,
-				MHD_OPTION_END);
+				MHD_OPTION_NOTIFY_COMPLETED, request_done, s, MHD_OPTION_END);
 	if (!s->d) {
 		pthread_mutex_destroy(&s->lock);
 		free(s);
-		return pp_errf(err, -EADDRINUSE, "http: cannot listen on %s (in use or not "
-			       "permitted)", address);
+		return pp_errf(err, -EADDRINUSE,
+			       "http: cannot listen on %s (in use or not "
+			       "permitted)",
+			       address);
 	}
 	const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
 	s->port = info ? info->port : 0;
@@ -545,7 +554,7 @@ void http_free(struct http_server *s)
 {
 	if (!s)
 		return;
-	snap_join(s);	/* a snapshot under way ends first (it resumes its connection) */
+	snap_join(s); /* a snapshot under way ends first (it resumes its connection) */
 	MHD_stop_daemon(s->d);
 	pthread_mutex_destroy(&s->lock);
 	free(s);

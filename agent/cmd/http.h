@@ -28,25 +28,25 @@
 
 /* Returns an HTTP status; on 200 *out (malloc'd) holds the body, otherwise
  * msg holds a one-line reason for the client. */
-typedef int (*http_snapshot_fn)(void *arg, pid_t pid, const char *view, uint8_t **out,
-				size_t *len, char *msg, size_t msg_len);
+typedef int (*http_snapshot_fn)(void *arg, pid_t pid, const char *view, uint8_t **out, size_t *len,
+				char *msg, size_t msg_len);
 
 struct http_server;
 
 /* POST /api/v1/snapshot: who may ask, how often (see docs/operations.md). */
 struct http_snapshot_api {
-	http_snapshot_fn fn;		/* NULL: the API is off (404 with the reason) */
+	http_snapshot_fn fn; /* NULL: the API is off (404 with the reason) */
 	void *arg;
 	const char *token_file;		/* NULL or "": no token asked (config allows
 					 * that on loopback-only listeners only) */
 	uint64_t per_pid_interval_ns;	/* one snapshot of a pid per interval */
-	uint32_t per_client_per_minute;	/* per client address */
+	uint32_t per_client_per_minute; /* per client address */
 	uint32_t per_minute;		/* all clients */
 };
 
 struct http_opts {
-	const char *address;		/* required: "host:port" or "[v6]:port" */
-	struct http_snapshot_api snapshot;	/* copied; zeroed: the API is off
+	const char *address;		   /* required: "host:port" or "[v6]:port" */
+	struct http_snapshot_api snapshot; /* copied; zeroed: the API is off
 						 * (token_file must outlive the server) */
 };
 

@@ -10,17 +10,17 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"usage: pushprof <command> [options]\n"
-		"\n"
-		"commands:\n"
-		"  run            run the agent (--config FILE, default " PUSHPROF_DEFAULT_CONFIG ")\n"
-		"  check-config   validate a config file and print the effective config\n"
-		"  push           send existing pprof files to a Parca-compatible server\n"
-		"  snapshot       take a Go heap profile of a running process\n"
-		"  version        print the version, commit, build date and library versions\n"
-		"\n"
-		"`pushprof <command> --help` describes a command's options.\n");
+	fprintf(f, "usage: pushprof <command> [options]\n"
+		   "\n"
+		   "commands:\n"
+		   "  run            run the agent (--config FILE, default " PUSHPROF_DEFAULT_CONFIG
+		   ")\n"
+		   "  check-config   validate a config file and print the effective config\n"
+		   "  push           send existing pprof files to a Parca-compatible server\n"
+		   "  snapshot       take a Go heap profile of a running process\n"
+		   "  version        print the version, commit, build date and library versions\n"
+		   "\n"
+		   "`pushprof <command> --help` describes a command's options.\n");
 }
 
 static const struct {
@@ -56,7 +56,7 @@ int main(int argc, char **argv)
 		version_print(stdout);
 		return fflush(stdout) == 0 ? EXIT_OK : EXIT_FAIL;
 	}
-	if (!strcmp(cmd, "help") && argc > 2) {	/* `pushprof help run` = `pushprof run --help` */
+	if (!strcmp(cmd, "help") && argc > 2) { /* `pushprof help run` = `pushprof run --help` */
 		char *sub[] = { argv[2], "--help", NULL };
 
 		if ((fn = command(argv[2])))

@@ -21,12 +21,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "bpf/cpu_abi.h"	/* CPU_MAX_DEPTH */
+#include "bpf/cpu_abi.h" /* CPU_MAX_DEPTH */
 #include "fileutil.h"
 #include "procinfo.h"
 #include "config_internal.h"
 
-#define MAX_FILE_BYTES (4u << 20)	/* a config is a few KiB; refuse nonsense */
+#define MAX_FILE_BYTES (4u << 20) /* a config is a few KiB; refuse nonsense */
 
 /* ------------------------------------------------------------------ */
 /* Public API                                                         */
@@ -44,9 +44,17 @@ static int resolve_node(struct config *c, struct pp_err *err);
 /* A remote store's defaults (the single mapping's and each list item's). */
 int remote_defaults(struct remote_store_config *r)
 {
-	char **strs[] = { &r->name, &r->address, &r->ca_file, &r->cert_file, &r->key_file,
-			  &r->server_name, &r->bearer_token_file, &r->tenant_id,
-			  &r->basic_auth_username, &r->path_prefix, &r->basic_auth_password_file };
+	char **strs[] = { &r->name,
+			  &r->address,
+			  &r->ca_file,
+			  &r->cert_file,
+			  &r->key_file,
+			  &r->server_name,
+			  &r->bearer_token_file,
+			  &r->tenant_id,
+			  &r->basic_auth_username,
+			  &r->path_prefix,
+			  &r->basic_auth_password_file };
 
 	r->timeout_ns = 10 * NS_PER_S;
 	r->max_request_bytes = 4u << 20;
@@ -103,11 +111,17 @@ int config_defaults(struct config *c, struct pp_err *err)
 	if (c->cpu.max_stack_depth > k)
 		c->cpu.max_stack_depth = k;
 
-	struct { char **dst; const char *val; } strs[] = {
-		{ &c->path, "" }, { &c->node, "" }, { &c->http_address, "127.0.0.1:7071" },
+	struct {
+		char **dst;
+		const char *val;
+	} strs[] = {
+		{ &c->path, "" },
+		{ &c->node, "" },
+		{ &c->http_address, "127.0.0.1:7071" },
 		{ &c->local_store.directory, "" },
 		{ &c->spool.directory, "/var/lib/pushprof/spool" },
-		{ &c->cri_socket, "" }, { &c->snapshot_api.bearer_token_file, "" },
+		{ &c->cri_socket, "" },
+		{ &c->snapshot_api.bearer_token_file, "" },
 		{ &c->node_labels, "auto" },
 	};
 	for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++) {
@@ -146,8 +160,8 @@ static int resolve_node(struct config *c, struct pp_err *err)
 	if (*c->node)
 		return 0;
 	if (gethostname(host, sizeof(host)) < 0)
-		return pp_errf(err, -errno, "%s: node is empty and gethostname failed: %s",
-			       c->path, strerror(errno));
+		return pp_errf(err, -errno, "%s: node is empty and gethostname failed: %s", c->path,
+			       strerror(errno));
 	host[sizeof(host) - 1] = '\0';
 	char *h = strdup(host);
 	if (!h)
@@ -177,13 +191,14 @@ static int check_destination(struct ctx *x, const struct ynode *root, const stru
 	at = map_val(map_val(root, "local_store"), "directory");
 	if (!at)
 		at = map_val(map_val(root, "remote_store"), "address");
-	return errat(x, at ? at : root, "nowhere to put profiles: remote_store.address and "
+	return errat(x, at ? at : root,
+		     "nowhere to put profiles: remote_store.address and "
 		     "local_store.directory are both empty; set one of them (or run with "
 		     "--remote-store-address or --local-store)");
 }
 
-int config_parse_ov(const char *buf, size_t len, const char *name,
-		    const struct config_load_opts *o, struct config *c, struct pp_err *err)
+int config_parse_ov(const char *buf, size_t len, const char *name, const struct config_load_opts *o,
+		    struct config *c, struct pp_err *err)
 {
 	const struct config_override *ov = o ? o->ov : NULL;
 	size_t nov = o ? o->nov : 0;
@@ -206,7 +221,7 @@ int config_parse_ov(const char *buf, size_t len, const char *name,
 		rc = pp_errf(err, -ENOMEM, "config: out of memory");
 		goto fail;
 	}
-	if (!buf) {		/* libyaml asserts on a NULL input */
+	if (!buf) { /* libyaml asserts on a NULL input */
 		buf = "";
 		len = 0;
 	}
@@ -218,9 +233,11 @@ int config_parse_ov(const char *buf, size_t len, const char *name,
 		 * cannot say */
 		const struct ynode *rs = map_val(root, "remote_store");
 		if (rs && rs->kind == Y_SEQ && !strncmp(ov[i].key, "remote_store.", 13)) {
-			rc = pp_errf(err, -EINVAL, "%s sets %s, but remote_store in %s:%u:%u is a "
-				     "list of stores; set %s in the item it is for", ov[i].flag,
-				     ov[i].key, x.name, rs->line, rs->col, ov[i].key + 13);
+			rc = pp_errf(err, -EINVAL,
+				     "%s sets %s, but remote_store in %s:%u:%u is a "
+				     "list of stores; set %s in the item it is for",
+				     ov[i].flag, ov[i].key, x.name, rs->line, rs->col,
+				     ov[i].key + 13);
 			goto fail;
 		}
 		rc = apply_override(&root, &ov[i]);
@@ -230,8 +247,10 @@ int config_parse_ov(const char *buf, size_t len, const char *name,
 	if (root && !is_null(root)) {
 		if (root->kind != Y_MAP) {
 			char b[64];
-			rc = errat(&x, root, "the config must be a mapping of keys (node, cpu, "
-				   "go_heap, ...), got %s", show(root, b, sizeof(b)));
+			rc = errat(&x, root,
+				   "the config must be a mapping of keys (node, cpu, "
+				   "go_heap, ...), got %s",
+				   show(root, b, sizeof(b)));
 			goto fail;
 		}
 		rc = walk_map(&x, root, "", top_fields, &tmp);
@@ -242,24 +261,30 @@ int config_parse_ov(const char *buf, size_t len, const char *name,
 		const struct ynode *at = map_val(map_val(root, "local_store"), "directory");
 		if (!at)
 			at = map_val(map_val(root, "spool"), "directory");
-		rc = errat(&x, at ? at : root, "local_store.directory and spool.directory must differ "
-			   "(both are %s)", tmp.local_store.directory);
+		rc = errat(&x, at ? at : root,
+			   "local_store.directory and spool.directory must differ "
+			   "(both are %s)",
+			   tmp.local_store.directory);
 		goto fail;
 	}
 	if (tmp.snapshot_api.enabled) {
 		const struct ynode *sa = map_val(root, "snapshot_api");
 		const struct ynode *at = map_val(sa, "enabled");
 		if (!*tmp.http_address) {
-			rc = errat(&x, at ? at : root, "snapshot_api.enabled needs the HTTP endpoint "
+			rc = errat(&x, at ? at : root,
+				   "snapshot_api.enabled needs the HTTP endpoint "
 				   "(http_address is \"\")");
 			goto fail;
 		}
 		if (!*tmp.snapshot_api.bearer_token_file &&
 		    !config_address_is_loopback(tmp.http_address)) {
-			rc = errat(&x, at ? at : root, "snapshot_api.enabled on http_address %s, which "
-				   "is reachable from other hosts, needs snapshot_api.bearer_token_file "
+			rc = errat(&x, at ? at : root,
+				   "snapshot_api.enabled on http_address %s, which "
+				   "is reachable from other hosts, needs "
+				   "snapshot_api.bearer_token_file "
 				   "(heap profiles name every function and allocation site of a "
-				   "process); or listen on 127.0.0.1", tmp.http_address);
+				   "process); or listen on 127.0.0.1",
+				   tmp.http_address);
 			goto fail;
 		}
 	}
@@ -358,7 +383,8 @@ int config_check_files(const struct config *c, struct pp_err *err)
 		} else {
 			const struct remote_store_config *r = config_store(c, i / nrk);
 			const char *const v[] = { r->ca_file, r->cert_file, r->key_file,
-						  r->bearer_token_file, r->basic_auth_password_file };
+						  r->bearer_token_file,
+						  r->basic_auth_password_file };
 			p = v[i % nrk];
 			if (c->remote_store_list)
 				snprintf(key, sizeof(key), "remote_store[%zu].%s", i / nrk,
@@ -477,12 +503,30 @@ static void put_str(FILE *out, const char *s, bool env)
 	while (*p) {
 		unsigned c = *p;
 		switch (c) {
-		case '"': fputs("\\\"", out); p++; continue;
-		case '\\': fputs("\\\\", out); p++; continue;
-		case '\n': fputs("\\n", out); p++; continue;
-		case '\t': fputs("\\t", out); p++; continue;
-		case '\r': fputs("\\r", out); p++; continue;
-		case '$': fputs(env ? "$$" : "$", out); p++; continue;
+		case '"':
+			fputs("\\\"", out);
+			p++;
+			continue;
+		case '\\':
+			fputs("\\\\", out);
+			p++;
+			continue;
+		case '\n':
+			fputs("\\n", out);
+			p++;
+			continue;
+		case '\t':
+			fputs("\\t", out);
+			p++;
+			continue;
+		case '\r':
+			fputs("\\r", out);
+			p++;
+			continue;
+		case '$':
+			fputs(env ? "$$" : "$", out);
+			p++;
+			continue;
 		}
 		if (c < 0x20 || c == 0x7f) {
 			fprintf(out, "\\x%02x", c);
@@ -500,7 +544,7 @@ static void put_str(FILE *out, const char *s, bool env)
 		unsigned i;
 		for (i = 1; i < len && (p[i] & 0xc0) == 0x80; i++)
 			cp = (cp << 6) | (p[i] & 0x3f);
-		if (i < len) {		/* not UTF-8 after all: escape the byte */
+		if (i < len) { /* not UTF-8 after all: escape the byte */
 			fprintf(out, "\\x%02x", c);
 			p++;
 			continue;
@@ -569,8 +613,7 @@ static void put_labels(FILE *out, int ind, const char *k, const struct pp_labels
 
 /* One store's keys at indent ind; lead (a list item's "  - ") replaces
  * the first line's indent. */
-static void dump_remote(FILE *out, int ind, const struct remote_store_config *r,
-			const char *lead)
+static void dump_remote(FILE *out, int ind, const struct remote_store_config *r, const char *lead)
 {
 	if (lead)
 		fputs(lead, out);
@@ -680,8 +723,11 @@ int config_dump(const struct config *c, FILE *out)
 			fputc('\n', out);
 			lead = "    ";
 		}
-		const struct { const char *k, *v; } res[] = {
-			{ "cgroup_regex", t->cgroup_regex }, { "comm_regex", t->comm_regex },
+		const struct {
+			const char *k, *v;
+		} res[] = {
+			{ "cgroup_regex", t->cgroup_regex },
+			{ "comm_regex", t->comm_regex },
 			{ "exe_regex", t->exe_regex },
 		};
 		for (size_t j = 0; j < 3; j++) {

@@ -45,13 +45,13 @@ enum ykind { Y_SCALAR, Y_SEQ, Y_MAP };
 
 struct ynode {
 	enum ykind kind;
-	bool plain;		/* unquoted scalar: may be null, int or bool */
-	unsigned line, col;	/* 1-based */
-	const char *flag;	/* set by a command-line flag (config_override): no
+	bool plain;	    /* unquoted scalar: may be null, int or bool */
+	unsigned line, col; /* 1-based */
+	const char *flag;   /* set by a command-line flag (config_override): no
 				 * ${VAR} expansion, errors name the flag */
-	char *s;		/* scalar text, NUL-terminated */
+	char *s;	    /* scalar text, NUL-terminated */
 	size_t len;
-	struct ynode **kids;	/* seq items, or map key,value,key,value... */
+	struct ynode **kids; /* seq items, or map key,value,key,value... */
 	size_t n, cap;
 };
 
@@ -90,8 +90,8 @@ struct ctx {
 
 enum ftype { F_BOOL, F_U32, F_INT, F_DUR, F_SIZE, F_STR, F_MAP, F_CUSTOM };
 
-#define Z_OK 1u		/* duration/size: 0 is allowed besides min..max */
-#define KSTACK 2u	/* max is the kernel's perf_event_max_stack */
+#define Z_OK 1u	  /* duration/size: 0 is allowed besides min..max */
+#define KSTACK 2u /* max is the kernel's perf_event_max_stack */
 
 struct field;
 typedef int (*custom_fn)(struct ctx *x, const struct ynode *v, void *base, const char *path);
@@ -102,8 +102,8 @@ struct field {
 	size_t off;
 	int64_t min, max;
 	unsigned flags;
-	const struct field *sub;	/* F_MAP */
-	custom_fn fn;			/* F_CUSTOM, also F_MAP post-check */
+	const struct field *sub; /* F_MAP */
+	custom_fn fn;		 /* F_CUSTOM, also F_MAP post-check */
 };
 
 typedef int (*labelcheck_fn)(struct ctx *x, const struct ynode *k, const char *path, char *name);
@@ -119,8 +119,8 @@ typedef int (*labelcheck_fn)(struct ctx *x, const struct ynode *k, const char *p
 /* Keep the error just recorded in x->err as one more of the walk's. */
 void note_error(struct ctx *x);
 /* "FILE:LINE:COL: message" at node n (or "--flag: message") in x->err; -EINVAL. */
-__attribute__((format(printf, 3, 4)))
-int errat(struct ctx *x, const struct ynode *n, const char *fmt, ...);
+__attribute__((format(printf, 3, 4))) int errat(struct ctx *x, const struct ynode *n,
+						const char *fmt, ...);
 /* Short printable rendering of a node for messages, in buf. */
 const char *show(const struct ynode *n, char *buf, size_t sz);
 /* Whether typed is near enough to known for a "did you mean". */
@@ -129,12 +129,12 @@ bool close_enough(const char *typed, const char *known);
 int check_key(struct ctx *x, const struct ynode *map, size_t i, const char *path);
 /* Map n (null: nothing) onto base by fields; after an error the walk goes on
  * to the next key (note_error) and returns the first; -ENOMEM at once. */
-int walk_map(struct ctx *x, const struct ynode *n, const char *path,
-	     const struct field *fields, void *base);
+int walk_map(struct ctx *x, const struct ynode *n, const char *path, const struct field *fields,
+	     void *base);
 /* A mapping (at most MAX_MAP_ENTRIES) of names, each checked by check, to
  * ${VAR}-expanded strings, into dst. */
-int label_map(struct ctx *x, const struct ynode *v, const char *path,
-	      struct pp_labels *dst, labelcheck_fn check);
+int label_map(struct ctx *x, const struct ynode *v, const char *path, struct pp_labels *dst,
+	      labelcheck_fn check);
 
 /* --- scalars (config_scalar.c) ---------------------------------------- */
 
@@ -154,8 +154,8 @@ int label_map(struct ctx *x, const struct ynode *v, const char *path,
 bool utf8_valid(const char *s);
 /* An error unless n is a scalar; what names the expected type. */
 int want_scalar(struct ctx *x, const struct ynode *n, const char *path, const char *what);
-int get_i64(struct ctx *x, const struct ynode *n, const char *path, int64_t min,
-	    int64_t max, int64_t *out);
+int get_i64(struct ctx *x, const struct ynode *n, const char *path, int64_t min, int64_t max,
+	    int64_t *out);
 int get_bool(struct ctx *x, const struct ynode *n, const char *path, bool *out);
 /* A string after ${VAR} expansion (a flag's value as written); *out is malloc'd. */
 int get_str(struct ctx *x, const struct ynode *n, const char *path, char **out);
@@ -166,8 +166,8 @@ int get_str_opt(struct ctx *x, const struct ynode *n, const char *path, char **o
 void fmt_duration(uint64_t ns, char *buf, size_t sz);
 void fmt_size(uint64_t b, char *buf, size_t sz);
 /* The index of v among names, with "did you mean" or the list when absent. */
-int enum_value(struct ctx *x, const struct ynode *v, const char *path,
-	       const char *const *names, size_t nnames, int *out);
+int enum_value(struct ctx *x, const struct ynode *v, const char *path, const char *const *names,
+	       size_t nnames, int *out);
 /* true, false or auto (-1); null keeps *out. */
 int get_auto_bool(struct ctx *x, const struct ynode *v, const char *path, int *out);
 /* a (v's expanded text) is host:port, [v6]:port or a gRPC target URI; "" and

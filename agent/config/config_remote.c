@@ -32,22 +32,28 @@ static int url_address(struct ctx *x, const struct ynode *v, struct remote_store
 	char b[64];
 
 	if (!tls && strncmp(r->address, "http://", 7))
-		return 0;	/* (before anything looks past the scheme) */
+		return 0; /* (before anything looks past the scheme) */
 	const char *hp = r->address + (tls ? 8 : 7);
 	size_t hl = strcspn(hp, "/?#");
 	const char *rest = hp + hl;
 	const struct ynode *at = map_val(v, "address") ? map_val(v, "address") : v;
 	if (r->protocol != STORE_PYROSCOPE)
-		return errat(x, at, "%s.address: a URL is for protocol: pyroscope (Connect over "
-			     "HTTP); Parca is reached over gRPC at host:port", path);
+		return errat(x, at,
+			     "%s.address: a URL is for protocol: pyroscope (Connect over "
+			     "HTTP); Parca is reached over gRPC at host:port",
+			     path);
 	if (r->insecure && tls && map_val(v, "insecure") && r->insecure)
-		return errat(x, map_get(v, "insecure"), "%s: insecure: true contradicts the "
-			     "https:// address", path);
+		return errat(x, map_get(v, "insecure"),
+			     "%s: insecure: true contradicts the "
+			     "https:// address",
+			     path);
 	if (strpbrk(rest, "?#"))
 		return errat(x, at, "%s.address: a URL without query or fragment", path);
 	if (*r->path_prefix && rest[0] && rest[1])
-		return errat(x, map_get(v, "path_prefix"), "%s: the address URL has a path and "
-			     "path_prefix is set too; use one", path);
+		return errat(x, map_get(v, "path_prefix"),
+			     "%s: the address URL has a path and "
+			     "path_prefix is set too; use one",
+			     path);
 	char host[512];
 	/* [v6]:port, [v6], host:port, host */
 	const char *rb = hp[0] == '[' ? memchr(hp, ']', hl) : NULL;
@@ -89,11 +95,14 @@ static int remote_post(struct ctx *x, const struct ynode *v, void *base, const c
 	if (rc)
 		return rc;
 	if (r->http && *r->address && !strchr(r->address, ':'))
-		return errat(x, map_get(v, "address"), "%s.address: transport: http needs "
-			     "host:port or a URL", path);
+		return errat(x, map_get(v, "address"),
+			     "%s.address: transport: http needs "
+			     "host:port or a URL",
+			     path);
 	if (r->http && (!strncmp(r->address, "dns:", 4) || !strncmp(r->address, "unix", 4) ||
 			!strncmp(r->address, "ipv", 3) || !strncmp(r->address, "vsock:", 6)))
-		return errat(x, map_get(v, "address"), "%s.address: gRPC name schemes (dns:, "
+		return errat(x, map_get(v, "address"),
+			     "%s.address: gRPC name schemes (dns:, "
 			     "unix:, ...) do not apply to transport: http; give host:port or a URL",
 			     path);
 
@@ -105,25 +114,31 @@ static int remote_post(struct ctx *x, const struct ynode *v, void *base, const c
 	if (r->protocol == STORE_PYROSCOPE)
 		r->debuginfo_upload = false;
 	if (r->http && r->protocol != STORE_PYROSCOPE)
-		return errat(x, map_get(v, "transport"), "%s.transport: http is for protocol: "
-			     "pyroscope (Parca is reached over gRPC)", path);
-	if (*r->path_prefix && (!r->http || r->path_prefix[0] != '/' ||
-				strpbrk(r->path_prefix, " ?#\\\"") ||
-				r->path_prefix[strlen(r->path_prefix) - 1] == '/'))
-		return errat(x, map_get(v, "path_prefix"), "%s.path_prefix: a URL path such as "
+		return errat(x, map_get(v, "transport"),
+			     "%s.transport: http is for protocol: "
+			     "pyroscope (Parca is reached over gRPC)",
+			     path);
+	if (*r->path_prefix &&
+	    (!r->http || r->path_prefix[0] != '/' || strpbrk(r->path_prefix, " ?#\\\"") ||
+	     r->path_prefix[strlen(r->path_prefix) - 1] == '/'))
+		return errat(x, map_get(v, "path_prefix"),
+			     "%s.path_prefix: a URL path such as "
 			     "/pyroscope (starts with '/', no trailing '/'), with transport: http "
-			     "only", path);
+			     "only",
+			     path);
 	if (*r->basic_auth_username && *r->bearer_token_file)
 		return errat(x, map_get(v, "basic_auth"),
 			     "%s: basic_auth and bearer_token_file both set the Authorization "
-			     "header; use one", path);
+			     "header; use one",
+			     path);
 	if (!*r->basic_auth_username && *r->basic_auth_password_file)
 		return errat(x, map_get(v, "basic_auth"),
 			     "%s.basic_auth: password_file without a username", path);
 	if (r->insecure && (*r->ca_file || *r->cert_file || r->insecure_skip_verify))
 		return errat(x, map_get(v, "insecure"),
 			     "%s: insecure: true (plaintext) cannot be combined with "
-			     "ca_file, cert_file or insecure_skip_verify", path);
+			     "ca_file, cert_file or insecure_skip_verify",
+			     path);
 	return 0;
 }
 
@@ -150,9 +165,11 @@ int f_store_name(struct ctx *x, const struct ynode *v, void *base, const char *p
 		ok++;
 	if (ok < n || n > STORE_NAME_MAX || !strcmp(s, ".") || !strcmp(s, "..")) {
 		free(s);
-		return errat(x, v, "%s: use at most %d of A-Z a-z 0-9 _ . - (it names the store's "
+		return errat(x, v,
+			     "%s: use at most %d of A-Z a-z 0-9 _ . - (it names the store's "
 			     "spool directory and its metrics), or \"\" for the default "
-			     "<protocol>-<address>", path, STORE_NAME_MAX);
+			     "<protocol>-<address>",
+			     path, STORE_NAME_MAX);
 	}
 	free(r->name);
 	r->name = s;
@@ -212,7 +229,7 @@ int f_remote_store(struct ctx *x, const struct ynode *v, void *base, const char 
 		unsigned before = x->nerr;
 		snprintf(sub, sizeof(sub), "%s[%zu]", path, i);
 		if (i) {
-			c->nmore_stores = i;	/* so config_free sees partial entries */
+			c->nmore_stores = i; /* so config_free sees partial entries */
 			if (remote_defaults(r))
 				return -ENOMEM;
 		}
@@ -220,23 +237,28 @@ int f_remote_store(struct ctx *x, const struct ynode *v, void *base, const char 
 			rc = errat(x, e, "%s: expected a mapping (address, protocol, ...), got %s",
 				   sub, show(e, b, sizeof(b)));
 		else if (!(rc = remote_one(x, e, r, sub)) && !*r->address)
-			rc = errat(x, map_get(e, "address"), "%s.address: every store of a list "
-				   "needs an address", sub);
+			rc = errat(x, map_get(e, "address"),
+				   "%s.address: every store of a list "
+				   "needs an address",
+				   sub);
 		if (!rc)
 			rc = default_name(r);
 		for (size_t j = 0; !rc && j < i; j++) {
 			const struct remote_store_config *o = config_store(c, j);
 			if (!strcmp(o->name, r->name))
-				rc = errat(x, map_get(e, "name"), "%s: the name %s is also %s[%zu]'s%s; "
-					   "give each store its own name", sub, r->name, path, j,
-					   map_val(e, "name") ? "" : " (derived from protocol and "
-					   "address)");
+				rc = errat(x, map_get(e, "name"),
+					   "%s: the name %s is also %s[%zu]'s%s; "
+					   "give each store its own name",
+					   sub, r->name, path, j,
+					   map_val(e, "name") ? ""
+							      : " (derived from protocol and "
+								"address)");
 		}
 		if (!rc)
 			continue;
 		if (rc == -ENOMEM)
 			return rc;
-		if (x->nerr == before)	/* every item's errors in one run */
+		if (x->nerr == before) /* every item's errors in one run */
 			note_error(x);
 		if (!first)
 			first = rc;

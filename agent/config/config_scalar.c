@@ -19,7 +19,7 @@
 #include "config_internal.h"
 #include "grow.h"
 
-#define MAX_EXPANDED (64u << 10)	/* one string after ${VAR} expansion */
+#define MAX_EXPANDED (64u << 10) /* one string after ${VAR} expansion */
 
 bool utf8_valid(const char *s)
 {
@@ -60,21 +60,21 @@ bool utf8_valid(const char *s)
 static int expand_env(struct ctx *x, const struct ynode *n, const char *path, char **out)
 {
 	const char *s = n->s;
-	struct pp_buf r = { 0 };	/* out of memory: seen once, at the end */
+	struct pp_buf r = { 0 }; /* out of memory: seen once, at the end */
 
-	if (n->flag) {		/* a flag's value is taken as written */
+	if (n->flag) { /* a flag's value is taken as written */
 		*out = strdup(s);
 		return *out ? 0 : -ENOMEM;
 	}
-#define PUT(src, l)							\
-	do {								\
-		size_t l_ = (l);					\
-		if (r.n + l_ + 1 > MAX_EXPANDED) {			\
-			free(r.p);					\
+#define PUT(src, l)                                                                             \
+	do {                                                                                    \
+		size_t l_ = (l);                                                                \
+		if (r.n + l_ + 1 > MAX_EXPANDED) {                                              \
+			free(r.p);                                                              \
 			return errat(x, n, "%s is longer than %u bytes after ${VAR} expansion", \
-				     path, MAX_EXPANDED);		\
-		}							\
-		pp_buf_add(&r, (src), l_);				\
+				     path, MAX_EXPANDED);                                       \
+		}                                                                               \
+		pp_buf_add(&r, (src), l_);                                                      \
 	} while (0)
 
 	for (size_t i = 0; i < n->len;) {
@@ -96,7 +96,8 @@ static int expand_env(struct ctx *x, const struct ynode *n, const char *path, ch
 		const char *close = strchr(s + i + 2, '}');
 		if (!close) {
 			free(r.p);
-			return errat(x, n, "%s: unterminated '${' (write '$$' for a literal '$')", path);
+			return errat(x, n, "%s: unterminated '${' (write '$$' for a literal '$')",
+				     path);
 		}
 		const char *name = s + i + 2, *p = name;
 		while (p < close && (isalnum((unsigned char)*p) || *p == '_'))
@@ -105,8 +106,10 @@ static int expand_env(struct ctx *x, const struct ynode *n, const char *path, ch
 		bool has_def = p + 1 < close && p[0] == ':' && p[1] == '-';
 		if (nlen == 0 || isdigit((unsigned char)name[0]) || (p != close && !has_def)) {
 			free(r.p);
-			return errat(x, n, "%s: bad variable reference '%.*s' (use ${NAME} or "
-				     "${NAME:-default})", path, (int)(close - s - i + 1), s + i);
+			return errat(x, n,
+				     "%s: bad variable reference '%.*s' (use ${NAME} or "
+				     "${NAME:-default})",
+				     path, (int)(close - s - i + 1), s + i);
 		}
 		char var[256];
 		if (nlen >= sizeof(var)) {
@@ -148,8 +151,8 @@ int want_scalar(struct ctx *x, const struct ynode *n, const char *path, const ch
 	return 0;
 }
 
-int get_i64(struct ctx *x, const struct ynode *n, const char *path, int64_t min,
-	    int64_t max, int64_t *out)
+int get_i64(struct ctx *x, const struct ynode *n, const char *path, int64_t min, int64_t max,
+	    int64_t *out)
 {
 	char b[64];
 	const char *s = n->s;
@@ -176,8 +179,8 @@ int get_i64(struct ctx *x, const struct ynode *n, const char *path, int64_t min,
 		v = v * 10 + (uint64_t)(*s - '0');
 	}
 	if (v > (uint64_t)INT64_MAX)
-		return errat(x, n, "%s must be between %" PRId64 " and %" PRId64 ", got %s",
-			     path, min, max, show(n, b, sizeof(b)));
+		return errat(x, n, "%s must be between %" PRId64 " and %" PRId64 ", got %s", path,
+			     min, max, show(n, b, sizeof(b)));
 	int64_t sv = neg ? -(int64_t)v : (int64_t)v;
 	if (sv < min || sv > max)
 		return errat(x, n, "%s must be between %" PRId64 " and %" PRId64 ", got %" PRId64,
@@ -198,7 +201,8 @@ int get_bool(struct ctx *x, const struct ynode *n, const char *path, bool *out)
 	else if (n->plain && !strcmp(n->s, "false"))
 		*out = false;
 	else
-		return errat(x, n, "%s: expected true or false, got %s", path, show(n, b, sizeof(b)));
+		return errat(x, n, "%s: expected true or false, got %s", path,
+			     show(n, b, sizeof(b)));
 	return 0;
 }
 
@@ -236,9 +240,17 @@ int get_str_opt(struct ctx *x, const struct ynode *n, const char *path, char **o
 
 int parse_duration(const char *s, uint64_t *ns)
 {
-	static const struct { const char *u; uint64_t mult; } units[] = {
-		{ "ns", 1 }, { "us", 1000 }, { "\xc2\xb5s", 1000 }, { "ms", NS_PER_MS },
-		{ "s", NS_PER_S }, { "m", 60 * NS_PER_S }, { "h", 3600 * NS_PER_S },
+	static const struct {
+		const char *u;
+		uint64_t mult;
+	} units[] = {
+		{ "ns", 1 },
+		{ "us", 1000 },
+		{ "\xc2\xb5s", 1000 },
+		{ "ms", NS_PER_MS },
+		{ "s", NS_PER_S },
+		{ "m", 60 * NS_PER_S },
+		{ "h", 3600 * NS_PER_S },
 	};
 	uint64_t total = 0;
 
@@ -281,11 +293,19 @@ int parse_duration(const char *s, uint64_t *ns)
 
 int parse_size(const char *s, uint64_t *bytes)
 {
-	static const struct { const char *u; uint64_t mult; } units[] = {
-		{ "", 1 }, { "B", 1 },
-		{ "KiB", 1ull << 10 }, { "MiB", 1ull << 20 }, { "GiB", 1ull << 30 },
+	static const struct {
+		const char *u;
+		uint64_t mult;
+	} units[] = {
+		{ "", 1 },
+		{ "B", 1 },
+		{ "KiB", 1ull << 10 },
+		{ "MiB", 1ull << 20 },
+		{ "GiB", 1ull << 30 },
 		{ "TiB", 1ull << 40 },
-		{ "KB", 1000ull }, { "MB", 1000000ull }, { "GB", 1000000000ull },
+		{ "KB", 1000ull },
+		{ "MB", 1000000ull },
+		{ "GB", 1000000000ull },
 		{ "TB", 1000000000000ull },
 	};
 	uint64_t v = 0;
@@ -310,9 +330,12 @@ int parse_size(const char *s, uint64_t *bytes)
 
 void fmt_duration(uint64_t ns, char *buf, size_t sz)
 {
-	static const struct { const char *u; uint64_t mult; } units[] = {
+	static const struct {
+		const char *u;
+		uint64_t mult;
+	} units[] = {
 		{ "h", 3600 * NS_PER_S }, { "m", 60 * NS_PER_S }, { "s", NS_PER_S },
-		{ "ms", NS_PER_MS }, { "us", 1000 }, { "ns", 1 },
+		{ "ms", NS_PER_MS },	  { "us", 1000 },	  { "ns", 1 },
 	};
 	size_t o = 0;
 
@@ -333,10 +356,13 @@ void fmt_duration(uint64_t ns, char *buf, size_t sz)
 /* The exact unit with the smallest number: 4MiB, 10GB, 4096 -> 4KiB, 1000 -> 1KB. */
 void fmt_size(uint64_t b, char *buf, size_t sz)
 {
-	static const struct { const char *u; uint64_t mult; } units[] = {
-		{ "TiB", 1ull << 40 }, { "GiB", 1ull << 30 }, { "MiB", 1ull << 20 },
+	static const struct {
+		const char *u;
+		uint64_t mult;
+	} units[] = {
+		{ "TiB", 1ull << 40 }, { "GiB", 1ull << 30 },	   { "MiB", 1ull << 20 },
 		{ "KiB", 1ull << 10 }, { "TB", 1000000000000ull }, { "GB", 1000000000ull },
-		{ "MB", 1000000ull }, { "KB", 1000ull },
+		{ "MB", 1000000ull },  { "KB", 1000ull },
 	};
 	const char *best = "";
 	uint64_t q = b;
@@ -350,8 +376,8 @@ void fmt_size(uint64_t b, char *buf, size_t sz)
 	snprintf(buf, sz, "%" PRIu64 "%s", q, best);
 }
 
-int enum_value(struct ctx *x, const struct ynode *v, const char *path,
-	       const char *const *names, size_t nnames, int *out)
+int enum_value(struct ctx *x, const struct ynode *v, const char *path, const char *const *names,
+	       size_t nnames, int *out)
 {
 	char b[64], list[128] = "";
 	size_t o = 0;
@@ -392,13 +418,13 @@ int get_auto_bool(struct ctx *x, const struct ynode *v, const char *path, int *o
 /* host:port, [v6]:port, or a gRPC target URI (dns:, unix:, ipv4:, ipv6:). */
 int check_address(struct ctx *x, const struct ynode *v, const char *path, const char *a)
 {
-	static const char *const schemes[] = { "dns:", "unix:", "unix-abstract:", "ipv4:",
-					       "ipv6:", "vsock:" };
+	static const char *const schemes[] = { "dns:",	"unix:", "unix-abstract:",
+					       "ipv4:", "ipv6:", "vsock:" };
 	const char *colon;
 	char b[64];
 
 	if (!*a || !strncmp(a, "http://", 7) || !strncmp(a, "https://", 8))
-		return 0;	/* a URL: checked by url_address() */
+		return 0; /* a URL: checked by url_address() */
 	for (size_t i = 0; i < sizeof(schemes) / sizeof(schemes[0]); i++)
 		if (!strncmp(a, schemes[i], strlen(schemes[i])) && a[strlen(schemes[i])])
 			return 0;
@@ -430,7 +456,7 @@ bool config_address_is_loopback(const char *address)
 
 	if (!address || !*address)
 		return false;
-	if (address[0] == '[') {	/* [v6]:port */
+	if (address[0] == '[') { /* [v6]:port */
 		const char *e = strchr(address, ']');
 		if (!e || (size_t)(e - address - 1) >= sizeof(host))
 			return false;

@@ -18,11 +18,11 @@
 #include <string.h>
 #include <sys/types.h>
 
-#include "bpf/golayout.h"	/* GO_MAX_STACK */
-#include "bpf/cpu_abi.h"	/* CPU_HZ_*: the sampler's limits */
+#include "bpf/golayout.h" /* GO_MAX_STACK */
+#include "bpf/cpu_abi.h"  /* CPU_HZ_*: the sampler's limits */
 #include "config_internal.h"
 
-#define MAX_LIST_ITEMS 4096		/* targets, pids, relabel_configs */
+#define MAX_LIST_ITEMS 4096 /* targets, pids, relabel_configs */
 
 /* --- custom fields --------------------------------------------------- */
 
@@ -101,8 +101,9 @@ static int f_http_address(struct ctx *x, const struct ynode *v, void *base, cons
 	rc = get_str_opt(x, v, path, &s);
 	if (rc <= 0)
 		return rc;
-	if (!strncmp(s, "dns:", 4) || !strncmp(s, "unix:", 5) || !strncmp(s, "unix-abstract:", 14) ||
-	    !strncmp(s, "ipv4:", 5) || !strncmp(s, "ipv6:", 5) || !strncmp(s, "vsock:", 6)) {
+	if (!strncmp(s, "dns:", 4) || !strncmp(s, "unix:", 5) ||
+	    !strncmp(s, "unix-abstract:", 14) || !strncmp(s, "ipv4:", 5) ||
+	    !strncmp(s, "ipv6:", 5) || !strncmp(s, "vsock:", 6)) {
 		free(s);
 		return errat(x, v, "%s must be host:port (or \"\" to turn the HTTP server off)",
 			     path);
@@ -144,8 +145,8 @@ static int check_label_name(struct ctx *x, const struct ynode *k, const char *pa
 		return errat(x, k, "%s: %s is not a valid label name ([a-zA-Z_][a-zA-Z0-9_]*)",
 			     path, show(k, b, sizeof(b)));
 	if (!strncmp(name, "__", 2))
-		return errat(x, k, "%s: label names starting with '__' are reserved, got %s",
-			     path, show(k, b, sizeof(b)));
+		return errat(x, k, "%s: label names starting with '__' are reserved, got %s", path,
+			     show(k, b, sizeof(b)));
 	return 0;
 }
 
@@ -178,19 +179,24 @@ static int check_header_name(struct ctx *x, const struct ynode *k, const char *p
 	for (const char *p = name; *p; p++)
 		if (!(isdigit((unsigned char)*p) || (*p >= 'a' && *p <= 'z') || *p == '-' ||
 		      *p == '_' || *p == '.'))
-			return errat(x, k, "%s: %s is not a valid gRPC metadata key "
-				     "(letters, digits, '-', '_', '.')", path, show(k, b, sizeof(b)));
+			return errat(x, k,
+				     "%s: %s is not a valid gRPC metadata key "
+				     "(letters, digits, '-', '_', '.')",
+				     path, show(k, b, sizeof(b)));
 	if (!strncmp(name, "grpc-", 5) || name[0] == ':' || !strcmp(name, "content-type") ||
 	    !strcmp(name, "te") || !strcmp(name, "user-agent"))
 		return errat(x, k, "%s: %s is reserved by gRPC", path, show(k, b, sizeof(b)));
 	/* No secrets in the config by design: check-config prints it. */
-	static const char *const secretish[] = { "auth", "token", "secret", "passw", "cookie",
-						 "api-key", "apikey", "api_key", "credential" };
+	static const char *const secretish[] = { "auth",   "token",   "secret",
+						 "passw",  "cookie",  "api-key",
+						 "apikey", "api_key", "credential" };
 	for (size_t i = 0; i < sizeof(secretish) / sizeof(secretish[0]); i++)
 		if (strstr(name, secretish[i]))
-			return errat(x, k, "%s: %s looks like a credential; put credentials in "
+			return errat(x, k,
+				     "%s: %s looks like a credential; put credentials in "
 				     "bearer_token_file, not in the config (the config is printed "
-				     "by check-config)", path, show(k, b, sizeof(b)));
+				     "by check-config)",
+				     path, show(k, b, sizeof(b)));
 	return 0;
 }
 
@@ -204,8 +210,10 @@ static int f_headers(struct ctx *x, const struct ynode *v, void *base, const cha
 	for (size_t i = 0; i < r->headers.n; i++)
 		for (const char *p = r->headers.v[i].value; *p; p++)
 			if ((unsigned char)*p < 0x20 || *p == 0x7f)
-				return errat(x, v, "%s.%s: header values must not contain control "
-					     "characters", path, r->headers.v[i].name);
+				return errat(x, v,
+					     "%s.%s: header values must not contain control "
+					     "characters",
+					     path, r->headers.v[i].name);
 	return 0;
 }
 
@@ -269,19 +277,21 @@ static int f_cgroup(struct ctx *x, const struct ynode *v, void *base, const char
 	if (t->cgroup[0] != '/') {
 		free(t->cgroup);
 		t->cgroup = NULL;
-		return errat(x, v, "%s must be an absolute cgroup path prefix like "
-			     "/kubepods.slice or /system.slice/foo.service", path);
+		return errat(x, v,
+			     "%s must be an absolute cgroup path prefix like "
+			     "/kubepods.slice or /system.slice/foo.service",
+			     path);
 	}
 	return 0;
 }
 
-#define RE_FN(fname, member, re)						\
+#define RE_FN(fname, member, re)                                                             \
 	static int fname(struct ctx *x, const struct ynode *v, void *base, const char *path) \
-	{									\
-		struct target_config *t = base;					\
-		if (is_null(v))							\
-			return 0;						\
-		return compile_re(x, v, path, &t->member, &t->re);	\
+	{                                                                                    \
+		struct target_config *t = base;                                              \
+		if (is_null(v))                                                              \
+			return 0;                                                            \
+		return compile_re(x, v, path, &t->member, &t->re);                           \
 	}
 RE_FN(f_cgroup_regex, cgroup_regex, cgroup_re)
 RE_FN(f_comm_regex, comm_regex, comm_re)
@@ -313,17 +323,20 @@ static int f_targets(struct ctx *x, const struct ynode *v, void *base, const cha
 		const struct ynode *e = v->kids[i];
 		struct target_config *t = &c->targets[i];
 		snprintf(sub, sizeof(sub), "%s[%zu]", path, i);
-		c->ntargets = i + 1;	/* so config_free sees partial entries */
+		c->ntargets = i + 1; /* so config_free sees partial entries */
 		if (e->kind != Y_MAP)
-			return errat(x, e, "%s: expected a mapping with cgroup, cgroup_regex, "
-				     "comm_regex, exe_regex or pids, got %s", sub,
-				     show(e, b, sizeof(b)));
+			return errat(x, e,
+				     "%s: expected a mapping with cgroup, cgroup_regex, "
+				     "comm_regex, exe_regex or pids, got %s",
+				     sub, show(e, b, sizeof(b)));
 		int rc = walk_map(x, e, sub, target_fields, t);
 		if (rc)
 			return rc;
 		if (!t->cgroup && !t->cgroup_regex && !t->comm_regex && !t->exe_regex && !t->npids)
-			return errat(x, e, "%s: empty selector would match every process "
-				     "(omit targets to profile the whole host)", sub);
+			return errat(x, e,
+				     "%s: empty selector would match every process "
+				     "(omit targets to profile the whole host)",
+				     sub);
 	}
 	return 0;
 }
@@ -350,12 +363,11 @@ static int relabel_unknown_key(struct ctx *x, const struct ynode *k, const char 
 		     list);
 }
 
-static int relabel_entry(struct ctx *x, const struct ynode *e, const char *sub,
-			 struct relabel *rl)
+static int relabel_entry(struct ctx *x, const struct ynode *e, const char *sub, struct relabel *rl)
 {
 	struct relabel_rule_spec sp = { 0 };
 	const char *src[64];
-	const struct ynode *at[8] = { 0 };	/* value node of relabel_keys[i] */
+	const struct ynode *at[8] = { 0 }; /* value node of relabel_keys[i] */
 	char b[64];
 	int rc;
 
@@ -378,15 +390,18 @@ static int relabel_entry(struct ctx *x, const struct ynode *e, const char *sub,
 			if (is_null(v))
 				continue;
 			if (v->kind != Y_SEQ)
-				return errat(x, v, "%s.source_labels: expected a list of label names, "
-					     "got %s", sub, show(v, b, sizeof(b)));
+				return errat(x, v,
+					     "%s.source_labels: expected a list of label names, "
+					     "got %s",
+					     sub, show(v, b, sizeof(b)));
 			if (v->n > 64)
 				return errat(x, v, "%s.source_labels: more than 64 labels", sub);
 			for (size_t j = 0; j < v->n; j++) {
 				if (v->kids[j]->kind != Y_SCALAR)
-					return errat(x, v->kids[j], "%s.source_labels[%zu]: expected a "
-						     "label name, got %s", sub, j,
-						     show(v->kids[j], b, sizeof(b)));
+					return errat(x, v->kids[j],
+						     "%s.source_labels[%zu]: expected a "
+						     "label name, got %s",
+						     sub, j, show(v->kids[j], b, sizeof(b)));
 				src[j] = is_null(v->kids[j]) ? "" : v->kids[j]->s;
 			}
 			sp.source_labels = src;
@@ -447,7 +462,7 @@ static int f_relabel(struct ctx *x, const struct ynode *v, void *base, const cha
 		int rc = relabel_entry(x, v->kids[i], sub, cfg->relabel);
 		if (rc == -ENOMEM)
 			return rc;
-		if (rc) {	/* on to the next rule: every error in one run */
+		if (rc) { /* on to the next rule: every error in one run */
 			note_error(x);
 			if (!first)
 				first = rc;
@@ -553,8 +568,7 @@ static const struct field budget_fields[] = {
 	{ "max_read_bytes", F_SIZE, GB(max_read_bytes), 1 << 20, 1ll << 40, 0, NULL, NULL },
 	{ "max_duration", F_DUR, GB(max_duration_ns), 10 * NS_PER_MS, 3600 * NS_PER_S, 0, NULL,
 	  NULL },
-	{ "backoff", F_DUR, GB(backoff_ns), 1 * NS_PER_S, 24 * 3600 * NS_PER_S, Z_OK, NULL,
-	  NULL },
+	{ "backoff", F_DUR, GB(backoff_ns), 1 * NS_PER_S, 24 * 3600 * NS_PER_S, Z_OK, NULL, NULL },
 	{ "oom_max_frames", F_U32, GB(oom_max_frames), 1000, 1000000000, 0, NULL, NULL },
 	{ NULL, 0, 0, 0, 0, 0, NULL, NULL },
 };
@@ -577,8 +591,8 @@ static const struct field go_heap_fields[] = {
 static const struct field snapshot_api_fields[] = {
 	{ "enabled", F_BOOL, SA(enabled), 0, 0, 0, NULL, NULL },
 	{ "bearer_token_file", F_STR, SA(bearer_token_file), 0, 0, 0, NULL, NULL },
-	{ "per_pid_interval", F_DUR, SA(per_pid_interval_ns), 0, 24 * 3600 * NS_PER_S, Z_OK,
-	  NULL, NULL },
+	{ "per_pid_interval", F_DUR, SA(per_pid_interval_ns), 0, 24 * 3600 * NS_PER_S, Z_OK, NULL,
+	  NULL },
 	{ "per_client_per_minute", F_U32, SA(per_client_per_minute), 1, 100000, 0, NULL, NULL },
 	{ "per_minute", F_U32, SA(per_minute), 1, 100000, 0, NULL, NULL },
 	{ NULL, 0, 0, 0, 0, 0, NULL, NULL },
@@ -596,8 +610,10 @@ static int f_node_labels(struct ctx *x, const struct ynode *v, void *base, const
 		return rc;
 	if (strcmp(s, "auto") && strcmp(s, "none") && *s != '/') {
 		free(s);
-		return errat(x, v, "%s must be auto (the API server, in a pod), none, or an "
-			     "absolute path of a file with the node's labels", path);
+		return errat(x, v,
+			     "%s must be auto (the API server, in a pod), none, or an "
+			     "absolute path of a file with the node's labels",
+			     path);
 	}
 	free(c->node_labels);
 	c->node_labels = s;

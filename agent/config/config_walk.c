@@ -19,7 +19,7 @@
 
 #include "config_internal.h"
 
-#define MAX_MAP_ENTRIES 256		/* external_labels, headers */
+#define MAX_MAP_ENTRIES 256 /* external_labels, headers */
 
 /* ------------------------------------------------------------------ */
 /* Messages                                                           */
@@ -38,8 +38,8 @@ void note_error(struct ctx *x)
 	}
 }
 
-__attribute__((format(printf, 3, 4)))
-int errat(struct ctx *x, const struct ynode *n, const char *fmt, ...)
+__attribute__((format(printf, 3, 4))) int errat(struct ctx *x, const struct ynode *n,
+						const char *fmt, ...)
 {
 	char msg[400];
 	va_list ap;
@@ -49,8 +49,8 @@ int errat(struct ctx *x, const struct ynode *n, const char *fmt, ...)
 	va_end(ap);
 	if (n && n->flag)
 		return pp_errf(x->err, -EINVAL, "%s: %s", n->flag, msg);
-	return pp_errf(x->err, -EINVAL, "%s:%u:%u: %s", x->name, n ? n->line : 1u,
-		       n ? n->col : 1u, msg);
+	return pp_errf(x->err, -EINVAL, "%s:%u:%u: %s", x->name, n ? n->line : 1u, n ? n->col : 1u,
+		       msg);
 }
 
 /* Short printable rendering of a node for messages. */
@@ -114,7 +114,7 @@ static int apply(struct ctx *x, const struct field *f, const struct ynode *v, vo
 	int rc;
 
 	if (f->type != F_MAP && f->type != F_CUSTOM && is_null(v))
-		return 0;	/* "key:" with no value keeps the default */
+		return 0; /* "key:" with no value keeps the default */
 	switch (f->type) {
 	case F_BOOL:
 		return get_bool(x, v, path, FIELD_AT(base, f->off, bool));
@@ -128,10 +128,12 @@ static int apply(struct ctx *x, const struct field *f, const struct ynode *v, vo
 			if (rc)
 				return rc;
 			if (i < f->min || i > max)
-				return errat(x, v, "%s must be between %" PRId64 " and %" PRId64
-					     " (the kernel limit kernel.perf_event_max_stack is %u), "
-					     "got %" PRId64, path, f->min, max,
-					     x->kernel_max_stack, i);
+				return errat(
+					x, v,
+					"%s must be between %" PRId64 " and %" PRId64
+					" (the kernel limit kernel.perf_event_max_stack is %u), "
+					"got %" PRId64,
+					path, f->min, max, x->kernel_max_stack, i);
 		} else {
 			rc = get_i64(x, v, path, f->min, max, &i);
 			if (rc)
@@ -151,13 +153,14 @@ static int apply(struct ctx *x, const struct field *f, const struct ynode *v, vo
 			return rc;
 		rc = dur ? parse_duration(v->s, &u) : parse_size(v->s, &u);
 		if (rc == -ERANGE)
-			return errat(x, v, "%s: %s %s is too large", path, dur ? "duration" : "size",
-				     show(v, b, sizeof(b)));
+			return errat(x, v, "%s: %s %s is too large", path,
+				     dur ? "duration" : "size", show(v, b, sizeof(b)));
 		if (rc)
-			return errat(x, v, dur ?
-				     "%s: bad duration %s (use e.g. 500ms, 10s, 1m30s, 1h)" :
-				     "%s: bad size %s (use e.g. 4096, 64KiB, 256MiB, 1GiB, 10MB)",
-				     path, show(v, b, sizeof(b)));
+			return errat(
+				x, v,
+				dur ? "%s: bad duration %s (use e.g. 500ms, 10s, 1m30s, 1h)"
+				    : "%s: bad size %s (use e.g. 4096, 64KiB, 256MiB, 1GiB, 10MB)",
+				path, show(v, b, sizeof(b)));
 		if (!(u == 0 && (f->flags & Z_OK)) &&
 		    (u < (uint64_t)f->min || u > (uint64_t)f->max)) {
 			if (dur) {
@@ -167,8 +170,8 @@ static int apply(struct ctx *x, const struct field *f, const struct ynode *v, vo
 				fmt_size((uint64_t)f->min, lim1, sizeof(lim1));
 				fmt_size((uint64_t)f->max, lim2, sizeof(lim2));
 			}
-			return errat(x, v, "%s must be between %s and %s%s, got %s", path, lim1, lim2,
-				     (f->flags & Z_OK) ? " (or 0 to turn it off)" : "",
+			return errat(x, v, "%s must be between %s and %s%s, got %s", path, lim1,
+				     lim2, (f->flags & Z_OK) ? " (or 0 to turn it off)" : "",
 				     show(v, b, sizeof(b)));
 		}
 		*FIELD_AT(base, f->off, uint64_t) = u;
@@ -230,8 +233,9 @@ static int unknown_key(struct ctx *x, const struct ynode *k, const char *path,
 				continue;
 			for (const struct field *g = f->sub; g->key; g++)
 				if (!strcmp(g->key, k->s) && o < sizeof(places))
-					o += (size_t)snprintf(places + o, sizeof(places) - o, "%s%s.%s",
-							      o ? " or " : "", f->key, g->key);
+					o += (size_t)snprintf(places + o, sizeof(places) - o,
+							      "%s%s.%s", o ? " or " : "", f->key,
+							      g->key);
 		}
 		if (o)
 			return errat(x, k, "unknown key %s at top level (did you mean %s?)",
@@ -242,7 +246,8 @@ static int unknown_key(struct ctx *x, const struct ynode *k, const char *path,
 	list[0] = '\0';
 	for (const struct field *f = fields; f->key && o < sizeof(list); f++)
 		o += (size_t)snprintf(list + o, sizeof(list) - o, "%s%s", o ? ", " : "", f->key);
-	return errat(x, k, "unknown key %s %s (known keys: %s)", show(k, b, sizeof(b)), where, list);
+	return errat(x, k, "unknown key %s %s (known keys: %s)", show(k, b, sizeof(b)), where,
+		     list);
 }
 
 static int want_map(struct ctx *x, const struct ynode *n, const char *path)
@@ -250,8 +255,8 @@ static int want_map(struct ctx *x, const struct ynode *n, const char *path)
 	char b[64];
 
 	if (n->kind != Y_MAP)
-		return errat(x, n, "%s: expected a mapping, got %s", path && *path ? path : "config",
-			     show(n, b, sizeof(b)));
+		return errat(x, n, "%s: expected a mapping, got %s",
+			     path && *path ? path : "config", show(n, b, sizeof(b)));
 	return 0;
 }
 
@@ -268,14 +273,14 @@ int check_key(struct ctx *x, const struct ynode *map, size_t i, const char *path
 		const struct ynode *p = map->kids[j];
 		if (p->kind == Y_SCALAR && !strcmp(p->s, k->s))
 			return errat(x, k, "duplicate key %s %s%s (first at line %u, column %u)",
-				     show(k, b, sizeof(b)), *path ? "in " : "at top level",
-				     path, p->line, p->col);
+				     show(k, b, sizeof(b)), *path ? "in " : "at top level", path,
+				     p->line, p->col);
 	}
 	return 0;
 }
 
-int walk_map(struct ctx *x, const struct ynode *n, const char *path,
-	     const struct field *fields, void *base)
+int walk_map(struct ctx *x, const struct ynode *n, const char *path, const struct field *fields,
+	     void *base)
 {
 	char sub[200];
 	int rc;
@@ -308,7 +313,7 @@ int walk_map(struct ctx *x, const struct ynode *n, const char *path,
 		if (rc == -ENOMEM)
 			return rc;
 		/* on to the next key: every error in one run */
-		if (x->nerr == before)	/* a nested walk kept its own */
+		if (x->nerr == before) /* a nested walk kept its own */
 			note_error(x);
 		if (!first)
 			first = rc;
@@ -316,8 +321,8 @@ int walk_map(struct ctx *x, const struct ynode *n, const char *path,
 	return first;
 }
 
-int label_map(struct ctx *x, const struct ynode *v, const char *path,
-	      struct pp_labels *dst, labelcheck_fn check)
+int label_map(struct ctx *x, const struct ynode *v, const char *path, struct pp_labels *dst,
+	      labelcheck_fn check)
 {
 	char b[64], sub[200];
 	int rc;

@@ -19,8 +19,8 @@
 #include "config_internal.h"
 #include "grow.h"
 
-#define MAX_DEPTH 32			/* schema nests 3 deep; bound recursion */
-#define MAX_NODES 100000		/* bounds the tree's memory (~10 MiB) */
+#define MAX_DEPTH 32	 /* schema nests 3 deep; bound recursion */
+#define MAX_NODES 100000 /* bounds the tree's memory (~10 MiB) */
 
 /* ------------------------------------------------------------------ */
 /* YAML tree                                                          */
@@ -105,7 +105,8 @@ static int yaml_problem(struct builder *b)
 		const char *end = b->buf + b->len;
 		for (const char *q = ls; q < end && *q != '\n'; q++) {
 			if (*q == '\t') {
-				snprintf(hint, sizeof(hint), "; tabs are not allowed for indentation in YAML");
+				snprintf(hint, sizeof(hint),
+					 "; tabs are not allowed for indentation in YAML");
 				break;
 			}
 			if (*q != ' ')
@@ -199,7 +200,8 @@ static int build(struct builder *b, yaml_event_t *ev, int depth, struct ynode **
 		n->plain = ev->data.scalar.style == YAML_PLAIN_SCALAR_STYLE;
 		n->len = ev->data.scalar.length;
 		if (strlen((const char *)ev->data.scalar.value) != n->len) {
-			rc = build_err(b, &ev->start_mark, "strings must not contain NUL bytes%s", "");
+			rc = build_err(b, &ev->start_mark, "strings must not contain NUL bytes%s",
+				       "");
 		} else {
 			n->s = strdup((const char *)ev->data.scalar.value);
 			rc = n->s ? 0 : -ENOMEM;
@@ -210,8 +212,8 @@ static int build(struct builder *b, yaml_event_t *ev, int depth, struct ynode **
 		*out = n;
 		return 0;
 	}
-	yaml_event_type_t end_type = ev->type == YAML_SEQUENCE_START_EVENT ?
-		YAML_SEQUENCE_END_EVENT : YAML_MAPPING_END_EVENT;
+	yaml_event_type_t end_type = ev->type == YAML_SEQUENCE_START_EVENT ? YAML_SEQUENCE_END_EVENT
+									   : YAML_MAPPING_END_EVENT;
 	n->kind = ev->type == YAML_SEQUENCE_START_EVENT ? Y_SEQ : Y_MAP;
 	yaml_event_delete(ev);
 	for (;;) {
@@ -258,16 +260,16 @@ int load_tree(const char *buf, size_t len, const char *name, struct pp_err *err,
 	if (!yaml_parser_initialize(&b.p))
 		return pp_errf(err, -ENOMEM, "%s: cannot initialise the YAML parser", name);
 	yaml_parser_set_input_string(&b.p, (const unsigned char *)buf, len);
-	rc = skip_event(&b, &type, NULL);		/* STREAM-START */
+	rc = skip_event(&b, &type, NULL); /* STREAM-START */
 	if (!rc)
-		rc = skip_event(&b, &type, NULL);	/* DOCUMENT-START */
-	if (rc || type == YAML_STREAM_END_EVENT)	/* nothing but comments */
+		rc = skip_event(&b, &type, NULL); /* DOCUMENT-START */
+	if (rc || type == YAML_STREAM_END_EVENT)  /* nothing but comments */
 		goto out;
 	rc = next_event(&b, &ev);
 	if (!rc)
 		rc = build(&b, &ev, 0, root);
 	if (!rc)
-		rc = skip_event(&b, &type, NULL);	/* DOCUMENT-END */
+		rc = skip_event(&b, &type, NULL); /* DOCUMENT-END */
 	if (!rc)
 		rc = skip_event(&b, &type, &mark);
 	if (!rc && type == YAML_DOCUMENT_START_EVENT)
@@ -384,7 +386,7 @@ int apply_override(struct ynode **root, const struct config_override *o)
 				ynode_free(nv);
 				return -ENOMEM;
 			}
-			if (ynode_add(m, nv)) {	/* the tree (holding k) is freed by the caller */
+			if (ynode_add(m, nv)) { /* the tree (holding k) is freed by the caller */
 				ynode_free(nv);
 				return -ENOMEM;
 			}

@@ -38,7 +38,8 @@ int cpu_check_depth(uint32_t depth, struct pp_err *err)
 	if (k && depth > k)
 		return pp_errf(err, -EINVAL,
 			       "cpu.max_stack_depth %u exceeds the kernel's limit "
-			       "(/proc/sys/kernel/perf_event_max_stack = %u)", depth, k);
+			       "(/proc/sys/kernel/perf_event_max_stack = %u)",
+			       depth, k);
 	return 0;
 }
 
@@ -108,22 +109,24 @@ int cpu_sampler_set_cpus(struct cpu_sampler *s, const char *cpulist, bool *chang
 		if (on && !s->links[c]) {
 			int fd = open_perf_event(c, s->frequency_hz);
 			if (fd == -ENODEV || fd == -ENOENT)
-				continue;	/* went offline meanwhile */
+				continue; /* went offline meanwhile */
 			if (fd < 0)
 				return pp_errf(err, fd, "perf_event_open(cpu-clock, cpu %d): %s", c,
 					       strerror(-fd));
-			struct bpf_link *l = bpf_program__attach_perf_event(s->skel->progs.pp_cpu_sample, fd);
+			struct bpf_link *l =
+				bpf_program__attach_perf_event(s->skel->progs.pp_cpu_sample, fd);
 			if (!l) {
 				int e = -errno;
 				close(fd);
-				return pp_errf(err, e, "attaching BPF to cpu %d: %s", c, strerror(-e));
+				return pp_errf(err, e, "attaching BPF to cpu %d: %s", c,
+					       strerror(-e));
 			}
 			s->links[c] = l;
 			s->nattached++;
 			if (changed)
 				*changed = true;
 		} else if (!on && s->links[c]) {
-			bpf_link__destroy(s->links[c]);	/* closes the perf event too */
+			bpf_link__destroy(s->links[c]); /* closes the perf event too */
 			s->links[c] = NULL;
 			s->nattached--;
 			if (changed)
@@ -145,8 +148,7 @@ static uint32_t clamp_entries(uint64_t want, uint32_t lo, uint32_t hi)
 	return want < lo ? lo : want > hi ? hi : (uint32_t)want;
 }
 
-int cpu_sampler_new(const struct cpu_sampler_opts *o, struct cpu_sampler **out,
-		    struct pp_err *err)
+int cpu_sampler_new(const struct cpu_sampler_opts *o, struct cpu_sampler **out, struct pp_err *err)
 {
 	int r;
 	*out = NULL;
@@ -184,7 +186,7 @@ int cpu_sampler_new(const struct cpu_sampler_opts *o, struct cpu_sampler **out,
 	s->skel->rodata->kernel_stacks = o->kernel_stacks;
 	s->skel->rodata->cpu_label = o->cpu_label;
 	s->skel->rodata->filter_tgids = o->filter;
-	s->skel->bss->fl_gen = 1;	/* cached answers are zeroed: generation 0 */
+	s->skel->bss->fl_gen = 1; /* cached answers are zeroed: generation 0 */
 
 	/*
 	 * Maps are preallocated: allocating in the perf event's interrupt
@@ -224,8 +226,10 @@ int cpu_sampler_new(const struct cpu_sampler_opts *o, struct cpu_sampler **out,
 	r = cpu_bpf__load(s->skel);
 	if (r) {
 		r = r < 0 ? r : -EINVAL;
-		r = pp_errf(err, r, "loading the BPF sampler: %s (needs root/CAP_BPF+CAP_PERFMON "
-			    "and a kernel with BTF)", strerror(-r));
+		r = pp_errf(err, r,
+			    "loading the BPF sampler: %s (needs root/CAP_BPF+CAP_PERFMON "
+			    "and a kernel with BTF)",
+			    strerror(-r));
 		goto fail;
 	}
 	for (int i = 0; i < 2; i++)
@@ -340,7 +344,8 @@ static int fl_del(struct cpu_sampler *s, pid_t tgid)
 	if (s->filter) {
 		struct cpu_fl_proc none = { 0 };
 		if (bpf_map_update_elem(bpf_map__fd(s->skel->maps.allowed_tgids), &k, &none,
-					BPF_EXIST) && errno != ENOENT)
+					BPF_EXIST) &&
+		    errno != ENOENT)
 			return -errno;
 		return 0;
 	}
@@ -368,4 +373,3 @@ int cpu_sampler_prog_id(const struct cpu_sampler *s)
 		return -errno;
 	return (int)info.id;
 }
-

@@ -23,12 +23,12 @@
 struct cpu_sampler;
 
 struct cpu_sampler_opts {
-	uint32_t frequency_hz;		/* CPU_HZ_MIN..CPU_HZ_MAX */
-	uint32_t max_depth;		/* 1..CPU_MAX_DEPTH and <= perf_event_max_stack */
+	uint32_t frequency_hz; /* CPU_HZ_MIN..CPU_HZ_MAX */
+	uint32_t max_depth;    /* 1..CPU_MAX_DEPTH and <= perf_event_max_stack */
 	bool kernel_stacks;
-	bool cpu_label;			/* record the CPU of each sample (key.cpu) */
-	bool filter;			/* only tgids passed to cpu_sampler_allow() */
-	uint64_t interval_ns;		/* sizes the maps for one window */
+	bool cpu_label;	      /* record the CPU of each sample (key.cpu) */
+	bool filter;	      /* only tgids passed to cpu_sampler_allow() */
+	uint64_t interval_ns; /* sizes the maps for one window */
 	/* tests: windows unnamed after which a stored stack is deleted (0: the
 	 * default, 32; fewer when a map fills, cpu.c); every stored stack
 	 * deleted at every drain (the copies still resolve them) */
@@ -42,34 +42,33 @@ struct cpu_record {
 };
 
 struct cpu_stack_entry {
-	uint64_t id;			/* 0 = empty slot */
+	uint64_t id; /* 0 = empty slot */
 	uint32_t len;
-	uint64_t *ips;			/* leaf first */
+	uint64_t *ips; /* leaf first */
 };
 
 /* One drained window. */
 struct cpu_window {
 	struct cpu_record *recs;
 	size_t nrecs;
-	struct cpu_stack_entry *stacks;	/* open addressing by id: the stacks recs name */
+	struct cpu_stack_entry *stacks; /* open addressing by id: the stacks recs name */
 	size_t nstacks, stacks_cap;
-	uint64_t stats[CPU_STAT_MAX];	/* counter deltas since the last drain */
-	uint64_t samples;		/* sum of recs[].count */
+	uint64_t stats[CPU_STAT_MAX]; /* counter deltas since the last drain */
+	uint64_t samples;	      /* sum of recs[].count */
 	/* samples whose stack id was neither stored in BPF nor copied: their
 	 * key's id is now CPU_STACK_EVICTED (cpu.c, "Stack copies") */
 	uint64_t lost_evicted;
-	size_t stacks_read;		/* stacks read from BPF in this drain */
-	size_t stacks_from_copy;	/* named, deleted just before: from the kept copy */
-	size_t stacks_evicted;		/* deleted from the BPF maps in this drain */
-	size_t stacks_stored;		/* stacks stored in the BPF maps after it */
+	size_t stacks_read;	 /* stacks read from BPF in this drain */
+	size_t stacks_from_copy; /* named, deleted just before: from the kept copy */
+	size_t stacks_evicted;	 /* deleted from the BPF maps in this drain */
+	size_t stacks_stored;	 /* stacks stored in the BPF maps after it */
 };
 
 /* Check max_depth against CPU_MAX_DEPTH and /proc/sys/kernel/perf_event_max_stack. */
 int cpu_check_depth(uint32_t depth, struct pp_err *err);
 
 /* Loads and attaches; needs CAP_BPF+CAP_PERFMON (root). */
-int cpu_sampler_new(const struct cpu_sampler_opts *o, struct cpu_sampler **out,
-		    struct pp_err *err);
+int cpu_sampler_new(const struct cpu_sampler_opts *o, struct cpu_sampler **out, struct pp_err *err);
 void cpu_sampler_free(struct cpu_sampler *s);
 
 /* Re-read /sys/devices/system/cpu/online: attach to new CPUs, detach from

@@ -61,7 +61,7 @@ static int stacks_put(struct cpu_window *w, uint64_t id, uint32_t len, const __u
 	while (w->stacks[j].id && w->stacks[j].id != id)
 		j = (j + 1) & (w->stacks_cap - 1);
 	if (w->stacks[j].id)
-		return 0;	/* already there: a window holds each id once */
+		return 0; /* already there: a window holds each id once */
 	if (len > depth)
 		len = depth;
 	uint64_t *ips = malloc((len ? len : 1) * sizeof(*ips));
@@ -273,8 +273,8 @@ static int copy_add(struct cpu_sampler *s, uint64_t id, const struct cpu_stack *
 		free(ips);
 		return -ENOMEM;
 	}
-	s->copies[s->ncopies++] = (struct stack_copy){ .id = id, .used = s->drains,
-						       .len = st->len, .ips = ips };
+	s->copies[s->ncopies++] =
+		(struct stack_copy){ .id = id, .used = s->drains, .len = st->len, .ips = ips };
 	s->stored[!!(id & CPU_STACK_LARGE)]++;
 	return 0;
 }
@@ -316,7 +316,7 @@ static int resolve(struct cpu_sampler *s, struct cpu_window *w, __u64 *id, uint6
 			*id = CPU_STACK_EVICTED;
 			return 0;
 		} else {
-			w->stacks_from_copy++;	/* the race above, resolved */
+			w->stacks_from_copy++; /* the race above, resolved */
 		}
 	}
 	struct stack_copy *c = &s->copies[at];

@@ -22,31 +22,31 @@
 /* A stack user space has read from a BPF stack map (see "Stack copies"). */
 struct stack_copy {
 	uint64_t id;
-	uint64_t used;			/* the last drain whose counts named it */
-	uint64_t deleted;		/* the drain that deleted it from its map; 0: stored */
+	uint64_t used;	  /* the last drain whose counts named it */
+	uint64_t deleted; /* the drain that deleted it from its map; 0: stored */
 	uint32_t len;
-	__u64 *ips;			/* leaf first; owned */
+	__u64 *ips; /* leaf first; owned */
 };
 
 struct cpu_sampler {
 	struct cpu_bpf *skel;
-	struct bpf_link **links;	/* by cpu number; NULL = not attached */
+	struct bpf_link **links; /* by cpu number; NULL = not attached */
 	int ncpu_slots;
 	unsigned nattached;
 	uint32_t frequency_hz;
-	int possible;			/* for per-CPU map values */
+	int possible; /* for per-CPU map values */
 	uint64_t last_stats[CPU_STAT_MAX];
-	int counts_fd[2], stacks_fd, sstacks_fd;	/* sstacks: small stacks (bpf/cpu_abi.h) */
-	uint32_t ncounts, nstacks;	/* max_entries of each counts map, of each stack map */
-	bool filter;			/* allowed_tgids in use (it holds fl ranges) */
+	int counts_fd[2], stacks_fd, sstacks_fd; /* sstacks: small stacks (bpf/cpu_abi.h) */
+	uint32_t ncounts, nstacks; /* max_entries of each counts map, of each stack map */
+	bool filter;		   /* allowed_tgids in use (it holds fl ranges) */
 	/* stack copies: every stack read and not yet forgotten, copies[idx[id]] */
 	struct stack_copy *copies;
 	size_t ncopies, copies_cap;
 	struct u64map idx;
-	uint64_t drains;		/* the copies' clock */
-	uint32_t keep;			/* windows unnamed after which a stack is deleted */
-	bool evict_all;			/* tests: delete every stack at every drain */
-	size_t stored[2];		/* copies whose stack is still in its map: small, large */
+	uint64_t drains;  /* the copies' clock */
+	uint32_t keep;	  /* windows unnamed after which a stack is deleted */
+	bool evict_all;	  /* tests: delete every stack at every drain */
+	size_t stored[2]; /* copies whose stack is still in its map: small, large */
 };
 
 #endif

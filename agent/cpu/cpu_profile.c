@@ -28,7 +28,7 @@
 struct addr_set {
 	uint64_t *a;
 	size_t n, cap;
-	uint64_t *loc;			/* pprof location per address, 0 = not yet */
+	uint64_t *loc; /* pprof location per address, 0 = not yet */
 	struct sym_batch b;
 	bool resolved;
 };
@@ -39,7 +39,7 @@ struct proc_ctx {
 	bool have_maps;
 	uint64_t kernel_map;
 	struct cpu_profile_stats *st;
-	struct addr_set *user, *kern;	/* NULL sets: unsymbolized */
+	struct addr_set *user, *kern; /* NULL sets: unsymbolized */
 };
 
 static inline uint64_t lookup_addr(const uint64_t *ips, uint32_t i)
@@ -224,8 +224,8 @@ static uint64_t user_loc(struct proc_ctx *c, uint64_t addr)
 	uint64_t mid = 0;
 	const struct proc_map *m = c->have_maps ? proc_maps_find(&c->maps, addr) : NULL;
 	if (m)
-		mid = pprof_mapping(c->p, m->start, m->end, m->offset, m->path ? m->path : "",
-				    "", false, false);
+		mid = pprof_mapping(c->p, m->start, m->end, m->offset, m->path ? m->path : "", "",
+				    false, false);
 	c->st->frames++;
 	return pprof_location(c->p, mid, addr, NULL, 0);
 }
@@ -300,7 +300,7 @@ static int add_stack(struct proc_ctx *c, const struct cpu_window *w, uint64_t id
 			break;
 		}
 		if (!kernel && user_elided(c, a))
-			continue;	/* a Go wrapper: not in Go's stacks either */
+			continue; /* a Go wrapper: not in Go's stacks either */
 		uint64_t l = kernel ? kernel_loc(c, a) : user_loc(c, a);
 		if (!l)
 			return -ENOMEM;
@@ -371,8 +371,9 @@ static int build_one(const struct cpu_window *w, struct cpu_record *const *recs,
 			r = pp_errf(err, r, "out of memory");
 			goto out;
 		}
-		user.resolved = user.n && sym_resolve_user(o->sym, pid, user.a, user.n, &user.b,
-							   NULL) == 0 && user.b.n == user.n;
+		user.resolved = user.n &&
+				sym_resolve_user(o->sym, pid, user.a, user.n, &user.b, NULL) == 0 &&
+				user.b.n == user.n;
 		c.user = &user;
 		if (user.resolved && o->unresolved)
 			report_unresolved(pid, &user.b, o);
@@ -420,7 +421,8 @@ static int build_one(const struct cpu_window *w, struct cpu_record *const *recs,
 		if (o->thread_labels) {
 			snprintf(tid, sizeof(tid), "%u", rec->key.pid);
 			pl[npl++] = (struct pprof_label){ .key = "thread_id", .str = tid };
-			pl[npl++] = (struct pprof_label){ .key = "thread_name", .str = rec->key.comm };
+			pl[npl++] =
+				(struct pprof_label){ .key = "thread_name", .str = rec->key.comm };
 		}
 		if (o->cpu_label) {
 			snprintf(cpu, sizeof(cpu), "%u", rec->key.cpu);
@@ -484,8 +486,9 @@ int cpu_profiles_build(const struct cpu_window *w, struct targets *t,
 			r = pp_errf(err, r, "out of memory");
 			goto out;
 		}
-		kern.resolved = kern.n && sym_resolve_kernel(o->sym, kern.a, kern.n, &kern.b,
-							     NULL) == 0 && kern.b.n == kern.n;
+		kern.resolved = kern.n &&
+				sym_resolve_kernel(o->sym, kern.a, kern.n, &kern.b, NULL) == 0 &&
+				kern.b.n == kern.n;
 	}
 	for (size_t i = 0; i < w->nrecs && r >= 0;) {
 		size_t j = i + 1;

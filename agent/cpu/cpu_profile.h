@@ -38,18 +38,18 @@ struct sym_mapping;
 
 struct cpu_profile_opts {
 	const char *node;
-	const struct pp_labels *external_labels;	/* may be NULL */
+	const struct pp_labels *external_labels; /* may be NULL */
 	uint32_t frequency_hz;
 	/* The store's naming. Parca: __name__ "parca_agent", sample type
 	 * samples/count (Parca Agent's). Pyroscope: __name__ "process_cpu",
 	 * sample type cpu/nanoseconds = samples x period, which its UI lists
 	 * as process_cpu:cpu:nanoseconds:cpu:nanoseconds. */
 	bool pyroscope;
-	bool thread_labels;		/* thread_id, thread_name sample labels */
-	bool cpu_label;			/* `cpu` sample label (the sampler recorded key.cpu) */
-	int64_t time_nanos;		/* window start, CLOCK_REALTIME */
+	bool thread_labels; /* thread_id, thread_name sample labels */
+	bool cpu_label;	    /* `cpu` sample label (the sampler recorded key.cpu) */
+	int64_t time_nanos; /* window start, CLOCK_REALTIME */
 	int64_t duration_nanos;
-	struct symbolizer *sym;		/* NULL: addresses + mappings only */
+	struct symbolizer *sym; /* NULL: addresses + mappings only */
 	/* Optional: called once per process and file mapping (with a GNU build
 	 * id) that had addresses left without a name, so its file can be sent
 	 * for server-side symbolization (debuginfo.h). Keep it cheap. */
@@ -60,7 +60,7 @@ struct cpu_profile_opts {
 struct cpu_profile_stats {
 	size_t profiles;
 	uint64_t samples;
-	uint64_t bytes;			/* gzip bytes handed to the reporter */
+	uint64_t bytes; /* gzip bytes handed to the reporter */
 	uint64_t frames, frames_named;
 	/* Samples whose user stack was cut at a return address outside every
 	 * executable mapping of the process (a register used as data, not a

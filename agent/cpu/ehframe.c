@@ -75,30 +75,52 @@ static uint64_t rd_ptr(struct cur *c, uint8_t enc, uint64_t addr)
 {
 	uint64_t v;
 	switch (enc & 0x0f) {
-	case 0x00: case 0x04: case 0x0c: v = rd(c, 8); break;
-	case 0x02: v = rd(c, 2); break;
-	case 0x0a: v = (uint64_t)(int64_t)(int16_t)rd(c, 2); break;
-	case 0x03: v = rd(c, 4); break;
-	case 0x0b: v = (uint64_t)(int64_t)(int32_t)rd(c, 4); break;
-	case 0x01: v = uleb(c); break;
-	case 0x09: v = (uint64_t)sleb(c); break;
-	default: c->bad = true; return 0;
+	case 0x00:
+	case 0x04:
+	case 0x0c:
+		v = rd(c, 8);
+		break;
+	case 0x02:
+		v = rd(c, 2);
+		break;
+	case 0x0a:
+		v = (uint64_t)(int64_t)(int16_t)rd(c, 2);
+		break;
+	case 0x03:
+		v = rd(c, 4);
+		break;
+	case 0x0b:
+		v = (uint64_t)(int64_t)(int32_t)rd(c, 4);
+		break;
+	case 0x01:
+		v = uleb(c);
+		break;
+	case 0x09:
+		v = (uint64_t)sleb(c);
+		break;
+	default:
+		c->bad = true;
+		return 0;
 	}
 	switch (enc & 0x70) {
-	case 0x00: return v;
-	case PE_PCREL: return v + addr;
-	default: c->bad = true; return 0;	/* datarel, textrel, funcrel: unused on x86-64 */
+	case 0x00:
+		return v;
+	case PE_PCREL:
+		return v + addr;
+	default:
+		c->bad = true;
+		return 0; /* datarel, textrel, funcrel: unused on x86-64 */
 	}
 }
 
 struct cie {
-	size_t off;			/* its offset in the section, for the cache */
+	size_t off; /* its offset in the section, for the cache */
 	bool ok;
 	uint64_t code_align;
 	int64_t data_align;
 	uint8_t fde_enc;
 	bool aug_z;
-	const uint8_t *ins, *ins_end;	/* initial instructions */
+	const uint8_t *ins, *ins_end; /* initial instructions */
 };
 
 /* The rules that matter: where the CFA, the return address and %rbp are. */
@@ -106,9 +128,9 @@ enum { RULE_SAME, RULE_OFFSET, RULE_OTHER };
 struct state {
 	uint64_t cfa_reg;
 	int64_t cfa_off;
-	bool cfa_ok;			/* false: an expression or unknown register rule */
+	bool cfa_ok; /* false: an expression or unknown register rule */
 	int ra_rule, fp_rule;
-	int64_t ra_off, fp_off;		/* CFA-relative, bytes */
+	int64_t ra_off, fp_off; /* CFA-relative, bytes */
 };
 
 /* The CIE at off into *ce (ce->ok: usable). Its bytes are charged to
@@ -127,7 +149,7 @@ static int parse_cie(const uint8_t *sec, size_t len, size_t off, struct cie *ce,
 		return -E2BIG;
 	*budget -= l + 16;
 	c.end = c.p + l;
-	if (rd(&c, 4) != 0)	/* CIE id */
+	if (rd(&c, 4) != 0) /* CIE id */
 		return 0;
 	uint8_t ver = (uint8_t)rd(&c, 1);
 	if (ver != 1 && ver != 3)
@@ -142,7 +164,7 @@ static int parse_cie(const uint8_t *sec, size_t len, size_t off, struct cie *ce,
 	uint64_t ra = ver == 1 ? rd(&c, 1) : uleb(&c);
 	if (c.bad || ra != R_RA || ce->code_align == 0 || ce->code_align > 16)
 		return 0;
-	ce->fde_enc = 0;	/* absptr */
+	ce->fde_enc = 0; /* absptr */
 	if (augl && aug[0] == 'z') {
 		ce->aug_z = true;
 		uint64_t al = uleb(&c);
@@ -152,20 +174,26 @@ static int parse_cie(const uint8_t *sec, size_t len, size_t off, struct cie *ce,
 		c.p += al;
 		for (size_t i = 1; i < augl; i++) {
 			switch (aug[i]) {
-			case 'R': ce->fde_enc = (uint8_t)rd(&a, 1); break;
-			case 'L': (void)rd(&a, 1); break;
+			case 'R':
+				ce->fde_enc = (uint8_t)rd(&a, 1);
+				break;
+			case 'L':
+				(void)rd(&a, 1);
+				break;
 			case 'P': {
 				uint8_t pe = (uint8_t)rd(&a, 1);
-				(void)rd_ptr(&a, pe & 0x7f, 0);	/* indirect bit: skip the value only */
+				(void)rd_ptr(&a, pe & 0x7f,
+					     0); /* indirect bit: skip the value only */
 				break;
 			}
-			default: return 0;	/* 'S' signal frames, 'B', unknown */
+			default:
+				return 0; /* 'S' signal frames, 'B', unknown */
 			}
 		}
 		if (a.bad)
 			return 0;
 	} else if (augl) {
-		return 0;	/* "eh" and other pre-z forms */
+		return 0; /* "eh" and other pre-z forms */
 	}
 	ce->ins = c.p;
 	ce->ins_end = c.end;
@@ -179,7 +207,7 @@ int ehf_rows_add(struct ehf_rows *rows, uint64_t start, uint64_t end, uint16_t r
 		return 0;
 	if (rows->n && rows->v[rows->n - 1].end == start && rows->v[rows->n - 1].ra == ra &&
 	    rows->v[rows->n - 1].fp == fp) {
-		rows->v[rows->n - 1].end = end;	/* merge with the previous row */
+		rows->v[rows->n - 1].end = end; /* merge with the previous row */
 		return 0;
 	}
 	if (rows->n >= rows->max)
@@ -214,7 +242,7 @@ static int emit(struct ehf_rows *rows, const struct state *s, uint64_t a, uint64
 	if (k > EHF_MAX_SLOT)
 		return 0;
 	if (s->fp_rule == RULE_OFFSET) {
-		int64_t at = s->cfa_off + s->fp_off;	/* from sp */
+		int64_t at = s->cfa_off + s->fp_off; /* from sp */
 		/* A slot below %rsp was popped: GCC's epilogues say
 		 * `.cfi_def_cfa_offset 8` after `pop %rbp` / `leave` but keep
 		 * the rule "rbp at cfa-16" until the `ret`; the pop put the
@@ -248,12 +276,14 @@ static int run(const struct cie *ce, struct cur *c, struct state *s, const struc
 		return -E2BIG;
 	}
 	*budget -= n;
-	while (c->p < c->end && !c->bad) {	/* a bad read does not advance */
+	while (c->p < c->end && !c->bad) { /* a bad read does not advance */
 		uint8_t op = (uint8_t)rd(c, 1);
 		uint64_t reg, delta = 0;
 		int64_t off;
 		switch (op >> 6) {
-		case 1: delta = op & 0x3f; goto advance;
+		case 1:
+			delta = op & 0x3f;
+			goto advance;
 		case 2:
 			reg = op & 0x3f;
 			off = (int64_t)uleb(c) * ce->data_align;
@@ -263,26 +293,42 @@ static int run(const struct cie *ce, struct cur *c, struct state *s, const struc
 			goto restore;
 		}
 		switch (op) {
-		case 0x00: continue;					/* nop */
-		case 0x02: delta = rd(c, 1); goto advance;
-		case 0x03: delta = rd(c, 2); goto advance;
-		case 0x04: delta = rd(c, 4); goto advance;
-		case 0x05: reg = uleb(c); off = (int64_t)uleb(c) * ce->data_align; goto offset;
-		case 0x11: reg = uleb(c); off = sleb(c) * ce->data_align; goto offset;
-		case 0x06: reg = uleb(c); goto restore;
-		case 0x07: case 0x08:				/* undefined, same_value */
+		case 0x00:
+			continue; /* nop */
+		case 0x02:
+			delta = rd(c, 1);
+			goto advance;
+		case 0x03:
+			delta = rd(c, 2);
+			goto advance;
+		case 0x04:
+			delta = rd(c, 4);
+			goto advance;
+		case 0x05:
+			reg = uleb(c);
+			off = (int64_t)uleb(c) * ce->data_align;
+			goto offset;
+		case 0x11:
+			reg = uleb(c);
+			off = sleb(c) * ce->data_align;
+			goto offset;
+		case 0x06:
+			reg = uleb(c);
+			goto restore;
+		case 0x07:
+		case 0x08: /* undefined, same_value */
 			reg = uleb(c);
 			if (reg == R_RA)
-				s->ra_rule = RULE_OTHER;	/* no return address: outermost */
+				s->ra_rule = RULE_OTHER; /* no return address: outermost */
 			else if (reg == R_RBP)
 				s->fp_rule = op == 0x08 ? RULE_SAME : RULE_OTHER;
 			continue;
-		case 0x0a:					/* remember_state */
+		case 0x0a: /* remember_state */
 			if (depth == EHF_MAX_STATES)
 				return 0;
 			stack[depth++] = *s;
 			continue;
-		case 0x0b:					/* restore_state */
+		case 0x0b: /* restore_state */
 			/* the CFA rule too: GCC brackets an early `ret`
 			 * (def_cfa rsp+8) with remember/restore and relies on
 			 * it, as libgcc's and LLVM's unwinders do */
@@ -290,27 +336,36 @@ static int run(const struct cie *ce, struct cur *c, struct state *s, const struc
 				return 0;
 			*s = stack[--depth];
 			continue;
-		case 0x0c:					/* def_cfa */
+		case 0x0c: /* def_cfa */
 			s->cfa_reg = uleb(c);
 			s->cfa_off = (int64_t)uleb(c);
 			s->cfa_ok = true;
 			continue;
-		case 0x12:					/* def_cfa_sf */
+		case 0x12: /* def_cfa_sf */
 			s->cfa_reg = uleb(c);
 			s->cfa_off = sleb(c) * ce->data_align;
 			s->cfa_ok = true;
 			continue;
-		case 0x0d: s->cfa_reg = uleb(c); continue;	/* def_cfa_register */
-		case 0x0e: s->cfa_off = (int64_t)uleb(c); continue;	/* def_cfa_offset */
-		case 0x13: s->cfa_off = sleb(c) * ce->data_align; continue;
-		case 0x2e: (void)uleb(c); continue;		/* GNU_args_size */
-		case 0x09:					/* register */
+		case 0x0d:
+			s->cfa_reg = uleb(c);
+			continue; /* def_cfa_register */
+		case 0x0e:
+			s->cfa_off = (int64_t)uleb(c);
+			continue; /* def_cfa_offset */
+		case 0x13:
+			s->cfa_off = sleb(c) * ce->data_align;
+			continue;
+		case 0x2e:
+			(void)uleb(c);
+			continue; /* GNU_args_size */
+		case 0x09:	  /* register */
 			reg = uleb(c);
 			(void)uleb(c);
 			if (reg == R_RA || reg == R_RBP)
 				return 0;
 			continue;
-		case 0x10: case 0x16: {				/* expression, val_expression */
+		case 0x10:
+		case 0x16: { /* expression, val_expression */
 			reg = uleb(c);
 			uint64_t bl = uleb(c);
 			if (reg == R_RA || reg == R_RBP || c->bad || bl > (size_t)(c->end - c->p))
@@ -318,7 +373,8 @@ static int run(const struct cie *ce, struct cur *c, struct state *s, const struc
 			c->p += bl;
 			continue;
 		}
-		case 0x14: case 0x15:				/* val_offset(_sf) */
+		case 0x14:
+		case 0x15: /* val_offset(_sf) */
 			reg = uleb(c);
 			if (op == 0x14)
 				(void)uleb(c);
@@ -328,7 +384,7 @@ static int run(const struct cie *ce, struct cur *c, struct state *s, const struc
 				return 0;
 			continue;
 		default:
-			return 0;	/* set_loc, def_cfa_expression, vendor ops */
+			return 0; /* set_loc, def_cfa_expression, vendor ops */
 		}
 advance:
 		if (c->bad)
@@ -353,7 +409,7 @@ offset:
 		continue;
 restore:
 		if (!init)
-			return 0;	/* restore in a CIE */
+			return 0; /* restore in a CIE */
 		if (reg == R_RA) {
 			s->ra_rule = init->ra_rule;
 			s->ra_off = init->ra_off;
@@ -383,9 +439,9 @@ int ehframe_rows(const uint8_t *buf, size_t len, uint64_t sec_addr, uint64_t lo,
 		struct cur c = { buf + off, buf + len, false };
 		uint64_t l = rd(&c, 4);
 		if (l == 0)
-			break;				/* terminator */
+			break; /* terminator */
 		if (l == 0xffffffff || l > (size_t)(c.end - c.p) || l < 4)
-			break;				/* 64-bit DWARF or garbage: stop */
+			break; /* 64-bit DWARF or garbage: stop */
 		size_t next = off + 4 + (size_t)l;
 		/* a fixed cost per entry, so that tiny entries too spend the budget */
 		if (*budget < 16)
@@ -394,7 +450,7 @@ int ehframe_rows(const uint8_t *buf, size_t len, uint64_t sec_addr, uint64_t lo,
 		c.end = c.p + l;
 		size_t id_off = off + 4;
 		uint32_t id = (uint32_t)rd(&c, 4);
-		if (id == 0) {				/* a CIE: parsed when an FDE names it */
+		if (id == 0) { /* a CIE: parsed when an FDE names it */
 			off = next;
 			continue;
 		}
@@ -429,7 +485,9 @@ int ehframe_rows(const uint8_t *buf, size_t len, uint64_t sec_addr, uint64_t lo,
 			continue;
 		}
 		/* the CIE's initial rules, then the FDE's program */
-		struct state init = { .cfa_ok = false, .ra_rule = RULE_OTHER, .fp_rule = RULE_SAME };
+		struct state init = { .cfa_ok = false,
+				      .ra_rule = RULE_OTHER,
+				      .fp_rule = RULE_SAME };
 		struct cur ci = { ce.ins, ce.ins_end, false };
 		uint64_t loc = pc0;
 		int r = run(&ce, &ci, &init, NULL, &loc, pc0 + range, NULL, lo, hi, budget);

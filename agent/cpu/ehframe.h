@@ -31,21 +31,21 @@
 #define EHF_MAX_STATES 8
 
 struct ehf_row {
-	uint64_t start, end;	/* link-time PCs [start, end) */
-	uint16_t ra;		/* return address at [sp + 8*ra] */
-	uint16_t fp;		/* 0: caller's %rbp in %rbp; else at [sp + 8*(fp-1)] */
+	uint64_t start, end; /* link-time PCs [start, end) */
+	uint16_t ra;	     /* return address at [sp + 8*ra] */
+	uint16_t fp;	     /* 0: caller's %rbp in %rbp; else at [sp + 8*(fp-1)] */
 };
 
 struct ehf_rows {
-	struct ehf_row *v;	/* malloc'd, owned by the caller (free()) */
+	struct ehf_row *v; /* malloc'd, owned by the caller (free()) */
 	size_t n, cap;
-	size_t max;		/* more rows than this: -E2BIG */
+	size_t max; /* more rows than this: -E2BIG */
 };
 
 struct ehf_stats {
 	uint64_t fdes;		/* FDEs seen */
 	uint64_t fdes_used;	/* FDEs whose whole program was understood */
-	uint64_t fdes_given_up;	/* unsupported opcodes, encodings, bad bounds */
+	uint64_t fdes_given_up; /* unsupported opcodes, encodings, bad bounds */
 };
 
 /*

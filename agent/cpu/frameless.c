@@ -39,8 +39,8 @@
 
 struct fl_pid {
 	pid_t pid;
-	int bin;			/* index in bins */
-	bool installed;			/* its range is in BPF (cpu_sampler_fl_set) */
+	int bin;	/* index in bins */
+	bool installed; /* its range is in BPF (cpu_sampler_fl_set) */
 };
 
 struct frameless {
@@ -51,8 +51,8 @@ struct frameless {
 	size_t npids, cap_pids;
 	size_t installed;
 	uint64_t tick;
-	bool warned;			/* BPF refused a range once */
-	bool c_tables;			/* analyse non-Go executables' .eh_frame */
+	bool warned;   /* BPF refused a range once */
+	bool c_tables; /* analyse non-Go executables' .eh_frame */
 };
 
 static void skipped(const char *cause)
@@ -61,7 +61,8 @@ static void skipped(const char *cause)
 	snprintf(l, sizeof(l), "cause=\"%s\"", cause);
 	metric_inc("pushprof_cpu_frameless_skipped_total",
 		   "Processes or executables left without a frameless-code table, by cause "
-		   "(their stacks keep plain frame-pointer walks).", l, 1);
+		   "(their stacks keep plain frame-pointer walks).",
+		   l, 1);
 }
 
 int frameless_new(const struct frameless_opts *o, struct frameless **out, struct pp_err *err)
@@ -182,7 +183,7 @@ static int bin_analyse(struct frameless *f, const struct elffile *ef, const stru
 	uint64_t t0 = (pp_mono_ns() / 1000);
 	if (!ef || elfshare_load(ef, &id, &e, NULL) < 0 || (!e->pcln && !f->c_tables)) {
 		elfsym_free(e);
-		return 0;	/* unreadable, or not Go with C tables off: remembered as such */
+		return 0; /* unreadable, or not Go with C tables off: remembered as such */
 	}
 	uint64_t *bits = NULL, *ent = NULL;
 	uint32_t nent = 0;
@@ -228,8 +229,8 @@ static int bin_analyse(struct frameless *f, const struct elffile *ef, const stru
 		free(bits);
 		free(ent);
 		skipped("pool_full");
-		pp_log(PP_WARN, "frameless code not marked: pool full", "exe=%s words=%u entries=%u",
-		       pp_q(exe), nb->nwords, nent);
+		pp_log(PP_WARN, "frameless code not marked: pool full",
+		       "exe=%s words=%u entries=%u", pp_q(exe), nb->nwords, nent);
 		nb->nwords = nb->ntab = 0;
 		return 0;
 	}
@@ -250,8 +251,9 @@ static int bin_analyse(struct frameless *f, const struct elffile *ef, const stru
 	nb->tab = tab;
 	nb->have = true;
 	nb->e = e;
-	pp_log(PP_DEBUG, "frameless table loaded", "exe=%s word=%u words=%u tab=%u entries=%u ms=%.1f",
-	       pp_q(exe), at, nb->nwords, tab, nent, (double)((pp_mono_ns() / 1000) - t0) / 1000.0);
+	pp_log(PP_DEBUG, "frameless table loaded",
+	       "exe=%s word=%u words=%u tab=%u entries=%u ms=%.1f", pp_q(exe), at, nb->nwords, tab,
+	       nent, (double)((pp_mono_ns() / 1000) - t0) / 1000.0);
 	return 0;
 }
 
@@ -261,7 +263,7 @@ static int bin_new(struct frameless *f, const struct elffile *ef, const struct s
 {
 	struct fl_bin nb = { .dev = (uint64_t)st->st_dev, .ino = (uint64_t)st->st_ino };
 	if (f->nbins == FL_MAX_BINS && lru_idle(f, false) < 0) {
-		skipped("executables_full");	/* before the work, not after */
+		skipped("executables_full"); /* before the work, not after */
 		return -ENOSPC;
 	}
 	int r = bin_analyse(f, ef, st, exe, &nb);
@@ -271,7 +273,7 @@ static int bin_new(struct frameless *f, const struct elffile *ef, const struct s
 	if (!bin_room(f)) {
 		elfsym_free(nb.e);
 		skipped("executables_full");
-		return -ENOSPC;	/* nb's words are in no bin: free again */
+		return -ENOSPC; /* nb's words are in no bin: free again */
 	}
 	nb.used = ++f->tick;
 	f->bins[f->nbins] = nb;
@@ -322,7 +324,7 @@ static int runtime_range(pid_t pid, const struct fl_bin *b, const char *exe, uin
 		uint64_t bias = proc_map_bias(m, b->seg_vaddr, b->seg_offset);
 		uint64_t lo = b->lo + bias, hi = b->hi + bias;
 		if (lo < b->lo || hi < lo || hi <= m->start || lo >= m->end)
-			continue;	/* this mapping does not hold the text */
+			continue; /* this mapping does not hold the text */
 		/* the bitmap starts at lo (chunk 0); clip the end to the mapping */
 		*start = lo;
 		*end = hi < m->end ? hi : m->end;
@@ -351,8 +353,13 @@ static int install(struct frameless *f, struct fl_pid *p, const char *exe)
 		       (int)pid, pp_q(exe));
 		return 0;
 	}
-	struct cpu_fl_proc fp = { .start = start, .end = end, .word = b->word, .nwords = b->nwords,
-				  .tab = b->tab, .ntab = b->ntab, .go = b->go };
+	struct cpu_fl_proc fp = { .start = start,
+				  .end = end,
+				  .word = b->word,
+				  .nwords = b->nwords,
+				  .tab = b->tab,
+				  .ntab = b->ntab,
+				  .go = b->go };
 	/* the switch sites and the span lie in the text: the same bias as
 	 * its range */
 	for (int i = 0; i < 2; i++)
@@ -394,7 +401,7 @@ int frameless_track(struct frameless *f, pid_t pid)
 				exe[0] = '\0';
 			return install(f, p, exe);
 		}
-		frameless_untrack(f, pid);	/* exec'd another file */
+		frameless_untrack(f, pid); /* exec'd another file */
 	}
 	if (f->npids == FL_MAX_PIDS) {
 		skipped("processes_full");
@@ -404,7 +411,8 @@ int frameless_track(struct frameless *f, pid_t pid)
 		exe[0] = '\0';
 	int bi = -1;
 	for (size_t i = 0; i < f->nbins; i++)
-		if (f->bins[i].dev == (uint64_t)st.st_dev && f->bins[i].ino == (uint64_t)st.st_ino) {
+		if (f->bins[i].dev == (uint64_t)st.st_dev &&
+		    f->bins[i].ino == (uint64_t)st.st_ino) {
 			bi = (int)i;
 			break;
 		}
@@ -420,7 +428,7 @@ int frameless_track(struct frameless *f, pid_t pid)
 		if (r == -ENOMEM)
 			return r;
 		if (r < 0 && r != -ENOEXEC)
-			return 0;	/* not a file we may read: no table (asked again later) */
+			return 0; /* not a file we may read: no table (asked again later) */
 		/* what was opened is what gets remembered (an exec meanwhile);
 		 * a file that is no 64-bit ELF too, as having no table */
 		bi = bin_new(f, ef, &fst, exe);
@@ -428,7 +436,7 @@ int frameless_track(struct frameless *f, pid_t pid)
 		if (bi < 0)
 			return bi == -ENOSPC ? 0 : bi;
 		if (fst.st_dev != st.st_dev || fst.st_ino != st.st_ino)
-			return 0;	/* exec'd between stat and open: next time */
+			return 0; /* exec'd between stat and open: next time */
 	}
 	if (pp_grow(&f->pids, &f->cap_pids, f->npids + 1, sizeof(*f->pids), 64))
 		return -ENOMEM;

@@ -43,7 +43,7 @@ struct cpu_sampler;
 struct frameless;
 
 struct frameless_opts {
-	struct cpu_sampler *cpu;	/* required; must outlive the frameless */
+	struct cpu_sampler *cpu; /* required; must outlive the frameless */
 	/* Go executables only: no C/C++ tables from .eh_frame for the others
 	 * (default false: both). */
 	bool go_only;

@@ -37,7 +37,7 @@ struct fl_bin {
 	uint32_t tab, ntab;		/* its table in the fl_cfa pool */
 	bool go;			/* Go (pclntab) tables: the mid-stack rule applies */
 	uint64_t lo, hi;		/* link-time text covered: [lo, hi), lo 32-aligned */
-	uint64_t seg_vaddr, seg_offset;	/* PT_LOAD holding the text (bias) */
+	uint64_t seg_vaddr, seg_offset; /* PT_LOAD holding the text (bias) */
 	uint64_t switch_ret[2];		/* link-time g0 switch return sites, 0: none */
 	uint64_t mid_lo, mid_hi;	/* link-time span of the mid-stack rule (bpf/cpu_abi.h) */
 	uint64_t used;			/* last use (tick), for eviction */

@@ -67,9 +67,9 @@ static uint64_t switch_site(const struct elffile *ef, const struct elfsym *e, co
 static size_t bp_store_len(const uint8_t *c, size_t n)
 {
 	if (n >= 5 && c[0] == 0x48 && c[1] == 0x89 && c[2] == 0x6c && c[3] == 0x24)
-		return 5;	/* disp8 */
+		return 5; /* disp8 */
 	if (n >= 8 && c[0] == 0x48 && c[1] == 0x89 && c[2] == 0xac && c[3] == 0x24)
-		return 8;	/* disp32 */
+		return 8; /* disp32 */
 	return 0;
 }
 
@@ -83,7 +83,7 @@ static bool may_call(const struct elffile *ef, uint64_t lo, uint64_t hi)
 	uint8_t c[4096];
 	size_t n = elffile_read_code(ef, lo, c, hi - lo < sizeof(c) ? hi - lo : sizeof(c));
 	if (n < hi - lo)
-		return true;	/* unread or long: assume it calls */
+		return true; /* unread or long: assume it calls */
 	for (size_t i = 0; i < n; i++)
 		if (c[i] == 0xe8 || (c[i] == 0xff && i + 1 < n && ((c[i + 1] >> 3) & 7) == 2))
 			return true;
@@ -144,8 +144,8 @@ static int mark_chunks(struct ehf_rows *m, uint64_t lo, uint64_t hi)
 }
 
 int fl_analyse_go(struct fl_bin *b, const struct elfsym *e, const struct elffile *ef,
-		      const char *exe,
-		      struct ehf_rows *rows, struct ehf_rows *marks, const char **cause)
+		  const char *exe, struct ehf_rows *rows, struct ehf_rows *marks,
+		  const char **cause)
 {
 	struct gopcln *t = e->pcln;
 	uint64_t budget = FL_BUDGET, nfl = 0, nasm = 0;
@@ -161,7 +161,7 @@ int fl_analyse_go(struct fl_bin *b, const struct elfsym *e, const struct elffile
 			return 0;
 		}
 		if (nr <= 0)
-			continue;	/* no table, SPWRITE, corrupt, too many runs */
+			continue; /* no table, SPWRITE, corrupt, too many runs */
 		if (nr == 1 && run[0].sp == 0) {
 			r = ehf_rows_add(rows, run[0].lo, run[0].hi, 0, 0);
 			nfl++;
@@ -178,14 +178,16 @@ int fl_analyse_go(struct fl_bin *b, const struct elfsym *e, const struct elffile
 			for (int k = 0; k < nr && !r; k++) {
 				int32_t d = run[k].sp;
 				if (d < 0 || d % 8 || d / 8 > EHF_MAX_SLOT)
-					continue;	/* not a frame we can name */
+					continue; /* not a frame we can name */
 				uint64_t lo = run[k].lo;
 				if (d) {
 					uint8_t c[8];
-					size_t st = bp_store_len(c, elffile_read_code(ef, lo, c, sizeof(c)));
+					size_t st = bp_store_len(
+						c, elffile_read_code(ef, lo, c, sizeof(c)));
 					if (st && lo + st <= run[k].hi) {
 						/* %rbp still the caller's until stored */
-						r = ehf_rows_add(rows, lo, lo + st, (uint16_t)(d / 8), 0);
+						r = ehf_rows_add(rows, lo, lo + st,
+								 (uint16_t)(d / 8), 0);
 						lo += st;
 					}
 				}
@@ -206,7 +208,7 @@ int fl_analyse_go(struct fl_bin *b, const struct elfsym *e, const struct elffile
 			if (m == -ENOMEM)
 				return m;
 			if (m)
-				marks_ok = false;	/* too many: none (the plain walk there) */
+				marks_ok = false; /* too many: none (the plain walk there) */
 		}
 		if (r == -ENOMEM)
 			return r;
@@ -223,9 +225,10 @@ int fl_analyse_go(struct fl_bin *b, const struct elfsym *e, const struct elffile
 	for (int k = 0; k < 2; k++)
 		if (b->switch_ret[k])
 			mid_span(b, b->switch_ret[k], b->switch_ret[k] + 1);
-	pp_log(PP_DEBUG, "frameless Go code found", "exe=%s functions=%zu frameless=%" PRIu64
-	       " assembly=%" PRIu64 " ranges=%zu edge_marks=%zu mid_span_bytes=%" PRIu64, pp_q(exe), n,
-	       nfl, nasm, rows->n, marks->n, b->mid_hi - b->mid_lo);
+	pp_log(PP_DEBUG, "frameless Go code found",
+	       "exe=%s functions=%zu frameless=%" PRIu64 " assembly=%" PRIu64
+	       " ranges=%zu edge_marks=%zu mid_span_bytes=%" PRIu64,
+	       pp_q(exe), n, nfl, nasm, rows->n, marks->n, b->mid_hi - b->mid_lo);
 	return 0;
 }
 
@@ -234,26 +237,25 @@ int fl_analyse_go(struct fl_bin *b, const struct elfsym *e, const struct elffile
  * .eh_frame (ehframe.c). Rows into *rows.
  */
 int fl_analyse_c(const struct elfsym *e, const struct elffile *ef, const char *exe,
-		     struct ehf_rows *rows,
-		     const char **cause)
+		 struct ehf_rows *rows, const char **cause)
 {
 	const struct elffile_load *x = NULL;
 	for (size_t i = 0; i < e->nloads && !x; i++)
 		if (e->loads[i].flags & PF_X)
 			x = &e->loads[i];
 	if (!x)
-		return 0;	/* no code: nothing to do */
+		return 0; /* no code: nothing to do */
 	uint8_t *eh = NULL;
 	size_t ehlen = 0;
 	uint64_t ehaddr = 0;
 	int r = elffile_read_section(ef, ".eh_frame", FL_EH_MAX_SECTION, &eh, &ehlen, &ehaddr,
 				     NULL);
 	if (r == -ENOENT)
-		return 0;	/* no CFI: as before (a stripped-of-sections file) */
+		return 0; /* no CFI: as before (a stripped-of-sections file) */
 	if (r < 0) {
 		*cause = r == -E2BIG ? "eh_frame_too_large" : "eh_frame_unreadable";
-		pp_log(PP_WARN, "C/C++ frame table not built: .eh_frame not read", "exe=%s error=%s",
-		       pp_q(exe), pp_q(strerror(-r)));
+		pp_log(PP_WARN, "C/C++ frame table not built: .eh_frame not read",
+		       "exe=%s error=%s", pp_q(exe), pp_q(strerror(-r)));
 		return 0;
 	}
 	struct ehf_stats st;
@@ -265,15 +267,18 @@ int fl_analyse_c(const struct elfsym *e, const struct elffile *ef, const char *e
 			return r;
 		rows->n = 0;
 		*cause = "analysis_budget";
-		pp_log(PP_WARN, "C/C++ frame table not built: .eh_frame too large or too many ranges",
+		pp_log(PP_WARN,
+		       "C/C++ frame table not built: .eh_frame too large or too many ranges",
 		       "exe=%s fdes=%" PRIu64, pp_q(exe), st.fdes);
 		return 0;
 	}
 	if (st.fdes_given_up) {
 		/* not lost: those functions keep the plain walk; but counted */
 		metric_inc("pushprof_cpu_frameless_fdes_skipped_total",
-			   "FDEs of C/C++ executables whose CFA program is outside the supported subset "
-			   "(their samples keep plain frame-pointer walks).", NULL, st.fdes_given_up);
+			   "FDEs of C/C++ executables whose CFA program is outside the supported "
+			   "subset "
+			   "(their samples keep plain frame-pointer walks).",
+			   NULL, st.fdes_given_up);
 		pp_log(PP_DEBUG, "C/C++ frame table: FDEs not understood (plain walk there)",
 		       "exe=%s fdes=%" PRIu64 " given_up=%" PRIu64, pp_q(exe), st.fdes,
 		       st.fdes_given_up);
@@ -297,10 +302,10 @@ static int row_cmp(const void *a, const void *b)
  * says why when it is a failure), -ENOMEM.
  */
 int fl_build_tables(struct fl_bin *b, struct ehf_rows *rows, const struct ehf_rows *marks,
-			const char *exe, uint64_t **bitsp, uint64_t **entsp, uint32_t *nentp,
-			const char **cause)
+		    const char *exe, uint64_t **bitsp, uint64_t **entsp, uint32_t *nentp,
+		    const char **cause)
 {
-	uint64_t cover_lo = b->lo, cover_hi = b->hi;	/* Go: all its text (the mid-stack rule) */
+	uint64_t cover_lo = b->lo, cover_hi = b->hi; /* Go: all its text (the mid-stack rule) */
 	if (!rows->n)
 		return 0;
 	/* sorted, disjoint (FDEs may overlap in a hostile file: the later
@@ -323,7 +328,8 @@ int fl_build_tables(struct fl_bin *b, struct ehf_rows *rows, const struct ehf_ro
 	lo &= ~(uint64_t)(FL_CHUNK - 1);
 	/* two pool words per 2 KiB of text (bitmap, window: bpf/cpu_abi.h) */
 	if (nent > CPU_CFA_MAX_ENTRIES ||
-	    hi - lo > (uint64_t)CPU_FL_POOL_WORDS / 2 * CPU_FL_WORD_BYTES || hi - lo >= (1ull << 32)) {
+	    hi - lo > (uint64_t)CPU_FL_POOL_WORDS / 2 * CPU_FL_WORD_BYTES ||
+	    hi - lo >= (1ull << 32)) {
 		*cause = "text_too_large";
 		pp_log(PP_WARN, "frame table not built: too many ranges or too much text",
 		       "exe=%s ranges=%" PRIu64 " text_bytes=%" PRIu64, pp_q(exe), nent, hi - lo);
@@ -342,14 +348,17 @@ int fl_build_tables(struct fl_bin *b, struct ehf_rows *rows, const struct ehf_ro
 	for (size_t i = 0; i < m; i++) {
 		const struct ehf_row *rw = &rows->v[i];
 		for (uint64_t a = rw->start; a < rw->end; a += CPU_CFA_LEN_MAX) {
-			uint64_t len = rw->end - a < CPU_CFA_LEN_MAX ? rw->end - a : CPU_CFA_LEN_MAX;
-			uint64_t o0 = a - lo, o1 = a - lo + len - 1;	/* inclusive */
+			uint64_t len =
+				rw->end - a < CPU_CFA_LEN_MAX ? rw->end - a : CPU_CFA_LEN_MAX;
+			uint64_t o0 = a - lo, o1 = a - lo + len - 1; /* inclusive */
 			ent[n] = CPU_CFA_ENTRY(o0, len, rw->ra, rw->fp);
-			for (uint64_t c = o0 >> CPU_FL_CHUNK_SHIFT; c <= o1 >> CPU_FL_CHUNK_SHIFT; c++)
+			for (uint64_t c = o0 >> CPU_FL_CHUNK_SHIFT; c <= o1 >> CPU_FL_CHUNK_SHIFT;
+			     c++)
 				bits[2 * (c >> 6)] |= 1ull << (c & 63);
 			/* entries are sorted: those overlapping a window are
 			 * consecutive, the first one sets its start */
-			for (uint64_t wi = o0 / CPU_FL_WORD_BYTES; wi <= o1 / CPU_FL_WORD_BYTES; wi++) {
+			for (uint64_t wi = o0 / CPU_FL_WORD_BYTES; wi <= o1 / CPU_FL_WORD_BYTES;
+			     wi++) {
 				uint64_t *win = &bits[2 * wi + 1];
 				if (!*win)
 					*win = (uint64_t)n << 32;

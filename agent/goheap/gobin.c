@@ -36,8 +36,8 @@ _Static_assert(sizeof(((struct gobin *)0)->go_version) == sizeof(((struct elffil
 	       "go_version");
 
 struct gobin_impl {
-	int refs;		/* gobins sharing this analysis (gobin_share) */
-	struct elfsym *es;	/* functions: names, ranges, file/line; NULL if unreadable */
+	int refs;	   /* gobins sharing this analysis (gobin_share) */
+	struct elfsym *es; /* functions: names, ranges, file/line; NULL if unreadable */
 	dev_t st_dev;
 	ino_t st_ino;
 };
@@ -52,7 +52,8 @@ static int func_range(const struct elfsym *e, const char *name, uint64_t *start,
 		size_t n = gopcln_nfunc(e->pcln);
 		for (size_t i = 0; i < n; i++) {
 			struct gopcln_func f;
-			if (gopcln_func_at(e->pcln, i, &f) == 0 && f.name && !strcmp(f.name, name)) {
+			if (gopcln_func_at(e->pcln, i, &f) == 0 && f.name &&
+			    !strcmp(f.name, name)) {
 				*start = f.entry;
 				*end = f.end;
 				return 0;
@@ -96,7 +97,7 @@ static size_t func_frames(const struct elfsym *e, uint64_t pc, struct gobin_fram
 	const char *name = elfsym_lookup(e, pc, &start);
 	if (!name)
 		return 0;
-	fr[0] = (struct gobin_frame){.function = name, .file = "", .line = 0, .entry = start};
+	fr[0] = (struct gobin_frame){ .function = name, .file = "", .line = 0, .entry = start };
 	return 1;
 }
 
@@ -105,14 +106,18 @@ static size_t func_frames(const struct elfsym *e, uint64_t pc, struct gobin_fram
 static void vars_from_symtab(struct gobin *g, const struct elffile *ef)
 {
 	static const char *const names[] = {
-		"runtime.mbuckets", "runtime.MemProfileRate", "runtime.mProfCycle",
+		"runtime.mbuckets",
+		"runtime.MemProfileRate",
+		"runtime.mProfCycle",
 	};
 	uint64_t v[3] = { 0 };
-	if (!ef->has_symtab || elffile_find_symbols(ef, names, 3, v, NULL) != 3 ||
-	    !v[0] || !v[1] || !v[2])
+	if (!ef->has_symtab || elffile_find_symbols(ef, names, 3, v, NULL) != 3 || !v[0] || !v[1] ||
+	    !v[2])
 		return;
-	g->vars = (struct gobin_vars){ .mbuckets = v[0], .mem_profile_rate = v[1],
-				       .mprof_cycle = v[2], .source = GOBIN_VARS_SYMTAB };
+	g->vars = (struct gobin_vars){ .mbuckets = v[0],
+				       .mem_profile_rate = v[1],
+				       .mprof_cycle = v[2],
+				       .source = GOBIN_VARS_SYMTAB };
 }
 
 /* ---- Variables decoded from runtime code (stripped binaries, amd64) ---- */
@@ -128,8 +133,7 @@ static void vars_from_symtab(struct gobin *g, const struct elffile *ef)
  * variable, by requiring an aligned address in a writable data section, and
  * finally by checking the live value.
  */
-enum { LOAD32 = GOBIN_LOAD32, LOAD64 = GOBIN_LOAD64, STORE64 = GOBIN_STORE64,
-       LEA64 = GOBIN_LEA64 };
+enum { LOAD32 = GOBIN_LOAD32, LOAD64 = GOBIN_LOAD64, STORE64 = GOBIN_STORE64, LEA64 = GOBIN_LEA64 };
 
 struct targets {
 	uint64_t v[64];
@@ -161,21 +165,21 @@ static bool in_data(const struct elffile *ef, uint64_t a, unsigned size)
 	return false;
 }
 
-void gobin_scan_moves(const uint8_t *code, size_t len, uint64_t addr, int kind,
-		      uint64_t *out, size_t *nout, size_t max)
+void gobin_scan_moves(const uint8_t *code, size_t len, uint64_t addr, int kind, uint64_t *out,
+		      size_t *nout, size_t max)
 {
 	uint8_t opcode = kind == STORE64 ? 0x89 : kind == LEA64 ? 0x8D : 0x8B;
 	*nout = 0;
 	for (size_t i = 0; i + 7 <= len; i++) {
-		size_t op;	/* index of the opcode byte */
+		size_t op; /* index of the opcode byte */
 		if (kind != LOAD32) {
-			if ((code[i] & 0xF8) != 0x48)	/* REX.W, any R/X/B */
+			if ((code[i] & 0xF8) != 0x48) /* REX.W, any R/X/B */
 				continue;
 			op = i + 1;
 		} else {
 			op = i;
 			if (i > 0 && (code[i - 1] & 0xF8) == 0x48)
-				continue;	/* REX.W before: a 64-bit move */
+				continue; /* REX.W before: a 64-bit move */
 		}
 		if (op + 6 > len || code[op] != opcode || (code[op + 1] & 0xC7) != 0x05)
 			continue;
@@ -216,9 +220,10 @@ struct use {
  * aligned and within a data section; 0 when not unique. *nfuncs: how many
  * functions were found. */
 static uint64_t common_target(const struct gobin *g, const struct elffile *ef,
-			      const struct use *uses, size_t nuses, unsigned align, unsigned *nfuncs)
+			      const struct use *uses, size_t nuses, unsigned align,
+			      unsigned *nfuncs)
 {
-	struct targets acc = {.n = 0};
+	struct targets acc = { .n = 0 };
 	bool first = true;
 	*nfuncs = 0;
 	for (size_t f = 0; f < nuses; f++) {
@@ -229,7 +234,7 @@ static uint64_t common_target(const struct gobin *g, const struct elffile *ef,
 			continue;
 		gobin_scan_moves(code, len, start, uses[f].kind, found, &n, 256);
 		free(code);
-		struct targets t = {.n = 0};
+		struct targets t = { .n = 0 };
 		for (size_t i = 0; i < n; i++)
 			if (found[i] % align == 0 && in_data(ef, found[i], align))
 				targets_add(&t, found[i]);
@@ -243,7 +248,7 @@ static uint64_t common_target(const struct gobin *g, const struct elffile *ef,
 			first = false;
 			continue;
 		}
-		struct targets x = {.n = 0};
+		struct targets x = { .n = 0 };
 		for (size_t i = 0; i < acc.n; i++)
 			for (size_t j = 0; j < t.n; j++)
 				if (acc.v[i] == t.v[j])
@@ -260,34 +265,34 @@ static void vars_from_code(struct gobin *g, const struct elffile *ef)
 	 * MemProfile is dead code (absent) in programs that never read memory
 	 * profiles. */
 	static const struct use mb[] = {
-		{"runtime.MemProfile", LOAD64}, {"runtime.memProfileInternal", LOAD64},
-		{"runtime.mProf_FlushLocked", LOAD64}, {"runtime.stkbucket", LEA64},
+		{ "runtime.MemProfile", LOAD64 },
+		{ "runtime.memProfileInternal", LOAD64 },
+		{ "runtime.mProf_FlushLocked", LOAD64 },
+		{ "runtime.stkbucket", LEA64 },
 	};
 	/* mProfCycle.read() in MemProfile and the mProf_* hooks. */
 	static const struct use cy[] = {
-		{"runtime.MemProfile", LOAD32}, {"runtime.memProfileInternal", LOAD32},
-		{"runtime.mProf_Flush", LOAD32},
-		{"runtime.mProf_PostSweep", LOAD32}, {"runtime.mProf_Malloc", LOAD32},
-		{"runtime.mProf_Free", LOAD32},
+		{ "runtime.MemProfile", LOAD32 },   { "runtime.memProfileInternal", LOAD32 },
+		{ "runtime.mProf_Flush", LOAD32 },  { "runtime.mProf_PostSweep", LOAD32 },
+		{ "runtime.mProf_Malloc", LOAD32 }, { "runtime.mProf_Free", LOAD32 },
 	};
 	/* MemProfileRate: read by mallocgc and nextSample (inlined into
 	 * profilealloc), written for GODEBUG=memprofilerate by parsedebugvars
 	 * (1.19) or parsegodebug (1.23). */
 	static const struct use rt[] = {
-		{"runtime.mallocgc", LOAD64}, {"runtime.profilealloc", LOAD64},
-		{"runtime.nextSample", LOAD64}, {"runtime.parsedebugvars", STORE64},
-		{"runtime.parsegodebug", STORE64},
+		{ "runtime.mallocgc", LOAD64 },	     { "runtime.profilealloc", LOAD64 },
+		{ "runtime.nextSample", LOAD64 },    { "runtime.parsedebugvars", STORE64 },
+		{ "runtime.parsegodebug", STORE64 },
 	};
 	unsigned n1, n2, n3;
-	struct gobin_vars v = {0};
+	struct gobin_vars v = { 0 };
 	v.mbuckets = common_target(g, ef, mb, sizeof(mb) / sizeof(mb[0]), 8, &n1);
 	v.mprof_cycle = common_target(g, ef, cy, sizeof(cy) / sizeof(cy[0]), 4, &n2);
 	v.mem_profile_rate = common_target(g, ef, rt, sizeof(rt) / sizeof(rt[0]), 8, &n3);
 	/* One function alone is too weak a proof. */
 	if (n1 < 2 || n2 < 2 || n3 < 2)
 		return;
-	if (v.mbuckets && v.mprof_cycle && v.mem_profile_rate &&
-	    v.mbuckets != v.mem_profile_rate) {
+	if (v.mbuckets && v.mprof_cycle && v.mem_profile_rate && v.mbuckets != v.mem_profile_rate) {
 		v.source = GOBIN_VARS_CODE;
 		g->vars = v;
 	}
@@ -331,8 +336,10 @@ static int open_path(const char *path, struct gobin **out, struct pp_err *err)
 	/* The bucket layout is the same on arm64; decoding instructions for
 	 * stripped binaries is amd64 only. */
 	if (ef->e_machine != EM_X86_64 && ef->e_machine != EM_AARCH64) {
-		rc = pp_errf(err, -ENOEXEC, "%s: not a 64-bit little-endian x86-64/arm64 ELF "
-			     "(machine %u)", path, (unsigned)ef->e_machine);
+		rc = pp_errf(err, -ENOEXEC,
+			     "%s: not a 64-bit little-endian x86-64/arm64 ELF "
+			     "(machine %u)",
+			     path, (unsigned)ef->e_machine);
 		goto fail;
 	}
 	g->pie = ef->e_type == ET_DYN;
@@ -458,8 +465,10 @@ static int verify_live(struct gobin *g, struct pp_err *err)
 	if ((rc = gobin_read_rate(g, &rate, err)))
 		return rc;
 	if (rate < 0 || rate > ((int64_t)1 << 40))
-		return pp_errf(err, -ENOENT, "pid %d: candidate runtime.MemProfileRate at 0x%" PRIx64
-			       " holds %" PRId64 ", not a rate", (int)g->pid, g->rate_addr, rate);
+		return pp_errf(err, -ENOENT,
+			       "pid %d: candidate runtime.MemProfileRate at 0x%" PRIx64
+			       " holds %" PRId64 ", not a rate",
+			       (int)g->pid, g->rate_addr, rate);
 	if ((rc = gobin_read_mbuckets(g, &head, err)))
 		return rc;
 	if (head) {
@@ -469,7 +478,8 @@ static int verify_live(struct gobin *g, struct pp_err *err)
 		struct gobucket b;
 		rmem_init(&rm, g->mem, g->pid, false);
 		if (gobucket_read(&rm, head, 0, false, buf, &b, NULL) || b.nstk == 0)
-			return pp_errf(err, -ENOENT, "pid %d: candidate runtime.mbuckets at 0x%" PRIx64
+			return pp_errf(err, -ENOENT,
+				       "pid %d: candidate runtime.mbuckets at 0x%" PRIx64
 				       " does not point at a memory-profile bucket",
 				       (int)g->pid, g->mbuckets_addr);
 	}
@@ -485,10 +495,11 @@ static bool proc_alive(pid_t pid)
 
 int gobin_attach(struct gobin *g, pid_t pid, struct pp_err *err)
 {
-	struct proc_maps maps = {0};
+	struct proc_maps maps = { 0 };
 	int rc = proc_maps_read(pid, &maps, err);
 	if (rc)
-		return rc == -ESRCH ? pp_errf(err, -ESRCH, "pid %d: no such process", (int)pid) : rc;
+		return rc == -ESRCH ? pp_errf(err, -ESRCH, "pid %d: no such process", (int)pid)
+				    : rc;
 	const struct proc_map *text = NULL;
 	for (size_t i = 0; i < maps.n; i++) {
 		const struct proc_map *m = &maps.v[i];
@@ -522,7 +533,8 @@ int gobin_attach(struct gobin *g, pid_t pid, struct pp_err *err)
 	g->bias = proc_map_bias(text, g->text_vaddr, g->text_offset);
 	if (!g->pie && g->bias != 0) {
 		proc_maps_free(&maps);
-		return pp_errf(err, -ENOENT, "pid %d: non-PIE executable loaded at a bias", (int)pid);
+		return pp_errf(err, -ENOENT, "pid %d: non-PIE executable loaded at a bias",
+			       (int)pid);
 	}
 	g->text_start = text->start;
 	g->text_limit = text->end;
@@ -531,10 +543,11 @@ int gobin_attach(struct gobin *g, pid_t pid, struct pp_err *err)
 	g->rate_addr = g->vars.mem_profile_rate ? g->vars.mem_profile_rate + g->bias : 0;
 	g->cycle_addr = g->vars.mprof_cycle ? g->vars.mprof_cycle + g->bias : 0;
 	if (g->vars.source == GOBIN_VARS_NONE)
-		return pp_errf(err, -ENOENT,
-			       "%s: runtime.mbuckets/MemProfileRate/mProfCycle not found (%s)",
-			       g->exe, g->has_symtab ? "not in .symtab" :
-			       "stripped, and not recognized in the runtime's code");
+		return pp_errf(
+			err, -ENOENT,
+			"%s: runtime.mbuckets/MemProfileRate/mProfCycle not found (%s)", g->exe,
+			g->has_symtab ? "not in .symtab"
+				      : "stripped, and not recognized in the runtime's code");
 	if (g->vars.source == GOBIN_VARS_CODE && (rc = verify_live(g, err))) {
 		g->mbuckets_addr = g->rate_addr = g->cycle_addr = 0;
 		return rc;
@@ -547,7 +560,7 @@ static bool is_kernel_thread(pid_t pid)
 {
 	struct proc_stat st;
 	return proc_stat(pid, &st) == 0 && st.state != 'Z' && st.state != 'X' &&
-	       (st.flags & 0x00200000UL);	/* PF_KTHREAD */
+	       (st.flags & 0x00200000UL); /* PF_KTHREAD */
 }
 
 static int open_pid(pid_t pid, struct gobin **out, struct pp_err *err)
@@ -575,7 +588,8 @@ static int open_pid(pid_t pid, struct gobin **out, struct pp_err *err)
 	rc = open_path(path, &g, err);
 	if (rc == -ENOENT) {
 		pp_err_clear(err);
-		return pp_errf(err, -ESRCH, "pid %d: no such process (or a kernel thread)", (int)pid);
+		return pp_errf(err, -ESRCH, "pid %d: no such process (or a kernel thread)",
+			       (int)pid);
 	}
 	if (rc == -ENOEXEC) {
 		pp_err_clear(err);
@@ -633,8 +647,7 @@ int gobin_read_mbuckets(const struct gobin *g, uint64_t *head, struct pp_err *er
 	return read_exact(g, g->pid, g->mbuckets_addr, head, sizeof(*head), err);
 }
 
-int gobin_enable_profiling(const struct gobin *g, int64_t rate, int64_t *old,
-			   struct pp_err *err)
+int gobin_enable_profiling(const struct gobin *g, int64_t rate, int64_t *old, struct pp_err *err)
 {
 	int rc;
 	if (rate <= 0)
@@ -662,8 +675,7 @@ int gobin_enable_profiling(const struct gobin *g, int64_t rate, int64_t *old,
 
 /* ---- Symbolization ---------------------------------------------------- */
 
-size_t gobin_symbolize(const struct gobin *g, uint64_t pc, struct gobin_frame *frames,
-		       size_t max)
+size_t gobin_symbolize(const struct gobin *g, uint64_t pc, struct gobin_frame *frames, size_t max)
 {
 	if (!g->impl->es || max == 0 || pc < g->bias)
 		return 0;

@@ -33,16 +33,16 @@
 #define GOBIN_DEFAULT_RATE 524288
 
 enum gobin_source {
-	GOBIN_VARS_NONE = 0,	/* not found */
-	GOBIN_VARS_SYMTAB,	/* .symtab */
-	GOBIN_VARS_CODE,	/* decoded from runtime functions (stripped binary) */
+	GOBIN_VARS_NONE = 0, /* not found */
+	GOBIN_VARS_SYMTAB,   /* .symtab */
+	GOBIN_VARS_CODE,     /* decoded from runtime functions (stripped binary) */
 };
 
 /* Link-time addresses of the runtime's memory-profile variables; 0 = unknown. */
 struct gobin_vars {
-	uint64_t mbuckets;		/* *bucket, newest first, linked by allnext */
-	uint64_t mem_profile_rate;	/* int */
-	uint64_t mprof_cycle;		/* uint32: cycle << 1 | flushed */
+	uint64_t mbuckets;	   /* *bucket, newest first, linked by allnext */
+	uint64_t mem_profile_rate; /* int */
+	uint64_t mprof_cycle;	   /* uint32: cycle << 1 | flushed */
 	enum gobin_source source;
 };
 
@@ -69,18 +69,18 @@ struct gobin_mem {
 };
 
 struct gobin {
-	char *path;			/* the file analyzed (e.g. /proc/PID/exe) */
-	char *exe;			/* the executable's own path (label), or a copy of path */
+	char *path; /* the file analyzed (e.g. /proc/PID/exe) */
+	char *exe;  /* the executable's own path (label), or a copy of path */
 	bool is_go;
-	bool pie;			/* ET_DYN: load bias applies */
+	bool pie; /* ET_DYN: load bias applies */
 	bool has_symtab;
-	bool has_pclntab;		/* functions, files, lines (and inlining) */
+	bool has_pclntab; /* functions, files, lines (and inlining) */
 	/* The file's labels, elffile's (elffile.h says how each is rendered:
 	 * the symbolizer reports the same for the same file). */
-	char go_version[64];		/* "go1.19.8"; "" when unknown */
-	char go_build_id[256];		/* the Go build id note; "" when absent */
-	char gnu_build_id[129];		/* hex of NT_GNU_BUILD_ID; "" when absent */
-	struct gobin_vars vars;		/* link-time */
+	char go_version[64];	/* "go1.19.8"; "" when unknown */
+	char go_build_id[256];	/* the Go build id note; "" when absent */
+	char gnu_build_id[129]; /* hex of NT_GNU_BUILD_ID; "" when absent */
+	struct gobin_vars vars; /* link-time */
 
 	/* The executable text segment (link-time), for pprof mappings. */
 	uint64_t text_vaddr, text_memsz, text_offset;
@@ -93,7 +93,7 @@ struct gobin {
 	 */
 	pid_t pid;
 	uint64_t bias;
-	uint64_t text_start, text_limit;	/* runtime range of text */
+	uint64_t text_start, text_limit; /* runtime range of text */
 	uint64_t mbuckets_addr, rate_addr, cycle_addr;
 
 	/* NULL: process_vm_readv on the process (see struct gobin_mem).
@@ -161,8 +161,7 @@ int gobin_read_mbuckets(const struct gobin *g, uint64_t *head, struct pp_err *er
  * returns 0 without writing when the rate is already non-zero (*old != 0),
  * 1 when it wrote.
  */
-int gobin_enable_profiling(const struct gobin *g, int64_t rate, int64_t *old,
-			   struct pp_err *err);
+int gobin_enable_profiling(const struct gobin *g, int64_t rate, int64_t *old, struct pp_err *err);
 
 /* Exactly len bytes of pid's memory (rmem_read_exact, remotemem.h): -ESRCH
  * (gone), -EFAULT (unmapped or short), -EPERM/-EACCES, with a message. */
@@ -181,15 +180,15 @@ ssize_t gobin_read_some(const struct gobin *g, pid_t pid, uint64_t addr, void *b
  * code (at link-time address addr), at most max. Exposed for tests.
  */
 enum { GOBIN_LOAD32, GOBIN_LOAD64, GOBIN_STORE64, GOBIN_LEA64 };
-void gobin_scan_moves(const uint8_t *code, size_t len, uint64_t addr, int kind,
-		      uint64_t *out, size_t *nout, size_t max);
+void gobin_scan_moves(const uint8_t *code, size_t len, uint64_t addr, int kind, uint64_t *out,
+		      size_t *nout, size_t max);
 
 /* One frame of a PC; the strings live as long as the gobin. */
 struct gobin_frame {
-	const char *function;	/* "main.leak" */
-	const char *file;	/* "" when unknown */
-	int64_t line;		/* 0 when unknown */
-	uint64_t entry;		/* runtime entry of the physical function */
+	const char *function; /* "main.leak" */
+	const char *file;     /* "" when unknown */
+	int64_t line;	      /* 0 when unknown */
+	uint64_t entry;	      /* runtime entry of the physical function */
 };
 
 /*
@@ -197,7 +196,6 @@ struct gobin_frame {
  * innermost (inlined) first, the physical function last. Returns the number
  * of frames written (<= max), 0 when pc is not in a known function.
  */
-size_t gobin_symbolize(const struct gobin *g, uint64_t pc, struct gobin_frame *frames,
-		       size_t max);
+size_t gobin_symbolize(const struct gobin *g, uint64_t pc, struct gobin_frame *frames, size_t max);
 
 #endif

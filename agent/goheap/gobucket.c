@@ -13,8 +13,8 @@
 static void cycle_from(struct go_memrec *m, const uint64_t *w)
 {
 	struct go_rt_memrec_cycle c;
-	memcpy(&c, w, sizeof(c));	/* __u64 and uint64_t are distinct types */
-	*m = (struct go_memrec){c.allocs, c.frees, c.alloc_bytes, c.free_bytes};
+	memcpy(&c, w, sizeof(c)); /* __u64 and uint64_t are distinct types */
+	*m = (struct go_memrec){ c.allocs, c.frees, c.alloc_bytes, c.free_bytes };
 }
 
 static int unreadable(struct rmem *r, uint64_t addr, int rc, struct pp_err *err)
@@ -39,19 +39,25 @@ int gobucket_read(struct rmem *r, uint64_t addr, uint32_t max_depth, bool with_r
 	if (rc)
 		return unreadable(r, addr, rc, err);
 	struct go_rt_bucket hd, *h = &hd;
-	memcpy(&hd, buf, sizeof(hd));	/* __u64 and uint64_t are distinct types */
+	memcpy(&hd, buf, sizeof(hd)); /* __u64 and uint64_t are distinct types */
 	if (h->typ != GO_BUCKET_MEMPROF)
-		return pp_errf(err, GOBUCKET_EBAD, "bucket 0x%" PRIx64 " has type %" PRIu64
-			       ", not a memory profile bucket", addr, (uint64_t)h->typ);
+		return pp_errf(err, GOBUCKET_EBAD,
+			       "bucket 0x%" PRIx64 " has type %" PRIu64
+			       ", not a memory profile bucket",
+			       addr, (uint64_t)h->typ);
 	if (h->nstk > GO_MAX_STACK)
-		return pp_errf(err, GOBUCKET_EBAD, "bucket 0x%" PRIx64 " claims %" PRIu64
-			       " frames (limit %d)", addr, (uint64_t)h->nstk, GO_MAX_STACK);
+		return pp_errf(err, GOBUCKET_EBAD,
+			       "bucket 0x%" PRIx64 " claims %" PRIu64 " frames (limit %d)", addr,
+			       (uint64_t)h->nstk, GO_MAX_STACK);
 	/* Copied now: the second read below may see other bytes (the target
 	 * is live), and nstk as checked is what sizes everything. */
 	uint64_t nstk = h->nstk;
-	*b = (struct gobucket){.addr = addr, .allnext = h->allnext, .size = h->size, .nstk = nstk,
-			       .nkept = (uint32_t)(nstk < max_depth ? nstk : max_depth),
-			       .stk = buf + GO_BUCKET_STK / 8};
+	*b = (struct gobucket){ .addr = addr,
+				.allnext = h->allnext,
+				.size = h->size,
+				.nstk = nstk,
+				.nkept = (uint32_t)(nstk < max_depth ? nstk : max_depth),
+				.stk = buf + GO_BUCKET_STK / 8 };
 	size_t need = with_record ? GO_BUCKET_BYTES(nstk) : GO_BUCKET_HDR + 8 * (size_t)b->nkept;
 	if (need > first && (rc = rmem_read(r, addr, buf, need, NULL)))
 		return unreadable(r, addr, rc, err);

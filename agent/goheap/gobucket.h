@@ -25,12 +25,12 @@ struct go_memrec {
 };
 
 struct gobucket {
-	uint64_t addr;		/* where it is: its identity */
-	uint64_t allnext;	/* the next (older) bucket, 0 = end of the list */
-	uint64_t size;		/* allocation size */
-	uint64_t nstk;		/* PCs the bucket has (<= GO_MAX_STACK) */
-	uint32_t nkept;		/* PCs in stk: nstk cut at max_depth */
-	const uint64_t *stk;	/* return PCs, leaf first; in the caller's buffer */
+	uint64_t addr;	     /* where it is: its identity */
+	uint64_t allnext;    /* the next (older) bucket, 0 = end of the list */
+	uint64_t size;	     /* allocation size */
+	uint64_t nstk;	     /* PCs the bucket has (<= GO_MAX_STACK) */
+	uint32_t nkept;	     /* PCs in stk: nstk cut at max_depth */
+	const uint64_t *stk; /* return PCs, leaf first; in the caller's buffer */
 	/* with_record only: the memRecord */
 	struct go_memrec active, future[3];
 };

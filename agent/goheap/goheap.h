@@ -64,15 +64,15 @@ struct pprof;
 
 enum goheap_view { GOHEAP_VIEW_RUNTIME, GOHEAP_VIEW_LATEST };
 
-const char *goheap_view_name(enum goheap_view v);	/* "runtime" | "latest" */
+const char *goheap_view_name(enum goheap_view v); /* "runtime" | "latest" */
 int goheap_view_parse(const char *s, enum goheap_view *v);
 
 struct go_bucket {
-	uint64_t addr;		/* the bucket's address in the target (identity) */
-	uint64_t size;		/* allocation size: buckets are keyed by stack and size */
-	uint32_t nstk;		/* PCs kept in stk (<= max_depth) */
-	bool truncated;		/* the bucket had more than max_depth PCs */
-	uint64_t *stk;		/* return PCs, runtime addresses, leaf first */
+	uint64_t addr;	/* the bucket's address in the target (identity) */
+	uint64_t size;	/* allocation size: buckets are keyed by stack and size */
+	uint32_t nstk;	/* PCs kept in stk (<= max_depth) */
+	bool truncated; /* the bucket had more than max_depth PCs */
+	uint64_t *stk;	/* return PCs, runtime addresses, leaf first */
 	struct go_memrec active, future[3];
 };
 
@@ -81,15 +81,15 @@ struct goheap_arena;
 struct go_heap {
 	struct go_bucket *buckets;
 	size_t n, cap;
-	int64_t rate;			/* runtime.MemProfileRate at read time */
-	uint32_t cycle;			/* raw runtime.mProfCycle (cycle << 1 | flushed) */
+	int64_t rate;	/* runtime.MemProfileRate at read time */
+	uint32_t cycle; /* raw runtime.mProfCycle (cycle << 1 | flushed) */
 	bool complete;
-	char incomplete_reason[192];	/* "" when complete */
-	uint64_t truncated_stacks;	/* buckets whose stack was cut at max_depth */
-	int64_t time_ns;		/* CLOCK_REALTIME at the start of the read */
-	int64_t duration_ns;		/* how long the read took */
-	uint64_t remote_reads;		/* process_vm_readv calls (for measurement) */
-	struct goheap_arena *arena;	/* owns the stacks */
+	char incomplete_reason[192]; /* "" when complete */
+	uint64_t truncated_stacks;   /* buckets whose stack was cut at max_depth */
+	int64_t time_ns;	     /* CLOCK_REALTIME at the start of the read */
+	int64_t duration_ns;	     /* how long the read took */
+	uint64_t remote_reads;	     /* process_vm_readv calls (for measurement) */
+	struct goheap_arena *arena;  /* owns the stacks */
 };
 
 void goheap_init(struct go_heap *h);
@@ -137,10 +137,9 @@ int goheap_to_pprof(const struct go_heap *h, const struct gobin *g, enum goheap_
  * the external labels (which do not override those). comm/cgroup are read
  * from /proc now ("" when the process is gone). out must be empty.
  */
-int goheap_series_labels(pid_t pid, const struct gobin *g, const char *node,
-			 const char *trigger, enum goheap_view view,
-			 const struct pp_labels *external, struct pp_labels *out,
-			 struct pp_err *err);
+int goheap_series_labels(pid_t pid, const struct gobin *g, const char *node, const char *trigger,
+			 enum goheap_view view, const struct pp_labels *external,
+			 struct pp_labels *out, struct pp_err *err);
 
 /*
  * What one snapshot may cost (go_heap.budget), whatever the target's
@@ -170,29 +169,29 @@ int goheap_apply_budget(struct go_heap *h, const struct goheap_budget *b);
 struct goheap_snapshot_opts {
 	enum goheap_view view;
 	uint32_t max_buckets, max_depth;
-	struct goheap_budget budget;	/* zeroed: unlimited (tests, goheap_tool) */
+	struct goheap_budget budget; /* zeroed: unlimited (tests, goheap_tool) */
 	/* When set and true, the walk stops within a few buckets (agent
 	 * shutdown), the profile flagged incomplete; NULL = never. */
 	const _Atomic(bool) *cancel;
-	const char *trigger;		/* "on_demand" | "interval" | ... */
+	const char *trigger; /* "on_demand" | "interval" | ... */
 	const char *node;
-	const struct pp_labels *external;	/* may be NULL */
+	const struct pp_labels *external; /* may be NULL */
 };
 
 struct goheap_snapshot {
-	uint8_t *gz;			/* gzip'd pprof, malloc'd */
+	uint8_t *gz; /* gzip'd pprof, malloc'd */
 	size_t len;
 	struct pp_labels labels;
 	size_t buckets, samples;
 	bool complete;
-	bool budget_cut;		/* cut by opts.budget (reason starts "budget:") */
+	bool budget_cut; /* cut by opts.budget (reason starts "budget:") */
 	char incomplete_reason[192];
 	uint64_t truncated_stacks;
-	uint64_t frames, locations;	/* PCs kept, distinct PCs symbolized */
-	uint64_t read_bytes;		/* asked of process_vm_readv */
+	uint64_t frames, locations; /* PCs kept, distinct PCs symbolized */
+	uint64_t read_bytes;	    /* asked of process_vm_readv */
 	int64_t rate;
-	int64_t read_ns;	/* the walk, which streams into the profile builder */
-	int64_t total_ns;	/* + encoding, gzip and labels */
+	int64_t read_ns;  /* the walk, which streams into the profile builder */
+	int64_t total_ns; /* + encoding, gzip and labels */
 };
 
 /* Read + profile + labels for one attached gobin. The buckets stream into

@@ -37,9 +37,9 @@ struct goheap_stream {
  * was spent (out). */
 struct goheap_walk_budget {
 	const struct goheap_budget *b;
-	int64_t deadline_ns;		/* CLOCK_MONOTONIC; 0 = none */
-	const _Atomic(bool) *cancel;	/* NULL = never */
-	uint64_t frames, read_bytes;	/* spent */
+	int64_t deadline_ns;	     /* CLOCK_MONOTONIC; 0 = none */
+	const _Atomic(bool) *cancel; /* NULL = never */
+	uint64_t frames, read_bytes; /* spent */
 	bool cut;
 };
 
@@ -57,7 +57,7 @@ int goheap_walk(pid_t pid, const struct gobin *g, uint32_t max_buckets, uint32_t
  * address), whether that frame is inlined, all frames (for the final
  * expansion), and whether FuncForPC(pc) is a runtime function. */
 struct pcinfo {
-	struct gobin_frame *fr;		/* nfr frames, in the builder's frame pool */
+	struct gobin_frame *fr; /* nfr frames, in the builder's frame pool */
 	uint32_t nfr;
 	bool runtime_at_pc;
 };
@@ -73,7 +73,7 @@ struct loccache {
 	uint64_t id;
 	uint32_t npcs;
 	uint64_t *pcs;
-	struct gobin_frame first;	/* innermost frame of pcs[0] */
+	struct gobin_frame first; /* innermost frame of pcs[0] */
 	bool first_inlined;
 };
 
@@ -81,30 +81,33 @@ struct goheap_builder {
 	const struct gobin *g;
 	struct pprof *p;
 	uint64_t mapping;
-	struct u64map pcmap;		/* pc -> index into pcs */
+	struct u64map pcmap; /* pc -> index into pcs */
 	struct pcinfo *pcs;
 	size_t npcs, cappcs;
-	struct u64map locmap;		/* first pc -> index into locs */
-	struct { uint64_t pc; uint32_t li; } *lcache;	/* direct-mapped front of locmap */
+	struct u64map locmap; /* first pc -> index into locs */
+	struct {
+		uint64_t pc;
+		uint32_t li;
+	} * lcache; /* direct-mapped front of locmap */
 	struct loccache *locs;
 	size_t nlocs, caplocs;
-	struct go_heap pool;		/* arena for location pc lists */
+	struct go_heap pool; /* arena for location pc lists */
 	struct frame_chunk *frames;
 	/* the deck: pcs merged into one location (inlining) */
 	uint64_t dpcs[GOHEAP_MAX_INLINE];
 	struct gobin_frame dfr[GOHEAP_MAX_INLINE];
 	bool dinl[GOHEAP_MAX_INLINE];
 	uint32_t nd;
-	int64_t dlast;			/* index in pcs of the last pc in the deck, -1 */
+	int64_t dlast; /* index in pcs of the last pc in the deck, -1 */
 	int64_t rate;
-	uint64_t *stkbuf;		/* location ids of the sample being built */
-	uint64_t max_pcs;		/* budget max_locations; 0 = none */
+	uint64_t *stkbuf; /* location ids of the sample being built */
+	uint64_t max_pcs; /* budget max_locations; 0 = none */
 };
 
 struct goheap_builder_opts {
-	const struct gobin *g;	/* required; borrowed, must outlive the builder */
-	int64_t rate;		/* the profile's period (0: set later) */
-	int64_t time_ns;	/* the profile's time (0: set later) */
+	const struct gobin *g; /* required; borrowed, must outlive the builder */
+	int64_t rate;	       /* the profile's period (0: set later) */
+	int64_t time_ns;       /* the profile's time (0: set later) */
 };
 /* An empty profile with the heap's sample types, period (rate) and time,
  * and the executable's mapping. 0 with *out set; -EINVAL (no gobin) or

@@ -75,12 +75,12 @@ static bool deck_try_add(struct goheap_builder *b, uint64_t pc, const struct gob
 			 bool inlined, int64_t pcidx)
 {
 	if (b->nd) {
-		if (!b->dinl[b->nd - 1])	/* the last frame is physical */
+		if (!b->dinl[b->nd - 1]) /* the last frame is physical */
 			return false;
 		const struct gobin_frame *last = &b->dfr[b->nd - 1];
 		if (last->entry == 0 || f->entry == 0 || last->entry != f->entry)
 			return false;
-		if (!strcmp(last->function, f->function))	/* recursion */
+		if (!strcmp(last->function, f->function)) /* recursion */
 			return false;
 		if (b->nd >= GOHEAP_MAX_INLINE)
 			return false;
@@ -114,7 +114,7 @@ static uint64_t deck_emit(struct goheap_builder *b, bool final, int *rc)
 			*rc = -ENOMEM;
 			return 0;
 		}
-		lines[nl++] = (struct pprof_line){fid, f->line};
+		lines[nl++] = (struct pprof_line){ fid, f->line };
 	}
 	/* runtime_expandFinalInlineFrame: a stack that ends inside inlined
 	 * frames gets their callers from the last PC's full expansion. */
@@ -127,10 +127,11 @@ static uint64_t deck_emit(struct goheap_builder *b, bool final, int *rc)
 				*rc = -ENOMEM;
 				return 0;
 			}
-			lines[nl++] = (struct pprof_line){fid, f->line};
+			lines[nl++] = (struct pprof_line){ fid, f->line };
 		}
 	}
-	uint64_t id = pprof_location(b->p, mapping_of(b, b->dpcs[0] - 1), b->dpcs[0] - 1, lines, nl);
+	uint64_t id =
+		pprof_location(b->p, mapping_of(b, b->dpcs[0] - 1), b->dpcs[0] - 1, lines, nl);
 	if (!id) {
 		*rc = -ENOMEM;
 		return 0;
@@ -171,7 +172,7 @@ static uint64_t raw_location(struct goheap_builder *b, uint64_t pc)
 static inline bool loc_lookup(struct goheap_builder *b, uint64_t pc, uint32_t *li)
 {
 	size_t slot = (pc ^ (pc >> 13)) & (LCACHE - 1);
-	if (pc && b->lcache[slot].pc == pc) {	/* 0 marks an empty slot */
+	if (pc && b->lcache[slot].pc == pc) { /* 0 marks an empty slot */
 		*li = b->lcache[slot].li;
 		return true;
 	}
@@ -258,7 +259,7 @@ static int locs_for_stack(struct goheap_builder *b, const uint64_t *stk, uint32_
 			locs[(*nlocs)++] = id;
 		if (rc)
 			return rc;
-		deck_try_add(b, pc, &f0, inl, pidx);	/* deck empty: succeeds */
+		deck_try_add(b, pc, &f0, inl, pidx); /* deck empty: succeeds */
 		i++;
 	}
 	/* The last location may need the final inline expansion; it is not
@@ -297,7 +298,7 @@ static int builder_fill(struct goheap_builder *b, const struct gobin *g, int64_t
 	b->dlast = -1;
 	b->rate = rate;
 	goheap_init(&b->pool);
-	pprof_new(&b->p, NULL);	/* b->p NULL on failure: -ENOMEM below */
+	pprof_new(&b->p, NULL); /* b->p NULL on failure: -ENOMEM below */
 	b->lcache = calloc(LCACHE, sizeof(*b->lcache));
 	b->stkbuf = malloc(2 * GOHEAP_NSTK_LIMIT * sizeof(*b->stkbuf));
 	if (!b->p || !b->lcache || !b->stkbuf || u64map_init(&b->pcmap, 4096) ||
@@ -312,9 +313,10 @@ static int builder_fill(struct goheap_builder *b, const struct gobin *g, int64_t
 	pprof_set_time(b->p, time_ns, 0);
 	if (g->text_limit > g->text_start) {
 		const char *bid = g->gnu_build_id[0] ? g->gnu_build_id : g->go_build_id;
-		b->mapping = pprof_mapping(b->p, g->text_start, g->text_limit,
-					   g->text_offset + (g->text_start - (g->text_vaddr + g->bias)),
-					   g->exe, bid, true, g->has_pclntab);
+		b->mapping =
+			pprof_mapping(b->p, g->text_start, g->text_limit,
+				      g->text_offset + (g->text_start - (g->text_vaddr + g->bias)),
+				      g->exe, bid, true, g->has_pclntab);
 		if (!b->mapping)
 			return -ENOMEM;
 	}
@@ -337,7 +339,8 @@ int goheap_builder_new(const struct goheap_builder_opts *o, struct goheap_builde
 }
 
 /* One bucket with the record its view reports (writeHeapProto's loop). */
-int goheap_builder_add(struct goheap_builder *b, const struct go_bucket *bk, const struct go_memrec *r)
+int goheap_builder_add(struct goheap_builder *b, const struct go_bucket *bk,
+		       const struct go_memrec *r)
 {
 	int rc;
 	/* WriteHeapProfile asks MemProfile with inuseZero = true: every
@@ -357,7 +360,7 @@ int goheap_builder_add(struct goheap_builder *b, const struct go_bucket *bk, con
 			break;
 	}
 	if (skip == nstk)
-		skip = 0;	/* Go keeps the whole stack then */
+		skip = 0; /* Go keeps the whole stack then */
 	/* The budget on distinct PCs: checked before the bucket changes
 	 * anything, so a bucket goes in whole or not at all. pc_info above
 	 * may already have added up to a stack's worth past the limit. */
@@ -375,23 +378,26 @@ int goheap_builder_add(struct goheap_builder *b, const struct go_bucket *bk, con
 	if (nlocs == 0 && skip && (rc = locs_for_stack(b, bk->stk, nstk, b->stkbuf, &nlocs)))
 		return rc;
 	int64_t ao = (int64_t)r->allocs, ab = (int64_t)r->alloc_bytes;
-	int64_t io = (int64_t)(r->allocs - r->frees), ib = (int64_t)(r->alloc_bytes - r->free_bytes);
+	int64_t io = (int64_t)(r->allocs - r->frees),
+		ib = (int64_t)(r->alloc_bytes - r->free_bytes);
 	int64_t v[4];
 	goheap_scale_heap_sample(ao, ab, b->rate, &v[0], &v[1]);
 	goheap_scale_heap_sample(io, ib, b->rate, &v[2], &v[3]);
 	int64_t bsize = ao > 0 ? ab / ao : 0;
-	struct pprof_label lab = {.key = "bytes", .str = NULL, .num = bsize};
+	struct pprof_label lab = { .key = "bytes", .str = NULL, .num = bsize };
 	if (pprof_add_sample(b->p, b->stkbuf, nlocs, v, &lab, bsize != 0 ? 1 : 0))
 		return -ENOMEM;
 	return 0;
 }
 
-int goheap_builder_comments(struct goheap_builder *b, const struct go_heap *h, enum goheap_view view)
+int goheap_builder_comments(struct goheap_builder *b, const struct go_heap *h,
+			    enum goheap_view view)
 {
 	char comment[320];
-	snprintf(comment, sizeof(comment), "pushprof go heap: view=%s buckets=%zu rate=%" PRId64
-		 " cycle=%" PRIu32 " truncated_stacks=%" PRIu64, goheap_view_name(view), h->n, h->rate,
-		 h->cycle >> 1, h->truncated_stacks);
+	snprintf(comment, sizeof(comment),
+		 "pushprof go heap: view=%s buckets=%zu rate=%" PRId64 " cycle=%" PRIu32
+		 " truncated_stacks=%" PRIu64,
+		 goheap_view_name(view), h->n, h->rate, h->cycle >> 1, h->truncated_stacks);
 	if (pprof_add_comment(b->p, comment))
 		return -ENOMEM;
 	if (!h->complete) {

@@ -40,16 +40,21 @@ double goheap_go_exp(double x)
 	static const double LOG2E = 1.4426950408889634073599246810018920;
 	static const double LN2U = 0.69314718055966295651160180568695068359375;
 	static const double LN2L = 0.28235290563031577122588448175013436025525412068e-12;
-	static const double c[9] = {0.5, 1.0, 2.0, 1.6666666666666666667e-1,
-				    4.1666666666666666667e-2, 8.3333333333333333333e-3,
-				    1.3888888888888888889e-3, 1.9841269841269841270e-4,
-				    2.4801587301587301587e-5};
+	static const double c[9] = { 0.5,
+				     1.0,
+				     2.0,
+				     1.6666666666666666667e-1,
+				     4.1666666666666666667e-2,
+				     8.3333333333333333333e-3,
+				     1.3888888888888888889e-3,
+				     1.9841269841269841270e-4,
+				     2.4801587301587301587e-5 };
 	if (isnan(x) || isinf(x))
 		return x < 0 ? 0 : x;
 	if (x > 7.09782712893384e+02)
 		return INFINITY;
 	double t = LOG2E * x;
-	if (t < -2147483648.0 || t > 2147483647.0)	/* CVTSD2SL: integer indefinite */
+	if (t < -2147483648.0 || t > 2147483647.0) /* CVTSD2SL: integer indefinite */
 		t = -2147483648.0;
 	int32_t bx = (int32_t)nearbyint(t);
 	double x1 = bx, p;
@@ -130,8 +135,7 @@ static int64_t go_int64(double f)
 }
 
 /* runtime/pprof scaleHeapSample. */
-void goheap_scale_heap_sample(int64_t count, int64_t size, int64_t rate, int64_t *oc,
-			      int64_t *os)
+void goheap_scale_heap_sample(int64_t count, int64_t size, int64_t rate, int64_t *oc, int64_t *os)
 {
 	if (count == 0 || size == 0) {
 		*oc = *os = 0;

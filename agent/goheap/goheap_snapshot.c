@@ -15,10 +15,9 @@
 #include "pprof.h"
 #include "procinfo.h"
 
-int goheap_series_labels(pid_t pid, const struct gobin *g, const char *node,
-			 const char *trigger, enum goheap_view view,
-			 const struct pp_labels *external, struct pp_labels *out,
-			 struct pp_err *err)
+int goheap_series_labels(pid_t pid, const struct gobin *g, const char *node, const char *trigger,
+			 enum goheap_view view, const struct pp_labels *external,
+			 struct pp_labels *out, struct pp_err *err)
 {
 	char pidbuf[24], comm[64] = "", cg[4096] = "";
 	snprintf(pidbuf, sizeof(pidbuf), "%d", (int)pid);
@@ -26,8 +25,8 @@ int goheap_series_labels(pid_t pid, const struct gobin *g, const char *node,
 	if (proc_cgroup(pid, NULL, cg, sizeof(cg)))
 		cg[0] = '\0';
 	if (pp_labels_set(out, "__name__", "memory") ||
-	    pp_labels_set(out, "node", node ? node : "") ||
-	    pp_labels_set(out, "pid", pidbuf) || pp_labels_set(out, "comm", comm) ||
+	    pp_labels_set(out, "node", node ? node : "") || pp_labels_set(out, "pid", pidbuf) ||
+	    pp_labels_set(out, "comm", comm) ||
 	    pp_labels_set(out, "executable", g->exe ? g->exe : "") ||
 	    pp_labels_set(out, "cgroup", cg) ||
 	    pp_labels_set(out, "trigger", trigger ? trigger : "on_demand") ||
@@ -40,7 +39,7 @@ int goheap_series_labels(pid_t pid, const struct gobin *g, const char *node,
 			return pp_errf(err, -ENOMEM, "out of memory");
 	}
 	/* Empty values mean "no label" to Parca. */
-	static const char *const optional[] = {"node", "comm", "cgroup"};
+	static const char *const optional[] = { "node", "comm", "cgroup" };
 	for (size_t i = 0; i < 3; i++) {
 		const char *v = pp_labels_get(out, optional[i]);
 		if (v && !*v)
@@ -55,8 +54,8 @@ struct snap_stream {
 	struct goheap_stream st;
 	struct goheap_builder *b;
 	enum goheap_view view;
-	bool all_cycles;	/* runtime view, second pass: no GC published yet */
-	bool any_active;	/* some bucket has published (or C%3) data */
+	bool all_cycles; /* runtime view, second pass: no GC published yet */
+	bool any_active; /* some bucket has published (or C%3) data */
 };
 
 static int snap_fn(struct goheap_stream *st, struct go_heap *h, const struct go_bucket *bk)
@@ -71,7 +70,8 @@ static int snap_fn(struct goheap_stream *st, struct go_heap *h, const struct go_
 	struct go_memrec r = goheap_bucket_record(h, bk, ss->view, ss->all_cycles);
 	ss->b->rate = h->rate;
 	if ((rc = goheap_builder_add(ss->b, bk, &r)) == GOHEAP_STOP)
-		goheap_set_incomplete(h, "budget: more than go_heap.budget.max_locations (%" PRIu64
+		goheap_set_incomplete(h,
+				      "budget: more than go_heap.budget.max_locations (%" PRIu64
 				      ") distinct PCs after %zu buckets: the rest were not read",
 				      ss->b->max_pcs, h->n - 1);
 	return rc;
@@ -99,7 +99,7 @@ static int snapshot_locked(pid_t pid, const struct gobin *g, const struct goheap
 	struct goheap_builder *b = NULL;
 	struct pprof *p = NULL;
 	int64_t t0 = pp_clock_ns(CLOCK_MONOTONIC);
-	struct goheap_walk_budget wb = {.b = &o->budget, .cancel = o->cancel};
+	struct goheap_walk_budget wb = { .b = &o->budget, .cancel = o->cancel };
 	int rc;
 
 	memset(out, 0, sizeof(*out));
@@ -113,8 +113,9 @@ static int snapshot_locked(pid_t pid, const struct gobin *g, const struct goheap
 		 * passes the rate on, period and time are set at the end. */
 		if ((rc = goheap_builder_new(&(struct goheap_builder_opts){ .g = g }, &b, NULL)))
 			goto nomem;
-		struct snap_stream ss = {.st.fn = snap_fn, .b = b, .view = o->view,
-					 .all_cycles = pass == 1};
+		struct snap_stream ss = {
+			.st.fn = snap_fn, .b = b, .view = o->view, .all_cycles = pass == 1
+		};
 		b->max_pcs = o->budget.max_locations;
 		wb.frames = 0;
 		wb.cut = false;
@@ -136,7 +137,7 @@ static int snapshot_locked(pid_t pid, const struct gobin *g, const struct goheap
 	p = b->p;
 	b->p = NULL;
 	out->locations = b->npcs;
-	goheap_builder_free(b);	/* before encoding: the symbol caches are not needed */
+	goheap_builder_free(b); /* before encoding: the symbol caches are not needed */
 	b = NULL;
 	out->buckets = h.n;
 	out->complete = h.complete;

@@ -19,7 +19,7 @@
 #include "goheap_internal.h"
 #include "remotemem.h"
 
-#define ARENA_CHUNK (64u << 10)		/* PCs per arena chunk */
+#define ARENA_CHUNK (64u << 10) /* PCs per arena chunk */
 
 const char *goheap_view_name(enum goheap_view v)
 {
@@ -62,7 +62,7 @@ uint64_t *goheap_arena_alloc(struct go_heap *h, size_t n)
 		c->used = 0;
 		c->next = h->arena->head;
 		h->arena->head = c;
-		if (n > ARENA_CHUNK) {	/* exactly full: next alloc gets a new chunk */
+		if (n > ARENA_CHUNK) { /* exactly full: next alloc gets a new chunk */
 			c->used = n;
 			return c->v;
 		}
@@ -114,10 +114,10 @@ int goheap_add_bucket(struct go_heap *h, uint64_t addr, uint64_t size, const uin
 		 * not depend on malloc's moving mmap threshold. */
 		size_t cap = h->cap ? h->cap * 2 : 4096;
 		void *nb = h->buckets
-			? mremap(h->buckets, h->cap * sizeof(*h->buckets), cap * sizeof(*h->buckets),
-				 MREMAP_MAYMOVE)
-			: mmap(NULL, cap * sizeof(*h->buckets), PROT_READ | PROT_WRITE,
-			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+				   ? mremap(h->buckets, h->cap * sizeof(*h->buckets),
+					    cap * sizeof(*h->buckets), MREMAP_MAYMOVE)
+				   : mmap(NULL, cap * sizeof(*h->buckets), PROT_READ | PROT_WRITE,
+					  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		if (nb == MAP_FAILED)
 			return -ENOMEM;
 		h->buckets = nb;
@@ -169,7 +169,7 @@ static bool drop_repeats(struct go_heap *h)
 	return cut;
 }
 
-#define BUDGET_CHECK_EVERY 64	/* buckets between clock reads */
+#define BUDGET_CHECK_EVERY 64 /* buckets between clock reads */
 
 int goheap_walk(pid_t pid, const struct gobin *g, uint32_t max_buckets, uint32_t max_depth,
 		struct go_heap *h, struct goheap_stream *st, struct goheap_walk_budget *wb,
@@ -181,16 +181,19 @@ int goheap_walk(pid_t pid, const struct gobin *g, uint32_t max_buckets, uint32_t
 
 	h->time_ns = pp_clock_ns(CLOCK_REALTIME);
 	if (!g->mbuckets_addr || !g->rate_addr || !g->cycle_addr)
-		return pp_errf(err, -ENOENT, "%s: the runtime's memory-profile variables are not "
-			       "located", g->exe);
-	if ((rc = gobin_read_rate(g, &h->rate, err)) || (rc = gobin_read_cycle(g, &h->cycle, err)) ||
-	    (rc = gobin_read_mbuckets(g, &head, err)))
+		return pp_errf(err, -ENOENT,
+			       "%s: the runtime's memory-profile variables are not "
+			       "located",
+			       g->exe);
+	if ((rc = gobin_read_rate(g, &h->rate, err)) ||
+	    (rc = gobin_read_cycle(g, &h->cycle, err)) || (rc = gobin_read_mbuckets(g, &head, err)))
 		return rc;
 	if (h->rate == 0 && head == 0)
 		return pp_errf(err, GOHEAP_EDISABLED,
 			       "pid %d: memory profiling disabled (runtime.MemProfileRate is 0: "
 			       "the program references no heap profile; go_heap.enable_profiling "
-			       "or --enable-profiling turns it on for later allocations)", (int)pid);
+			       "or --enable-profiling turns it on for later allocations)",
+			       (int)pid);
 	if (max_depth == 0 || max_depth > GOHEAP_NSTK_LIMIT)
 		max_depth = GOHEAP_NSTK_LIMIT;
 	if (max_buckets == 0)
@@ -205,7 +208,7 @@ int goheap_walk(pid_t pid, const struct gobin *g, uint32_t max_buckets, uint32_t
 	 * once it fires the repeated tail is cut exactly (drop_repeats);
 	 * streamed, nothing can be taken back: a set of the buckets seen. */
 	uint64_t saved = 0, power = 1, lam = 0;
-	struct u64map seen = {0};
+	struct u64map seen = { 0 };
 	if (st && u64map_init(&seen, 4096)) {
 		free(buf);
 		return -ENOMEM;
@@ -214,7 +217,8 @@ int goheap_walk(pid_t pid, const struct gobin *g, uint32_t max_buckets, uint32_t
 	for (uint64_t b = head; b;) {
 		if (st) {
 			if (u64map_get(&seen, b, NULL)) {
-				goheap_set_incomplete(h, "the bucket list loops (at 0x%" PRIx64 ")", b);
+				goheap_set_incomplete(h, "the bucket list loops (at 0x%" PRIx64 ")",
+						      b);
 				break;
 			}
 			if ((rc = u64map_put(&seen, b, 1)))
@@ -235,7 +239,8 @@ int goheap_walk(pid_t pid, const struct gobin *g, uint32_t max_buckets, uint32_t
 			if (!st && drop_repeats(h))
 				goheap_set_incomplete(h, "the bucket list loops");
 			else
-				goheap_set_incomplete(h, "more than go_heap.max_buckets (%" PRIu32
+				goheap_set_incomplete(h,
+						      "more than go_heap.max_buckets (%" PRIu32
 						      ") buckets: the rest were not read",
 						      max_buckets);
 			break;
@@ -246,9 +251,12 @@ int goheap_walk(pid_t pid, const struct gobin *g, uint32_t max_buckets, uint32_t
 		}
 		if (wb && wb->b->max_read_bytes && rd.bytes > wb->b->max_read_bytes) {
 			wb->cut = true;
-			goheap_set_incomplete(h, "budget: more than go_heap.budget.max_read_bytes (%"
-					      PRIu64 ") read after %zu buckets: the rest were not "
-					      "read", wb->b->max_read_bytes, h->n);
+			goheap_set_incomplete(
+				h,
+				"budget: more than go_heap.budget.max_read_bytes (%" PRIu64
+				") read after %zu buckets: the rest were not "
+				"read",
+				wb->b->max_read_bytes, h->n);
 			break;
 		}
 		if (wb && wb->cancel && h->n % BUDGET_CHECK_EVERY == 0 &&
@@ -259,13 +267,14 @@ int goheap_walk(pid_t pid, const struct gobin *g, uint32_t max_buckets, uint32_t
 		if (wb && wb->deadline_ns && h->n % BUDGET_CHECK_EVERY == 0 &&
 		    pp_clock_ns(CLOCK_MONOTONIC) > wb->deadline_ns) {
 			wb->cut = true;
-			goheap_set_incomplete(h, "budget: go_heap.budget.max_duration (%" PRIu64
+			goheap_set_incomplete(h,
+					      "budget: go_heap.budget.max_duration (%" PRIu64
 					      " ms) over after %zu buckets: the rest were not read",
 					      wb->b->max_duration_ns / 1000000, h->n);
 			break;
 		}
 		struct gobucket gb;
-		struct pp_err berr = {0};
+		struct pp_err berr = { 0 };
 		int r = gobucket_read(&rd, b, max_depth, true, buf, &gb, &berr);
 		if (r == -ESRCH) {
 			if (h->n == 0) {
@@ -279,7 +288,7 @@ int goheap_walk(pid_t pid, const struct gobin *g, uint32_t max_buckets, uint32_t
 			rc = r;
 			break;
 		}
-		if (r) {	/* not a bucket, or not readable: berr says which */
+		if (r) { /* not a bucket, or not readable: berr says which */
 			goheap_set_incomplete(h, "%s", berr.msg);
 			break;
 		}
@@ -287,17 +296,22 @@ int goheap_walk(pid_t pid, const struct gobin *g, uint32_t max_buckets, uint32_t
 		uint64_t keep = gb.nkept;
 		if (wb && wb->b->max_frames && wb->frames + keep > wb->b->max_frames) {
 			wb->cut = true;
-			goheap_set_incomplete(h, "budget: more than go_heap.budget.max_frames (%" PRIu64
-					      ") frames after %zu buckets: the rest were not read",
-					      wb->b->max_frames, h->n);
+			goheap_set_incomplete(
+				h,
+				"budget: more than go_heap.budget.max_frames (%" PRIu64
+				") frames after %zu buckets: the rest were not read",
+				wb->b->max_frames, h->n);
 			break;
 		}
 		if (wb)
 			wb->frames += keep;
 		if (st) {
-			struct go_bucket bk = {.addr = b, .size = gb.size, .nstk = gb.nkept,
-					       .truncated = trunc, .stk = (uint64_t *)gb.stk,
-					       .active = gb.active};
+			struct go_bucket bk = { .addr = b,
+						.size = gb.size,
+						.nstk = gb.nkept,
+						.truncated = trunc,
+						.stk = (uint64_t *)gb.stk,
+						.active = gb.active };
 			memcpy(bk.future, gb.future, sizeof(bk.future));
 			h->n++;
 			h->truncated_stacks += trunc;
@@ -343,7 +357,7 @@ int goheap_read(pid_t pid, const struct gobin *g, uint32_t max_buckets, uint32_t
 
 int goheap_apply_budget(struct go_heap *h, const struct goheap_budget *b)
 {
-	struct u64map pcs = {0};
+	struct u64map pcs = { 0 };
 	uint64_t frames = 0;
 	size_t i;
 	int cut = 0;
@@ -355,9 +369,11 @@ int goheap_apply_budget(struct go_heap *h, const struct goheap_budget *b)
 	for (i = 0; i < h->n && !cut; i++) {
 		const struct go_bucket *bk = &h->buckets[i];
 		if (b->max_frames && frames + bk->nstk > b->max_frames) {
-			goheap_set_incomplete(h, "budget: more than go_heap.budget.max_frames (%" PRIu64
-					      ") frames after %zu buckets: the rest were left out",
-					      b->max_frames, i);
+			goheap_set_incomplete(
+				h,
+				"budget: more than go_heap.budget.max_frames (%" PRIu64
+				") frames after %zu buckets: the rest were left out",
+				b->max_frames, i);
 			cut = 1;
 			break;
 		}
@@ -366,9 +382,12 @@ int goheap_apply_budget(struct go_heap *h, const struct goheap_budget *b)
 			if (u64map_get(&pcs, bk->stk[k], NULL))
 				continue;
 			if (pcs.n >= b->max_locations) {
-				goheap_set_incomplete(h, "budget: more than go_heap.budget.max_locations (%"
-						      PRIu64 ") distinct PCs after %zu buckets: the "
-						      "rest were left out", b->max_locations, i);
+				goheap_set_incomplete(
+					h,
+					"budget: more than go_heap.budget.max_locations (%" PRIu64
+					") distinct PCs after %zu buckets: the "
+					"rest were left out",
+					b->max_locations, i);
 				cut = 1;
 				break;
 			}

@@ -24,7 +24,7 @@
 #include "ppclock.h"
 #include "grow.h"
 
-#define NOT_GO_CACHE 4096	/* not Go, or a Go binary that cannot be analyzed */
+#define NOT_GO_CACHE 4096 /* not Go, or a Go binary that cannot be analyzed */
 /*
  * go_heap.enable_profiling: runtime.MemProfileRate is a variable the Go
  * runtime assigns in its own init (0 when the linker dropped profiling), so
@@ -42,16 +42,16 @@ struct exe_id {
 
 struct tracked {
 	pid_t pid;
-	uint64_t start;		/* proc_start_time: tells a reused pid apart */
-	struct exe_id id;	/* tells an exec apart (same pid, same start) */
+	uint64_t start;	  /* proc_start_time: tells a reused pid apart */
+	struct exe_id id; /* tells an exec apart (same pid, same start) */
 	struct gobin *g;
-	uint64_t last_pressure_ns;	/* 0 = never */
-	uint64_t enable_at_ns;		/* enable_profiling pending until then (mono); 0 = not */
-	uint64_t enabled_ns;		/* when we wrote the rate (mono); 0 = never */
-	unsigned enables;		/* writes so far: verified (and rewritten) once only */
-	bool queued;			/* a snapshot job is with the worker */
-	unsigned cuts;			/* consecutive snapshots cut by the budget */
-	uint64_t backoff_until_ns;	/* no interval snapshot before (mono); 0 = none */
+	uint64_t last_pressure_ns; /* 0 = never */
+	uint64_t enable_at_ns;	   /* enable_profiling pending until then (mono); 0 = not */
+	uint64_t enabled_ns;	   /* when we wrote the rate (mono); 0 = never */
+	unsigned enables;	   /* writes so far: verified (and rewritten) once only */
+	bool queued;		   /* a snapshot job is with the worker */
+	unsigned cuts;		   /* consecutive snapshots cut by the budget */
+	uint64_t backoff_until_ns; /* no interval snapshot before (mono); 0 = none */
 };
 
 /*
@@ -63,7 +63,7 @@ struct job {
 	pid_t pid;
 	uint64_t start;
 	struct gobin *g;
-	const char *trigger;		/* a literal */
+	const char *trigger; /* a literal */
 	enum goheap_view view;
 	/* result */
 	int rc;
@@ -71,7 +71,7 @@ struct job {
 	char reason[192];
 };
 
-#define MAX_JOBS 1024	/* queued + done; more tracked processes wait a turn */
+#define MAX_JOBS 1024 /* queued + done; more tracked processes wait a turn */
 
 /* A target that is not (yet) a Go program: it may exec one later. */
 struct candidate {
@@ -87,22 +87,22 @@ struct gotrack {
 	size_t n, cap;
 	struct candidate *cand;
 	size_t ncand, cand_cap;
-	uint64_t due_ns;		/* earliest enable_at_ns; UINT64_MAX = none */
-	struct exe_id not_go[NOT_GO_CACHE];	/* ring of executables known not to be Go */
+	uint64_t due_ns;		    /* earliest enable_at_ns; UINT64_MAX = none */
+	struct exe_id not_go[NOT_GO_CACHE]; /* ring of executables known not to be Go */
 	size_t not_go_n, not_go_next;
 	struct metric *m_tracked, *m_enabled;
 	struct metric *m_cut, *m_backoff_skip;
 	/* the snapshot worker (see gotrack.h) */
-	struct pp_reporter rep;		/* where profiles go (gotrack_new) */
+	struct pp_reporter rep; /* where profiles go (gotrack_new) */
 	pthread_t thr;
 	bool thr_started;
-	int efd;			/* eventfd: results are waiting */
+	int efd; /* eventfd: results are waiting */
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	struct job *todo[MAX_JOBS], *done[MAX_JOBS];	/* under mu */
+	struct job *todo[MAX_JOBS], *done[MAX_JOBS]; /* under mu */
 	size_t ntodo, ndone;
-	bool stop;			/* under mu */
-	atomic_bool cancel;		/* a running snapshot gives up at once */
+	bool stop;	    /* under mu */
+	atomic_bool cancel; /* a running snapshot gives up at once */
 };
 
 int gotrack_new(const struct gotrack_opts *o, struct gotrack **out, struct pp_err *err)
@@ -128,15 +128,18 @@ int gotrack_new(const struct gotrack_opts *o, struct gotrack **out, struct pp_er
 	atomic_init(&t->cancel, false);
 	t->m_cut = metric_get("pushprof_go_heap_budget_exceeded_total",
 			      "Go heap snapshots cut short by go_heap.budget (the process is then "
-			      "backed off).", METRIC_COUNTER, NULL);
+			      "backed off).",
+			      METRIC_COUNTER, NULL);
 	t->m_backoff_skip = metric_get("pushprof_go_heap_snapshots_backed_off_total",
 				       "Periodic Go heap snapshots not taken because the process "
-				       "exceeded go_heap.budget recently.", METRIC_COUNTER, NULL);
+				       "exceeded go_heap.budget recently.",
+				       METRIC_COUNTER, NULL);
 	t->m_tracked = metric_get("pushprof_go_processes_tracked",
 				  "Go processes tracked for heap profiles.", METRIC_GAUGE, NULL);
 	t->m_enabled = metric_get("pushprof_go_profiling_enabled_total",
 				  "Go processes whose MemProfileRate the agent set from 0 "
-				  "(go_heap.enable_profiling).", METRIC_COUNTER, NULL);
+				  "(go_heap.enable_profiling).",
+				  METRIC_COUNTER, NULL);
 	*out = t;
 	return 0;
 }
@@ -245,7 +248,7 @@ static void cand_set(struct gotrack *t, pid_t pid, uint64_t start, const struct 
 
 	if (!c) {
 		if (pp_grow(&t->cand, &t->cand_cap, t->ncand + 1, sizeof(*t->cand), 64))
-			return;	/* an exec into Go then waits for a pid change */
+			return; /* an exec into Go then waits for a pid change */
 		c = &t->cand[t->ncand++];
 	}
 	*c = (struct candidate){ .pid = pid, .start = start, .id = *id };
@@ -285,8 +288,10 @@ static void enable_profiling(struct gotrack *t, struct tracked *e, uint64_t now)
 		bool again = e->enables++ > 0;
 		e->enabled_ns = now;
 		metric_add(t->m_enabled, 1);
-		pp_log(again ? PP_WARN : PP_INFO, again ? "memory profiling was reset in a Go "
-		       "process, enabled again" : "enabled memory profiling in a Go process",
+		pp_log(again ? PP_WARN : PP_INFO,
+		       again ? "memory profiling was reset in a Go "
+			       "process, enabled again"
+			     : "enabled memory profiling in a Go process",
 		       "pid=%d exe=%s wrote=runtime.MemProfileRate value=%d", (int)e->pid,
 		       pp_q(e->g->exe ? e->g->exe : ""), GOBIN_DEFAULT_RATE);
 	} else if (w < 0) {
@@ -313,16 +318,18 @@ static int add(struct gotrack *t, pid_t pid, bool remember)
 	struct tracked *old = find(t, pid);
 	uint64_t start = 0;
 	if (exe_id(pid, &id))
-		return 0;	/* gone, or a kernel thread */
+		return 0; /* gone, or a kernel thread */
 	if (old) {
 		if (proc_start_time(pid, &start))
-			return 0;	/* gone: the caller removes it */
+			return 0; /* gone: the caller removes it */
 		if (old->start == start && same_exe(&old->id, &id))
 			return 0;
 		/* the pid now names another process (or the process exec'd):
 		 * the old gobin describes another binary's memory layout */
-		pp_log(PP_DEBUG, old->start == start ? "go process exec'd, analyzing the new executable"
-			: "pid reused, tracking the new process afresh", "pid=%d", (int)pid);
+		pp_log(PP_DEBUG,
+		       old->start == start ? "go process exec'd, analyzing the new executable"
+					   : "pid reused, tracking the new process afresh",
+		       "pid=%d", (int)pid);
 		if (t->oom && old->start == start)
 			oom_watch_untrack(t->oom, pid);
 		gotrack_remove(t, pid);
@@ -416,7 +423,7 @@ void gotrack_recheck(struct gotrack *t)
 			enable_profiling(t, e, now);
 		else if (e->enables == 1 && now - e->enabled_ns < ENABLE_VERIFY_NS &&
 			 gobin_read_rate(e->g, &rate, NULL) == 0 && rate == 0)
-			enable_profiling(t, e, now);	/* the runtime's init came after us */
+			enable_profiling(t, e, now); /* the runtime's init came after us */
 		if (e->enable_at_ns && e->enable_at_ns < t->due_ns)
 			t->due_ns = e->enable_at_ns;
 	}
@@ -497,17 +504,19 @@ static void run_job(struct gotrack *t, struct job *j)
 		goheap_snapshot_free(&s);
 		return;
 	}
-	const char *result = rc == 0 ? (s.complete ? "complete" : "incomplete")
-			     : rc == GOHEAP_EDISABLED ? "profiling_disabled" : "error";
+	const char *result = rc == 0		      ? (s.complete ? "complete" : "incomplete")
+			     : rc == GOHEAP_EDISABLED ? "profiling_disabled"
+						      : "error";
 	snprintf(lbl, sizeof(lbl), "trigger=\"%s\",result=\"%s\"", j->trigger, result);
-	metric_inc("pushprof_go_heap_snapshots_total", "Go heap snapshots taken, by outcome.", lbl, 1);
+	metric_inc("pushprof_go_heap_snapshots_total", "Go heap snapshots taken, by outcome.", lbl,
+		   1);
 	if (rc == GOHEAP_EDISABLED) {
 		/* say so once per process, not every interval */
 		pp_log(PP_DEBUG, "go heap: memory profiling disabled in process", "pid=%d",
 		       (int)j->pid);
 	} else if (rc) {
-		pp_log(PP_WARN, "go heap snapshot failed", "pid=%d trigger=%s error=%s", (int)j->pid,
-		       j->trigger, pp_q(err.msg));
+		pp_log(PP_WARN, "go heap snapshot failed", "pid=%d trigger=%s error=%s",
+		       (int)j->pid, j->trigger, pp_q(err.msg));
 	} else {
 		j->budget_cut = s.budget_cut;
 		snprintf(j->reason, sizeof(j->reason), "%s", s.incomplete_reason);
@@ -517,11 +526,12 @@ static void run_job(struct gotrack *t, struct job *j)
 		pp_log(strcmp(j->trigger, "interval") ? PP_INFO : PP_DEBUG, "go heap snapshot",
 		       "pid=%d trigger=%s view=%s buckets=%zu samples=%zu complete=%s%s%s "
 		       "frames=%" PRIu64 " locations=%" PRIu64 " read_bytes=%" PRIu64
-		       " read_ms=%.2f total_ms=%.2f bytes=%zu", (int)j->pid, j->trigger,
-		       goheap_view_name(j->view), s.buckets, s.samples,
-		       s.complete ? "true" : "false", s.complete ? "" : " reason=",
-		       s.complete ? "" : pp_q(s.incomplete_reason), s.frames, s.locations,
-		       s.read_bytes, (double)s.read_ns / 1e6, (double)s.total_ns / 1e6, s.len);
+		       " read_ms=%.2f total_ms=%.2f bytes=%zu",
+		       (int)j->pid, j->trigger, goheap_view_name(j->view), s.buckets, s.samples,
+		       s.complete ? "true" : "false",
+		       s.complete ? "" : " reason=", s.complete ? "" : pp_q(s.incomplete_reason),
+		       s.frames, s.locations, s.read_bytes, (double)s.read_ns / 1e6,
+		       (double)s.total_ns / 1e6, s.len);
 	}
 	goheap_snapshot_free(&s);
 }
@@ -547,7 +557,7 @@ static void *worker(void *arg)
 		 * watcher's, which trims likewise */
 		malloc_trim(0);
 		pthread_mutex_lock(&t->mu);
-		t->done[t->ndone++] = j;	/* room: todo + done <= MAX_JOBS */
+		t->done[t->ndone++] = j; /* room: todo + done <= MAX_JOBS */
 		uint64_t one = 1;
 		if (write(t->efd, &one, sizeof(one)) < 0) {
 			/* the counter cannot overflow at MAX_JOBS: nothing to do */
@@ -565,7 +575,7 @@ static void enqueue(struct gotrack *t, struct tracked *e, const char *trigger,
 	struct job *j;
 
 	if (e->queued)
-		return;	/* the previous one is still running: no pile-up */
+		return; /* the previous one is still running: no pile-up */
 	if (!t->thr_started) {
 		if (pthread_create(&t->thr, NULL, worker, t)) {
 			pp_log(PP_WARN, "cannot start the heap snapshot thread", "error=%s",
@@ -763,7 +773,7 @@ int gotrack_check_pressure(struct gotrack *t, uint64_t now_ns)
 		if (usage * 100 < (uint64_t)p->threshold_percent * limit)
 			continue;
 		if (e->queued)
-			continue;	/* a snapshot of it is under way: look again next poll */
+			continue; /* a snapshot of it is under way: look again next poll */
 		e->last_pressure_ns = now_ns;
 		pp_log(PP_INFO, "memory pressure: taking a heap snapshot before the OOM killer",
 		       "pid=%d usage=%" PRIu64 " limit=%" PRIu64 " threshold_percent=%u",

@@ -37,7 +37,7 @@ struct gotrack;
 struct oom_watch;
 
 struct gotrack_opts {
-	const struct config *cfg;	/* required; must outlive the gotrack */
+	const struct config *cfg; /* required; must outlive the gotrack */
 	/* Where finished profiles go, called on the worker thread (copied;
 	 * rep.arg must outlive gotrack_stop()). Required. */
 	struct pp_reporter rep;

@@ -40,7 +40,8 @@ int oom_protect_self(int score_adj, struct pp_err *err)
 	int fd, n, rc = 0;
 
 	if (score_adj < -1000 || score_adj > 1000)
-		return pp_errf(err, -EINVAL, "oom_score_adj %d out of range -1000..1000", score_adj);
+		return pp_errf(err, -EINVAL, "oom_score_adj %d out of range -1000..1000",
+			       score_adj);
 	fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
 	if (fd < 0)
 		return pp_errf(err, -errno, "open /proc/self/oom_score_adj: %s", strerror(errno));
@@ -49,7 +50,8 @@ int oom_protect_self(int score_adj, struct pp_err *err)
 		rc = pp_errf(err, -errno, "write /proc/self/oom_score_adj=%d: %s%s", score_adj,
 			     strerror(errno),
 			     errno == EACCES || errno == EPERM
-				     ? " (lowering it needs CAP_SYS_RESOURCE)" : "");
+				     ? " (lowering it needs CAP_SYS_RESOURCE)"
+				     : "");
 	close(fd);
 	return rc;
 }
@@ -131,7 +133,7 @@ int oom_watch_track_shared(struct oom_watch *w, pid_t pid, const struct gobin *s
 	t->start_ticks = t->start_ticks >= w->timens_ticks ? t->start_ticks - w->timens_ticks : 0;
 	proc_comm(pid, t->comm, sizeof(t->comm));
 	snprintf(t->exe, sizeof(t->exe), "%s", t->g->exe ? t->g->exe : "");
-	proc_cgroup(pid, NULL, t->cgroup, sizeof(t->cgroup));	/* the label every profile uses */
+	proc_cgroup(pid, NULL, t->cgroup, sizeof(t->cgroup)); /* the label every profile uses */
 	if (gobin_read_rate(t->g, &t->rate, NULL))
 		t->rate = -1;
 	if (t->rate == 0 && w->o.enable_profiling) {
@@ -155,8 +157,8 @@ int oom_watch_track_shared(struct oom_watch *w, pid_t pid, const struct gobin *s
 	if (oom_grow((void **)&w->t, &w->t_cap, w->nt + 1, sizeof(*w->t)) ||
 	    w->nt >= (w->o.max_targets ? w->o.max_targets : 4096)) {
 		pthread_mutex_unlock(&w->mu);
-		rc = pp_errf(err, -ENOSPC, "pid %d: tracking limit (%u processes) reached", (int)pid,
-			     w->o.max_targets);
+		rc = pp_errf(err, -ENOSPC, "pid %d: tracking limit (%u processes) reached",
+			     (int)pid, w->o.max_targets);
 		goto fail;
 	}
 	rc = oom_publish_target(w, t, err);
@@ -242,7 +244,8 @@ static size_t pick_targets(struct oom_watch *w, struct target ***out, size_t *ca
 			__u32 k = (__u32)t->pid;
 			struct oom_victim v;
 
-			if (bpf_map_lookup_elem(w->victims_fd, &k, &v) == 0 && v.state != OOM_ST_FREE) {
+			if (bpf_map_lookup_elem(w->victims_fd, &k, &v) == 0 &&
+			    v.state != OOM_ST_FREE) {
 				i++;
 				continue;
 			}
@@ -355,8 +358,7 @@ static uint64_t ring_size_for(uint32_t max_buckets)
 	return sz;
 }
 
-int oom_watch_new(const struct oom_watch_opts *opts, struct oom_watch **out,
-		  struct pp_err *err)
+int oom_watch_new(const struct oom_watch_opts *opts, struct oom_watch **out, struct pp_err *err)
 {
 	struct oom_watch *w;
 	uint32_t max_targets;
@@ -544,13 +546,16 @@ static void count_result(const struct oom_result *r, bool stored)
 
 	if (r->outcome == OOM_OUT_PROFILE)
 		snprintf(lbl, sizeof(lbl), "result=\"%s\"",
-			 !stored ? "store_failed" : r->complete ? "complete" : "incomplete");
+			 !stored       ? "store_failed"
+			 : r->complete ? "complete"
+				       : "incomplete");
 	else
 		snprintf(lbl, sizeof(lbl), "result=\"no_profile\",reason=\"%.*s\"",
 			 (int)(n < 40 ? n : 40), r->reason);
 	metric_inc("pushprof_oom_kills_total",
 		   "OOM kills seen, by outcome: a profile (complete, incomplete, store_failed) "
-		   "or none (no_profile, with the reason).", lbl, 1);
+		   "or none (no_profile, with the reason).",
+		   lbl, 1);
 }
 
 int oom_watch_deliver(struct oom_watch *w, struct pp_err *err)
@@ -571,11 +576,11 @@ int oom_watch_deliver(struct oom_watch *w, struct pp_err *err)
 					pp_errf(err, -ENOSYS, "OOM profile of pid %d: no reporter",
 						(int)r->pid);
 					log_result(r, "OOM profile not stored");
-				} else if (w->o.report.fn(w->o.report.arg, &r->labels, r->gz, r->gz_len,
-							  true, &e)) {
+				} else if (w->o.report.fn(w->o.report.arg, &r->labels, r->gz,
+							  r->gz_len, true, &e)) {
 					ok = false;
-					pp_errf(err, e.code, "OOM profile of pid %d: %s", (int)r->pid,
-						e.msg);
+					pp_errf(err, e.code, "OOM profile of pid %d: %s",
+						(int)r->pid, e.msg);
 					log_result(r, "OOM profile not stored");
 				} else {
 					log_result(r, "OOM profile captured");

@@ -53,8 +53,8 @@
 struct oom_watch;
 
 struct oom_watch_opts {
-	uint32_t max_buckets;		/* go_heap.max_buckets (clamped to 8,388,608) */
-	uint32_t max_stack_depth;	/* go_heap.max_stack_depth (<= 1024) */
+	uint32_t max_buckets;	  /* go_heap.max_buckets (clamped to 8,388,608) */
+	uint32_t max_stack_depth; /* go_heap.max_stack_depth (<= 1024) */
 	/* go_heap.budget.oom_max_frames: PCs one process's mirror may hold
 	 * (~8 B each, and as much again while a batch is read); past it the
 	 * mirror keeps the newest buckets that fit, captures end there and
@@ -63,13 +63,13 @@ struct oom_watch_opts {
 	/* go_heap.budget: bounds building a capture's profile (max_frames and
 	 * max_locations; past them "budget_profile"). Zeroed = no limit. */
 	struct goheap_budget budget;
-	uint32_t max_targets;		/* tracked processes; 0 -> 4096 */
-	uint64_t ring_bytes;		/* 0 -> sized from max_buckets (<= 32 MiB) */
-	uint64_t mirror_interval_ns;	/* mirror catch-up period; 0 -> 200 ms */
-	bool enable_profiling;		/* go_heap.enable_profiling: rate 0 -> 512 KiB */
-	bool exit_hook_only;		/* tests: capture at sched_process_exit only */
-	const char *node;		/* label `node`; NULL -> hostname */
-	const struct pp_labels *extra_labels;	/* copied onto every profile */
+	uint32_t max_targets;		      /* tracked processes; 0 -> 4096 */
+	uint64_t ring_bytes;		      /* 0 -> sized from max_buckets (<= 32 MiB) */
+	uint64_t mirror_interval_ns;	      /* mirror catch-up period; 0 -> 200 ms */
+	bool enable_profiling;		      /* go_heap.enable_profiling: rate 0 -> 512 KiB */
+	bool exit_hook_only;		      /* tests: capture at sched_process_exit only */
+	const char *node;		      /* label `node`; NULL -> hostname */
+	const struct pp_labels *extra_labels; /* copied onto every profile */
 	/* Where oom_watch_deliver() hands profiles (durable = true); fn NULL:
 	 * results are only taken with oom_watch_take(). */
 	struct pp_reporter report;
@@ -77,8 +77,8 @@ struct oom_watch_opts {
 
 /* What came of one OOM kill. */
 enum oom_outcome {
-	OOM_OUT_PROFILE = 1,	/* gz/labels set; complete says whether whole */
-	OOM_OUT_EVENT,		/* no profile: reason says why */
+	OOM_OUT_PROFILE = 1, /* gz/labels set; complete says whether whole */
+	OOM_OUT_EVENT,	     /* no profile: reason says why */
 };
 
 struct oom_result {
@@ -86,30 +86,29 @@ struct oom_result {
 	pid_t pid, tid;
 	uint64_t capture_id;
 	char comm[16];
-	char exe[4096];			/* "" when the victim was not tracked */
+	char exe[4096]; /* "" when the victim was not tracked */
 	char cgroup[1024];
-	uint32_t flags;			/* enum oom_flag (bpf/oom_abi.h) */
+	uint32_t flags; /* enum oom_flag (bpf/oom_abi.h) */
 	bool complete;
-	char reason[256];		/* comma-separated; "" when complete */
+	char reason[256]; /* comma-separated; "" when complete */
 	/* from oom:mark_victim, kB */
 	uint64_t total_vm_kb, anon_rss_kb, file_rss_kb, shmem_rss_kb, pgtables_kb;
 	uint32_t uid;
 	int oom_score_adj;
 	/* the walk */
-	int64_t rate;			/* MemProfileRate read at capture, -1 unknown */
+	int64_t rate; /* MemProfileRate read at capture, -1 unknown */
 	uint64_t buckets, new_buckets, dropped;
-	uint64_t absent_records;	/* records partly on absent pages: read as zeros */
-	uint64_t capture_ns;		/* bpf_ktime_get_ns end - start */
-	uint64_t mark_to_capture_ns;	/* mark_victim -> walk start */
+	uint64_t absent_records;     /* records partly on absent pages: read as zeros */
+	uint64_t capture_ns;	     /* bpf_ktime_get_ns end - start */
+	uint64_t mark_to_capture_ns; /* mark_victim -> walk start */
 	/* OOM_OUT_PROFILE */
-	struct pp_labels labels;	/* __name__=memory, trigger=oom, ... */
+	struct pp_labels labels; /* __name__=memory, trigger=oom, ... */
 	uint8_t *gz;
 	size_t gz_len;
 };
 
 /* Needs CAP_BPF/CAP_PERFMON (root). Starts the consumer thread. */
-int oom_watch_new(const struct oom_watch_opts *opts, struct oom_watch **out,
-		  struct pp_err *err);
+int oom_watch_new(const struct oom_watch_opts *opts, struct oom_watch **out, struct pp_err *err);
 void oom_watch_free(struct oom_watch *w);
 
 /*
@@ -152,9 +151,9 @@ int oom_watch_deliver(struct oom_watch *w, struct pp_err *err);
 struct oom_watch_stats {
 	uint64_t marks, dup_marks, captures, ring_drops, victims_full;
 	uint64_t profiles, events;
-	uint64_t delivered, deliver_failed;	/* by oom_watch_deliver() */
-	uint64_t kernel_bytes;		/* ring + maps, as sized at load */
-	uint64_t mirrored_buckets;	/* over all tracked processes */
+	uint64_t delivered, deliver_failed; /* by oom_watch_deliver() */
+	uint64_t kernel_bytes;		    /* ring + maps, as sized at load */
+	uint64_t mirrored_buckets;	    /* over all tracked processes */
 };
 void oom_watch_stats(struct oom_watch *w, struct oom_watch_stats *st);
 

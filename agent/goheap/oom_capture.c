@@ -26,16 +26,11 @@ static const struct {
 	uint32_t flag;
 	const char *name;
 } flag_names[] = {
-	{ OOM_F_NOT_TRACKED, "not_tracked" },
-	{ OOM_F_READ_ERROR, "read_error" },
-	{ OOM_F_BUCKET_LIMIT, "bucket_limit" },
-	{ OOM_F_STACK_TRUNCATED, "stack_truncated" },
-	{ OOM_F_RING_FULL, "ring_full" },
-	{ OOM_F_BAD_BUCKET, "bad_bucket" },
-	{ OOM_F_PID_REUSED, "pid_reused" },
-	{ OOM_F_NO_BUCKETS, "no_buckets" },
-	{ OOM_F_FROM_EXIT, "captured_at_exit" },
-	{ OOM_F_VICTIMS_FULL, "victims_full" },
+	{ OOM_F_NOT_TRACKED, "not_tracked" },	   { OOM_F_READ_ERROR, "read_error" },
+	{ OOM_F_BUCKET_LIMIT, "bucket_limit" },	   { OOM_F_STACK_TRUNCATED, "stack_truncated" },
+	{ OOM_F_RING_FULL, "ring_full" },	   { OOM_F_BAD_BUCKET, "bad_bucket" },
+	{ OOM_F_PID_REUSED, "pid_reused" },	   { OOM_F_NO_BUCKETS, "no_buckets" },
+	{ OOM_F_FROM_EXIT, "captured_at_exit" },   { OOM_F_VICTIMS_FULL, "victims_full" },
 	{ OOM_F_ABSENT_RECORD, "absent_records" },
 };
 
@@ -142,8 +137,13 @@ static void on_bucket_rec(struct capture *c, const struct oom_rec_bucket *b)
 		return;
 	}
 	cb = &c->nb[c->nnb++];
-	*cb = (struct cap_bucket){ .index = b->index, .addr = b->addr, .size = b->size,
-				   .nstk = b->nstk, .nkept = b->nkept, .c = b->c, .off = c->npcs };
+	*cb = (struct cap_bucket){ .index = b->index,
+				   .addr = b->addr,
+				   .size = b->size,
+				   .nstk = b->nstk,
+				   .nkept = b->nkept,
+				   .c = b->c,
+				   .off = c->npcs };
 	memcpy(c->pcs + c->npcs, b->stk, (size_t)b->nkept * 8);
 	c->npcs += b->nkept;
 }
@@ -161,7 +161,8 @@ static void on_counters_rec(struct capture *c, const struct oom_rec_counters *r)
 		struct target *t = c->t;
 		size_t h = oom_mirror_head_pos(t, c->v.mirror_head);
 
-		if (h == 0 || r->mirror_pos >= h || t->e[h - 1 - r->mirror_pos].addr != r->first_addr)
+		if (h == 0 || r->mirror_pos >= h ||
+		    t->e[h - 1 - r->mirror_pos].addr != r->first_addr)
 			c->misaligned = true;
 	}
 }
@@ -182,10 +183,10 @@ static bool was_retired(const struct oom_watch *w, uint64_t id)
  * field says (at most max). A fixed-size record has elem 0.
  */
 static const struct {
-	size_t base;		/* bytes before the elements (all of a fixed record) */
-	size_t elem;		/* bytes per element */
-	size_t count_off;	/* the __u32 element count */
-	uint32_t max;		/* elements at most */
+	size_t base;	  /* bytes before the elements (all of a fixed record) */
+	size_t elem;	  /* bytes per element */
+	size_t count_off; /* the __u32 element count */
+	uint32_t max;	  /* elements at most */
 } rec_sizes[] = {
 	[OOM_REC_MARK] = { sizeof(struct oom_rec_victim), 0, 0, 0 },
 	[OOM_REC_BEGIN] = { sizeof(struct oom_rec_victim), 0, 0, 0 },
@@ -299,8 +300,8 @@ static int add_rss_comments(struct pprof *p, const struct oom_result *r)
 		 " capture_ns=%" PRIu64 " mark_to_capture_ns=%" PRIu64 " rate=%" PRId64
 		 " complete=%s%s%s",
 		 r->buckets, r->new_buckets, r->absent_records, r->capture_ns,
-		 r->mark_to_capture_ns, r->rate,
-		 r->complete ? "true" : "false", r->complete ? "" : " reason=", r->reason);
+		 r->mark_to_capture_ns, r->rate, r->complete ? "true" : "false",
+		 r->complete ? "" : " reason=", r->reason);
 	return pprof_add_comment(p, buf) ? -ENOMEM : 0;
 }
 
@@ -324,7 +325,8 @@ static int build_profile(struct oom_watch *w, struct capture *c, struct oom_resu
 		clock_gettime(CLOCK_REALTIME, &rt);
 		clock_gettime(CLOCK_MONOTONIC, &mono);
 		h.time_ns = (int64_t)rt.tv_sec * 1000000000LL + rt.tv_nsec -
-			    ((int64_t)mono.tv_sec * 1000000000LL + mono.tv_nsec - (int64_t)c->v.start_ns);
+			    ((int64_t)mono.tv_sec * 1000000000LL + mono.tv_nsec -
+			     (int64_t)c->v.start_ns);
 		h.duration_ns = (int64_t)(c->v.end_ns - c->v.start_ns);
 	}
 	for (size_t i = 0; i < c->nnb; i++) {
@@ -360,8 +362,8 @@ static int build_profile(struct oom_watch *w, struct capture *c, struct oom_resu
 				break;
 			}
 			m = &t->e[hpos - 1 - mi];
-			a = (struct go_memrec){ c->mc[mi].allocs, c->mc[mi].frees, c->mc[mi].alloc_bytes,
-						c->mc[mi].free_bytes };
+			a = (struct go_memrec){ c->mc[mi].allocs, c->mc[mi].frees,
+						c->mc[mi].alloc_bytes, c->mc[mi].free_bytes };
 			if (m->truncated)
 				r->flags |= OOM_F_STACK_TRUNCATED;
 			rc = goheap_add_bucket(&h, m->addr, m->size, t->pcs + m->off, m->nstk,
@@ -465,7 +467,8 @@ struct oom_result *oom_finalize(struct oom_watch *w, struct capture *c)
 	r->absent_records = v->absent_records;
 	r->dropped = v->dropped;
 	r->capture_ns = v->end_ns > v->start_ns ? v->end_ns - v->start_ns : 0;
-	r->mark_to_capture_ns = v->start_ns > v->mark_ns && v->mark_ns ? v->start_ns - v->mark_ns : 0;
+	r->mark_to_capture_ns =
+		v->start_ns > v->mark_ns && v->mark_ns ? v->start_ns - v->mark_ns : 0;
 	r->outcome = OOM_OUT_EVENT;
 
 	if (v->flags & OOM_F_VICTIMS_FULL) {
@@ -479,7 +482,8 @@ struct oom_result *oom_finalize(struct oom_watch *w, struct capture *c)
 		else if (v->retries)
 			snprintf(r->reason, sizeof(r->reason),
 				 "no_capture: each of %u tries found the profile's first words "
-				 "unreadable (error %d)", v->retries, v->read_error);
+				 "unreadable (error %d)",
+				 v->retries, v->read_error);
 		else
 			snprintf(r->reason, sizeof(r->reason),
 				 "no_capture: the victim exited before any of its threads reached "
@@ -496,7 +500,8 @@ struct oom_result *oom_finalize(struct oom_watch *w, struct capture *c)
 				 "profiling_disabled: runtime.MemProfileRate is 0 and there are no "
 				 "buckets");
 		else
-			snprintf(r->reason, sizeof(r->reason), "no_buckets: runtime.mbuckets is empty");
+			snprintf(r->reason, sizeof(r->reason),
+				 "no_buckets: runtime.mbuckets is empty");
 	} else if (v->buckets == 0 && (v->flags & (OOM_F_READ_ERROR | OOM_F_BAD_BUCKET))) {
 		snprintf(r->reason, sizeof(r->reason), "%s (error %d) before the first bucket",
 			 v->flags & OOM_F_READ_ERROR ? "read_error" : "bad_bucket", v->read_error);
@@ -635,7 +640,7 @@ void oom_reconcile(struct oom_watch *w)
 		if (v.state == OOM_ST_REPORTED &&
 		    !oom_pid_alive(w, (pid_t)key, v.start_boottime / 10000000ULL)) {
 			bpf_map_delete_elem(w->victims_fd, &key);
-			prev = NULL;	/* restart after a delete */
+			prev = NULL; /* restart after a delete */
 		}
 	}
 }

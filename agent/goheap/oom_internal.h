@@ -31,8 +31,8 @@ struct ring_buffer;
 
 struct mirror_ent {
 	uint64_t addr, size;
-	uint64_t off;		/* into target.pcs */
-	uint32_t nstk;		/* kept */
+	uint64_t off;  /* into target.pcs */
+	uint32_t nstk; /* kept */
 	uint32_t truncated;
 };
 
@@ -50,29 +50,29 @@ struct target {
 	uint64_t *pcs;
 	size_t npcs, pcs_cap;
 	uint64_t gen;
-	bool frozen;		/* a capture is pending: the mirror must not move */
-	bool busy;		/* the thread is reading it without the lock */
-	bool dead;		/* untracked while busy: the thread frees it */
-	bool read_failed;	/* the last mirror read failed: check the pid */
-	bool budget_cut;	/* the mirror hit max_frames: captures stop at its end */
-	int64_t alive_ms;	/* last time /proc said the pid is this process */
+	bool frozen;	  /* a capture is pending: the mirror must not move */
+	bool busy;	  /* the thread is reading it without the lock */
+	bool dead;	  /* untracked while busy: the thread frees it */
+	bool read_failed; /* the last mirror read failed: check the pid */
+	bool budget_cut;  /* the mirror hit max_frames: captures stop at its end */
+	int64_t alive_ms; /* last time /proc said the pid is this process */
 };
 
 struct cap_bucket {
 	uint64_t index, addr, size;
 	uint32_t nstk, nkept;
 	struct oom_counts c;
-	uint64_t off;		/* into capture.pcs */
+	uint64_t off; /* into capture.pcs */
 };
 
 struct capture {
 	uint64_t id;
 	uint32_t tgid;
-	struct oom_victim v;	/* latest state seen (MARK, BEGIN, END) */
+	struct oom_victim v; /* latest state seen (MARK, BEGIN, END) */
 	bool have_mark, have_begin, have_end;
-	int vrank;	/* rank of the record c->v came from: MARK 1, BEGIN 2, END 3 */
-	unsigned gone_seen;	/* consecutive reconciles that found the pid gone */
-	struct target *t;	/* NULL when not tracked */
+	int vrank;	    /* rank of the record c->v came from: MARK 1, BEGIN 2, END 3 */
+	unsigned gone_seen; /* consecutive reconciles that found the pid gone */
+	struct target *t;   /* NULL when not tracked */
 	char comm[16], exe[4096], cgroup[1024];
 	struct cap_bucket *nb;
 	size_t nnb, nb_cap;
@@ -84,8 +84,8 @@ struct capture {
 	uint64_t mc_n;
 	bool misaligned;
 	uint64_t bad_records;
-	struct timespec seen;	/* first record, CLOCK_MONOTONIC */
-	struct timespec done_seen;	/* victims map said DONE, END not yet read */
+	struct timespec seen;	   /* first record, CLOCK_MONOTONIC */
+	struct timespec done_seen; /* victims map said DONE, END not yet read */
 	bool done_in_map;
 };
 
@@ -97,15 +97,15 @@ struct oom_watch {
 	struct ring_buffer *rb;
 	int targets_fd, victims_fd;
 	uint64_t ring_bytes, kernel_bytes;
-	uint64_t timens_ticks;	/* boottime offset of our time namespace */
+	uint64_t timens_ticks; /* boottime offset of our time namespace */
 
 	pthread_mutex_t mu;
 	pthread_t thr;
 	bool thr_started;
 	volatile bool stop;
-	bool kick;		/* a target was added: mirror now */
-	int efd;		/* results ready (oom_watch_fd) */
-	int wake_fd;		/* in the ring's epoll set: kick or stop the thread */
+	bool kick;   /* a target was added: mirror now */
+	int efd;     /* results ready (oom_watch_fd) */
+	int wake_fd; /* in the ring's epoll set: kick or stop the thread */
 
 	struct target **t;
 	size_t nt, t_cap;
@@ -126,8 +126,9 @@ struct oom_watch {
 #define OOM_BUDGET_SLACK 1024
 
 /* Flags that make a profile incomplete. */
-#define OOM_F_INCOMPLETE (OOM_F_READ_ERROR | OOM_F_BUCKET_LIMIT | OOM_F_STACK_TRUNCATED | \
-			  OOM_F_RING_FULL | OOM_F_BAD_BUCKET)
+#define OOM_F_INCOMPLETE                                                                   \
+	(OOM_F_READ_ERROR | OOM_F_BUCKET_LIMIT | OOM_F_STACK_TRUNCATED | OOM_F_RING_FULL | \
+	 OOM_F_BAD_BUCKET)
 
 /* Grow *p (elements of elem bytes) to hold need; -ENOMEM. */
 static inline int oom_grow(void **p, size_t *cap, size_t need, size_t elem)

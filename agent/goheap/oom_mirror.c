@@ -73,8 +73,8 @@ struct mbatch {
 	size_t nne, ne_cap;
 	uint64_t *npcs;
 	size_t nnp, np_cap;
-	bool reached;		/* the walk met the old newest bucket */
-	bool cut;		/* stopped at max_frames */
+	bool reached; /* the walk met the old newest bucket */
+	bool cut;     /* stopped at max_frames */
 };
 
 static void mbatch_free(struct mbatch *b)
@@ -128,13 +128,16 @@ static int mirror_read(const struct oom_watch *w, const struct gobin_mem *mem, p
 			break;
 		}
 		if (oom_grow((void **)&b->ne, &b->ne_cap, b->nne + 1, sizeof(*b->ne)) ||
-		    oom_grow((void **)&b->npcs, &b->np_cap, b->nnp + gb.nkept + 1, sizeof(uint64_t))) {
+		    oom_grow((void **)&b->npcs, &b->np_cap, b->nnp + gb.nkept + 1,
+			     sizeof(uint64_t))) {
 			rc = pp_errf(err, -ENOMEM, "out of memory mirroring pid %d", (int)pid);
 			goto fail;
 		}
 		memcpy(b->npcs + b->nnp, gb.stk, (size_t)gb.nkept * 8);
-		b->ne[b->nne++] = (struct mirror_ent){ .addr = cur, .size = gb.size,
-						       .off = b->nnp, .nstk = gb.nkept,
+		b->ne[b->nne++] = (struct mirror_ent){ .addr = cur,
+						       .size = gb.size,
+						       .off = b->nnp,
+						       .nstk = gb.nkept,
 						       .truncated = gb.nstk > gb.nkept };
 		b->nnp += gb.nkept;
 		cur = gb.allnext;
@@ -151,11 +154,10 @@ fail:
  * only appended to, never trimmed: positions from the head the BPF walk
  * used stay valid.
  */
-static int mirror_apply(struct oom_watch *w, struct target *t, uint64_t newest,
-			struct mbatch *b)
+static int mirror_apply(struct oom_watch *w, struct target *t, uint64_t newest, struct mbatch *b)
 {
 	if ((t->n ? t->e[t->n - 1].addr : 0) != newest)
-		return 0;	/* the mirror moved meanwhile: next pass */
+		return 0; /* the mirror moved meanwhile: next pass */
 	if (newest && !b->reached) {
 		if (t->frozen)
 			return 0;
@@ -189,9 +191,10 @@ static int mirror_apply(struct oom_watch *w, struct target *t, uint64_t newest,
 		}
 		if (b->cut || keep < t->n) {
 			if (!t->budget_cut)
-				pp_log(PP_WARN, "OOM mirror over budget: captures of this process "
-				       "will be incomplete", "pid=%d max_frames=%" PRIu64,
-				       (int)t->pid, w->o.max_frames);
+				pp_log(PP_WARN,
+				       "OOM mirror over budget: captures of this process "
+				       "will be incomplete",
+				       "pid=%d max_frames=%" PRIu64, (int)t->pid, w->o.max_frames);
 			t->budget_cut = true;
 		}
 		mirror_trim(t, keep < w->o.max_buckets ? keep : w->o.max_buckets);
@@ -212,7 +215,8 @@ int oom_publish_target(struct oom_watch *w, struct target *t, struct pp_err *err
 		 * second can add) instead of copying whole buckets into the ring
 		 * until it is full */
 		.max_buckets = t->budget_cut && t->n + OOM_BUDGET_SLACK < w->o.max_buckets
-			? (uint32_t)(t->n + OOM_BUDGET_SLACK) : w->o.max_buckets,
+				       ? (uint32_t)(t->n + OOM_BUDGET_SLACK)
+				       : w->o.max_buckets,
 		.max_depth = w->o.max_stack_depth,
 	};
 	__u32 key = (__u32)t->pid;

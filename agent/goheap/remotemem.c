@@ -12,16 +12,15 @@
 
 #include "gobin.h"
 
-ssize_t rmem_read_some(const struct gobin_mem *mem, pid_t pid, uint64_t addr, void *buf,
-		       size_t len)
+ssize_t rmem_read_some(const struct gobin_mem *mem, pid_t pid, uint64_t addr, void *buf, size_t len)
 {
 	if (mem) {
 		ssize_t n = mem->read(mem->ctx, addr, buf, len);
 		/* a reader that claims more than asked for is broken: no bytes */
 		return n > (ssize_t)len ? -EIO : n;
 	}
-	struct iovec l = {.iov_base = buf, .iov_len = len};
-	struct iovec r = {.iov_base = (void *)(uintptr_t)addr, .iov_len = len};
+	struct iovec l = { .iov_base = buf, .iov_len = len };
+	struct iovec r = { .iov_base = (void *)(uintptr_t)addr, .iov_len = len };
 	ssize_t n = process_vm_readv(pid, &l, 1, &r, 1, 0);
 	return n < 0 ? -errno : n;
 }

@@ -45,25 +45,25 @@ ssize_t rmem_read_some(const struct gobin_mem *mem, pid_t pid, uint64_t addr, vo
 int rmem_read_exact(const struct gobin_mem *mem, pid_t pid, uint64_t addr, void *buf, size_t len,
 		    struct pp_err *err);
 
-#define RMEM_WINDOW (128u << 10)	/* cached reads: bytes per window, most per read */
+#define RMEM_WINDOW (128u << 10) /* cached reads: bytes per window, most per read */
 #define RMEM_NWINDOWS 8
 
 struct rmem_window {
 	uint64_t start;
-	size_t len;		/* valid bytes, 0 = empty */
-	uint8_t *buf;		/* RMEM_WINDOW bytes, allocated at first use */
+	size_t len;   /* valid bytes, 0 = empty */
+	uint8_t *buf; /* RMEM_WINDOW bytes, allocated at first use */
 };
 
 struct rmem {
-	const struct gobin_mem *mem;	/* NULL: process_vm_readv on pid */
+	const struct gobin_mem *mem; /* NULL: process_vm_readv on pid */
 	pid_t pid;
 	bool cached;
-	uint64_t calls;		/* reads issued */
-	uint64_t bytes;		/* bytes asked of those reads (what a budget counts) */
+	uint64_t calls; /* reads issued */
+	uint64_t bytes; /* bytes asked of those reads (what a budget counts) */
 	/* cached only */
 	struct rmem_window w[RMEM_NWINDOWS];
-	unsigned next;		/* round-robin victim */
-	uint64_t last_miss;	/* address of the previous miss: the walk's direction */
+	unsigned next;	    /* round-robin victim */
+	uint64_t last_miss; /* address of the previous miss: the walk's direction */
 };
 
 /* No allocation here; rmem_free() releases the windows. */

@@ -113,7 +113,8 @@ static void set_qos_from(struct cgroup_info *ci, const char *b, size_t n, bool *
 		strcpy(ci->qos, "besteffort");
 	else if (has_suffix(b, n, "kubepods-burstable") || (*in_kubepods && eq(b, n, "burstable")))
 		strcpy(ci->qos, "burstable");
-	else if (has_suffix(b, n, "kubepods-besteffort") || (*in_kubepods && eq(b, n, "besteffort")))
+	else if (has_suffix(b, n, "kubepods-besteffort") ||
+		 (*in_kubepods && eq(b, n, "besteffort")))
 		strcpy(ci->qos, "besteffort");
 }
 
@@ -121,7 +122,7 @@ static const struct {
 	const char *prefix, *runtime;
 } scope_prefixes[] = {
 	{ "cri-containerd-", "containerd" },
-	{ "crio-conmon-", NULL },	/* CRI-O's monitor process, not the container */
+	{ "crio-conmon-", NULL }, /* CRI-O's monitor process, not the container */
 	{ "crio-", "cri-o" },
 	{ "docker-", "docker" },
 	{ "libpod-conmon-", NULL },
@@ -183,7 +184,8 @@ int cgroup_info_from_path(const char *path, struct cgroup_info *ci)
 				else if (eq(c1 + 1, pn, "docker"))
 					rt = "docker";
 				if (rt && id_ok(c2 + 1, idn)) {
-					copyn(ci->container_id, sizeof(ci->container_id), c2 + 1, idn);
+					copyn(ci->container_id, sizeof(ci->container_id), c2 + 1,
+					      idn);
 					strcpy(ci->runtime, rt);
 				}
 			}

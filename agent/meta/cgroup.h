@@ -21,12 +21,12 @@
 
 /* What a cgroup path says; every field "" when unknown. */
 struct cgroup_info {
-	char container_id[CONTAINER_ID_MAX + 1];	/* runtime's id, usually 64 hex */
-	char runtime[16];		/* "containerd", "cri-o", "docker", "podman" or "" */
-	char pod_uid[POD_UID_MAX + 1];	/* with dashes, as the API server shows it */
-	char qos[16];			/* "guaranteed", "burstable", "besteffort" or "" */
-	char systemd_unit[SYSTEMD_UNIT_MAX + 1];	/* "nginx.service", "session-3.scope" */
-	char path[512];			/* the cgroup path the fields came from */
+	char container_id[CONTAINER_ID_MAX + 1]; /* runtime's id, usually 64 hex */
+	char runtime[16];	       /* "containerd", "cri-o", "docker", "podman" or "" */
+	char pod_uid[POD_UID_MAX + 1]; /* with dashes, as the API server shows it */
+	char qos[16];		       /* "guaranteed", "burstable", "besteffort" or "" */
+	char systemd_unit[SYSTEMD_UNIT_MAX + 1]; /* "nginx.service", "session-3.scope" */
+	char path[512];				 /* the cgroup path the fields came from */
 };
 
 /* One cgroup path ("/kubepods.slice/..."). Returns 0; fields stay "" if unknown. */

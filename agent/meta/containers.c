@@ -60,9 +60,9 @@ struct containers {
 	pthread_mutex_t mu;
 	bool enabled;
 	char socket[256];
-	struct grpcc_channel *ch;	/* calls under mu: one at a time */
+	struct grpcc_channel *ch; /* calls under mu: one at a time */
 	uint64_t ttl_ns, timeout_ns;
-	uint64_t last_attempt_ns;	/* 0 = never */
+	uint64_t last_attempt_ns; /* 0 = never */
 	bool version_known;
 	/* ids that were unknown right after a refresh: no refresh for them until the TTL */
 	char miss[32][CONTAINER_ID_MAX + 1];
@@ -87,7 +87,10 @@ static int cri_call(struct containers *c, const char *method, const ProtobufCMes
 		return pp_errf(err, -ENOMEM, "out of memory");
 	protobuf_c_message_pack(req, buf);
 	struct grpcc_call call = {
-		.method = method, .msg = buf, .len = n, .timeout_ns = c->timeout_ns,
+		.method = method,
+		.msg = buf,
+		.len = n,
+		.timeout_ns = c->timeout_ns,
 		.want_resp = true,
 	};
 	int rc = grpcc_call(c->ch, &call, &r, err);
@@ -180,8 +183,7 @@ static int fetch_version(struct containers *c, struct pp_err *err)
 		return rc;
 	vr = m;
 	snprintf(c->st.runtime_name, sizeof(c->st.runtime_name), "%s", vr->runtime_name);
-	snprintf(c->st.runtime_version, sizeof(c->st.runtime_version), "%s",
-		 vr->runtime_version);
+	snprintf(c->st.runtime_version, sizeof(c->st.runtime_version), "%s", vr->runtime_version);
 	runtime__v1__version_response__free_unpacked(vr, NULL);
 	c->version_known = true;
 	return 0;
@@ -245,8 +247,9 @@ static void resolve_images(struct containers *c, struct cri_ctr *ctrs, size_t n)
 			const Runtime__V1__Image *im = r->images[k];
 			if (!im->id || strcmp(im->id, ctrs[i].image_id))
 				continue;
-			const char *name = im->n_repo_tags ? im->repo_tags[0]
-					   : im->n_repo_digests ? im->repo_digests[0] : NULL;
+			const char *name = im->n_repo_tags	? im->repo_tags[0]
+					   : im->n_repo_digests ? im->repo_digests[0]
+								: NULL;
 			char *v = name ? strdup(name) : NULL;
 			if (v) {
 				free(ctrs[i].image);
@@ -326,11 +329,12 @@ static int refresh_locked(struct containers *c, struct pp_err *uerr)
 		const char *img = listed_image(x);
 		const struct cri_ctr *old = img ? NULL : find_ctr(c, t->id);
 		if (!img && old && old->image[0])
-			img = old->image;	/* resolved at an earlier refresh */
+			img = old->image; /* resolved at an earlier refresh */
 		t->image = dup_or_empty(img);
 		t->image_id = dup_or_empty(img ? NULL
 					   : x->image && x->image->image && x->image->image[0]
-					   ? x->image->image : x->image_ref);
+						   ? x->image->image
+						   : x->image_ref);
 		if (!t->id || !t->sandbox_id || !t->name || !t->image || !t->image_id)
 			goto oom;
 		unnamed += !img && t->image_id[0];
@@ -366,8 +370,7 @@ fail:
 	return rc;
 }
 
-int containers_new(const struct containers_opts *o, struct containers **out,
-		   struct pp_err *err)
+int containers_new(const struct containers_opts *o, struct containers **out, struct pp_err *err)
 {
 	static const struct containers_opts defaults = { 0 };
 	struct containers *c = calloc(1, sizeof(*c));
@@ -388,7 +391,7 @@ int containers_new(const struct containers_opts *o, struct containers **out,
 	if (socket && !strncmp(socket, "unix://", 7))
 		socket += 7;
 	if (!socket || !*socket || !strcmp(socket, "none")) {
-		*out = c;	/* cgroup-only */
+		*out = c; /* cgroup-only */
 		return 0;
 	}
 	if (strlen(socket) >= sizeof(c->socket)) {
@@ -492,7 +495,7 @@ int containers_meta_labels_ci(struct containers *c, const struct cgroup_info *ci
 	}
 	if (stale) {
 		struct pp_err e = { 0 };
-		refresh_locked(c, &e);	/* failure: counted, cgroup labels still go out */
+		refresh_locked(c, &e); /* failure: counted, cgroup labels still go out */
 		t = id[0] ? find_ctr(c, id) : NULL;
 		p = id[0] && !t ? find_pod(c, id) : NULL;
 		if (id[0] && !t && !p && c->st.connected)

@@ -43,13 +43,13 @@ const char *cri_socket_detect(void);
 struct containers;
 
 struct containers_stats {
-	uint64_t refreshes;		/* successful list refreshes */
-	uint64_t errors;		/* failed CRI calls */
-	uint64_t lookups, hits;		/* containers_meta_labels() with a container id */
-	size_t containers, pods;	/* in the cache now */
-	bool connected;			/* last CRI call succeeded */
-	char socket[256];		/* "" when none */
-	char runtime_name[64], runtime_version[64];	/* from Version, when known */
+	uint64_t refreshes;	 /* successful list refreshes */
+	uint64_t errors;	 /* failed CRI calls */
+	uint64_t lookups, hits;	 /* containers_meta_labels() with a container id */
+	size_t containers, pods; /* in the cache now */
+	bool connected;		 /* last CRI call succeeded */
+	char socket[256];	 /* "" when none */
+	char runtime_name[64], runtime_version[64]; /* from Version, when known */
 	char last_error[256];
 };
 
@@ -57,8 +57,8 @@ struct containers_opts {
 	/* a path or "unix://path"; NULL or "" -> cri_socket_detect() (none
 	 * found -> cgroup-only mode); "none" -> CRI disabled */
 	const char *socket;
-	uint64_t ttl_ns;		/* how long the lists are trusted; 0 -> 10 s */
-	uint64_t timeout_ns;		/* per CRI call; 0 -> 2 s */
+	uint64_t ttl_ns;     /* how long the lists are trusted; 0 -> 10 s */
+	uint64_t timeout_ns; /* per CRI call; 0 -> 2 s */
 };
 
 /*
@@ -68,8 +68,7 @@ struct containers_opts {
  * here): only on a socket path too long, a channel grpc cannot make, or
  * ENOMEM. No thread is started.
  */
-int containers_new(const struct containers_opts *o, struct containers **out,
-		   struct pp_err *err);
+int containers_new(const struct containers_opts *o, struct containers **out, struct pp_err *err);
 /* NULL-safe. */
 void containers_free(struct containers *c);
 

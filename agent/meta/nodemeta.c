@@ -22,7 +22,7 @@
 #define API_RETRY_S 30
 #define FILE_CHECK_S 10
 #define FETCH_TIMEOUT_S 10
-#define FIRST_WAIT_S 3		/* node_meta_new waits this long for the first read */
+#define FIRST_WAIT_S 3 /* node_meta_new waits this long for the first read */
 #define JSON_DEPTH_MAX 64
 #define LABEL_NAME_MAX 512
 
@@ -103,7 +103,7 @@ static void put_cp(char *out, size_t cap, size_t *n, unsigned cp)
 static int jstring(struct jp *j, char *out, size_t cap, bool *fits)
 {
 	size_t n = 0;
-	bool nul = false;	/* \u0000: no C string can hold it */
+	bool nul = false; /* \u0000: no C string can hold it */
 
 	if (j->p >= j->end || *j->p != '"')
 		return jfail(j, "expected a string");
@@ -119,23 +119,41 @@ static int jstring(struct jp *j, char *out, size_t cap, bool *fits)
 			char e = j->p[1];
 			j->p += 2;
 			switch (e) {
-			case '"': cp = '"'; break;
-			case '\\': cp = '\\'; break;
-			case '/': cp = '/'; break;
-			case 'b': cp = '\b'; break;
-			case 'f': cp = '\f'; break;
-			case 'n': cp = '\n'; break;
-			case 'r': cp = '\r'; break;
-			case 't': cp = '\t'; break;
+			case '"':
+				cp = '"';
+				break;
+			case '\\':
+				cp = '\\';
+				break;
+			case '/':
+				cp = '/';
+				break;
+			case 'b':
+				cp = '\b';
+				break;
+			case 'f':
+				cp = '\f';
+				break;
+			case 'n':
+				cp = '\n';
+				break;
+			case 'r':
+				cp = '\r';
+				break;
+			case 't':
+				cp = '\t';
+				break;
 			case 'u':
 				if (j->end - j->p < 4 || hex4(j->p, &cp))
 					return jfail(j, "bad \\u escape");
 				j->p += 4;
 				if (cp >= 0xd800 && cp < 0xdc00) {
 					unsigned lo;
-					if (j->end - j->p >= 6 && j->p[0] == '\\' && j->p[1] == 'u' &&
-					    !hex4(j->p + 2, &lo) && lo >= 0xdc00 && lo < 0xe000) {
-						cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
+					if (j->end - j->p >= 6 && j->p[0] == '\\' &&
+					    j->p[1] == 'u' && !hex4(j->p + 2, &lo) &&
+					    lo >= 0xdc00 && lo < 0xe000) {
+						cp = 0x10000 + ((cp - 0xd800) << 10) +
+						     (lo - 0xdc00);
 						j->p += 6;
 					} else {
 						cp = 0xfffd;
@@ -289,7 +307,7 @@ static int on_label(struct jp *j, const char *key, bool key_fits, void *arg)
 	if ((r = jstring(j, c->value, sizeof(c->value), &fits)))
 		return r;
 	if (!key_fits || !fits || !key[0] || c->out->n >= NODE_LABELS_MAX)
-		return 0;	/* not a label Kubernetes allows: skipped */
+		return 0; /* not a label Kubernetes allows: skipped */
 	return pp_labels_set(c->out, key, c->value) ? -ENOMEM : 0;
 }
 
@@ -337,7 +355,8 @@ static int parse_lines(const char *text, size_t len, struct pp_labels *out, stru
 			while (v < e && (*v == ' ' || *v == '\t'))
 				v++;
 			/* a NUL byte cannot be in a label: the line is skipped */
-			if (!memchr(p, '\0', (size_t)(e - p)) && (size_t)(ke - p) < LABEL_NAME_MAX &&
+			if (!memchr(p, '\0', (size_t)(e - p)) &&
+			    (size_t)(ke - p) < LABEL_NAME_MAX &&
 			    (size_t)(e - v) <= NODE_LABEL_VALUE_MAX && out->n < NODE_LABELS_MAX) {
 				char name[LABEL_NAME_MAX], value[NODE_LABEL_VALUE_MAX + 1];
 				memcpy(name, p, (size_t)(ke - p));
@@ -371,8 +390,10 @@ int node_labels_parse(const char *text, size_t len, struct pp_labels *out, struc
 		if (j.p != j.end)
 			r = jfail(&j, "text after the object");
 		else if (!c->found)
-			r = pp_errf(err, -EINVAL, "node labels: JSON without metadata.labels "
-				    "(expected a Node object, as `kubectl get node NAME -o json` prints)");
+			r = pp_errf(err, -EINVAL,
+				    "node labels: JSON without metadata.labels "
+				    "(expected a Node object, as `kubectl get node NAME -o json` "
+				    "prints)");
 	}
 	if (r == -ENOMEM)
 		pp_errf(err, -ENOMEM, "out of memory");
@@ -389,13 +410,13 @@ struct node_meta {
 	bool started;
 	atomic_bool stop;
 	char *node;
-	char *file;			/* file source, else NULL */
-	char url[600];			/* API source: "" when not in a pod */
+	char *file;    /* file source, else NULL */
+	char url[600]; /* API source: "" when not in a pod */
 	char sa_dir[256];
-	struct pp_labels labels;	/* last good set, raw names; mu */
-	bool active;			/* a source is configured: node_name is set */
-	bool first_done;		/* the first read was tried; mu, cv */
-	char last_err[256];		/* logged once per change */
+	struct pp_labels labels; /* last good set, raw names; mu */
+	bool active;		 /* a source is configured: node_name is set */
+	bool first_done;	 /* the first read was tried; mu, cv */
+	char last_err[256];	 /* logged once per change */
 	struct stat file_st;
 };
 
@@ -412,7 +433,7 @@ static size_t on_body(char *p, size_t sz, size_t n, void *arg)
 
 	if (b->len + len > NODE_BODY_MAX) {
 		b->cut = true;
-		return 0;	/* abort: a Node object is never that large */
+		return 0; /* abort: a Node object is never that large */
 	}
 	memcpy(b->buf + b->len, p, len);
 	b->len += len;
@@ -478,18 +499,22 @@ static int fetch_api(struct node_meta *m, struct pp_labels *labels, struct pp_er
 	CURLcode cc = curl_easy_perform(h);
 	if (cc != CURLE_OK) {
 		r = b.cut ? pp_errf(err, -EFBIG, "GET %s: answer larger than %u bytes", m->url,
-				   NODE_BODY_MAX)
+				    NODE_BODY_MAX)
 			  : pp_errf(err, -EIO, "GET %s: %s", m->url,
 				    errbuf[0] ? errbuf : curl_easy_strerror(cc));
 		goto out;
 	}
 	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
 	if (status == 403 || status == 401)
-		r = pp_errf(err, -EACCES, "GET %s: HTTP %ld: the agent's service account needs "
-			    "`get` on `nodes` (a ClusterRole; deploy/ has one)", m->url, status);
+		r = pp_errf(err, -EACCES,
+			    "GET %s: HTTP %ld: the agent's service account needs "
+			    "`get` on `nodes` (a ClusterRole; deploy/ has one)",
+			    m->url, status);
 	else if (status == 404)
-		r = pp_errf(err, -ENOENT, "GET %s: HTTP 404: no node %s (set NODE_NAME from "
-			    "spec.nodeName)", m->url, m->node);
+		r = pp_errf(err, -ENOENT,
+			    "GET %s: HTTP 404: no node %s (set NODE_NAME from "
+			    "spec.nodeName)",
+			    m->url, m->node);
 	else if (status != 200)
 		r = pp_errf(err, -EIO, "GET %s: HTTP %ld", m->url, status);
 	else
@@ -539,14 +564,15 @@ static void *refresher(void *arg)
 		int r = m->file ? read_file(m, &fresh, &err) : fetch_api(m, &fresh, &err);
 		unsigned wait = m->file ? FILE_CHECK_S : r < 0 ? API_RETRY_S : API_REFRESH_S;
 		if (r < 0) {
-			if (!atomic_load(&m->stop) && strncmp(err.msg, m->last_err, sizeof(m->last_err) - 1))
+			if (!atomic_load(&m->stop) &&
+			    strncmp(err.msg, m->last_err, sizeof(m->last_err) - 1))
 				pp_log(PP_WARN, "node labels unavailable, keeping the last ones",
 				       "error=%s", pp_q(err.msg));
 			snprintf(m->last_err, sizeof(m->last_err), "%.255s", err.msg);
 		} else if (r > 0 || !m->file) {
-			pp_log(m->last_err[0] || !m->labels.n ? PP_INFO : PP_DEBUG, "node labels read",
-			       "node=%s labels=%zu source=%s", pp_q(m->node), fresh.n,
-			       pp_q(m->file ? m->file : m->url));
+			pp_log(m->last_err[0] || !m->labels.n ? PP_INFO : PP_DEBUG,
+			       "node labels read", "node=%s labels=%zu source=%s", pp_q(m->node),
+			       fresh.n, pp_q(m->file ? m->file : m->url));
 			m->last_err[0] = '\0';
 			pthread_mutex_lock(&m->mu);
 			struct pp_labels old = m->labels;
@@ -596,8 +622,10 @@ int node_meta_new(const struct node_meta_opts *o, struct node_meta **out, struct
 	if (!source || !*source)
 		source = "auto";
 	if (strcmp(source, "auto") && strcmp(source, "none") && source[0] != '/')
-		return pp_errf(err, -EINVAL, "metadata.node_labels: %s is not auto, none or an "
-			       "absolute file path", source);
+		return pp_errf(err, -EINVAL,
+			       "metadata.node_labels: %s is not auto, none or an "
+			       "absolute file path",
+			       source);
 	m = calloc(1, sizeof(*m));
 	if (!m || !(m->node = strdup(node ? node : ""))) {
 		free(m);
@@ -620,10 +648,12 @@ int node_meta_new(const struct node_meta_opts *o, struct node_meta **out, struct
 		const char *port = getenv("KUBERNETES_SERVICE_PORT");
 		const char *sa = getenv("PUSHPROF_SERVICEACCOUNT_DIR");
 		if (!host || !*host)
-			goto done;	/* not in a pod: no API server to ask */
+			goto done; /* not in a pod: no API server to ask */
 		if (!node_name_ok(m->node)) {
-			pp_log(PP_WARN, "node labels: the node name is not a Kubernetes node name, "
-			       "not asking the API server", "node=%s", pp_q(m->node));
+			pp_log(PP_WARN,
+			       "node labels: the node name is not a Kubernetes node name, "
+			       "not asking the API server",
+			       "node=%s", pp_q(m->node));
 			goto done;
 		}
 		bool v6 = strchr(host, ':') != NULL;
@@ -694,7 +724,8 @@ int node_meta_labels(struct node_meta *m, struct pp_labels *out)
 		rc |= pp_labels_set(out, "__meta_kubernetes_node_name", m->node);
 	pthread_mutex_lock(&m->mu);
 	for (size_t i = 0; i < m->labels.n; i++) {
-		snprintf(name, sizeof(name), "__meta_kubernetes_node_label_%s", m->labels.v[i].name);
+		snprintf(name, sizeof(name), "__meta_kubernetes_node_label_%s",
+			 m->labels.v[i].name);
 		meta_label_sanitize(name);
 		rc |= pp_labels_set(out, name, m->labels.v[i].value);
 	}

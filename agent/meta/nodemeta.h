@@ -30,16 +30,16 @@
 #include "err.h"
 #include "labels.h"
 
-#define NODE_BODY_MAX (4u << 20)	/* a Node object with many images is ~100s of KiB */
+#define NODE_BODY_MAX (4u << 20) /* a Node object with many images is ~100s of KiB */
 #define NODE_LABELS_MAX 512
 #define NODE_LABEL_VALUE_MAX 1024
 
 struct node_meta;
 
 struct node_meta_opts {
-	const char *source;		/* "auto", "none", or an absolute file path (see
+	const char *source; /* "auto", "none", or an absolute file path (see
 					 * above); NULL or "" -> "auto" */
-	const char *node;		/* the node's name (config `node`, default
+	const char *node;   /* the node's name (config `node`, default
 					 * $NODE_NAME); NULL -> "" */
 };
 

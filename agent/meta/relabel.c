@@ -23,9 +23,9 @@
 /* A replacement or target_label template, split at load: literal text and
  * references to groups (resolved against the rule's regex then). */
 struct tseg {
-	char *lit;		/* literal text, or NULL for a group reference */
+	char *lit; /* literal text, or NULL for a group reference */
 	size_t len;
-	int group;		/* >= 0: the group; -1: a group that does not exist */
+	int group; /* >= 0: the group; -1: a group that does not exist */
 };
 
 struct tmpl {
@@ -52,8 +52,8 @@ struct relabel {
 };
 
 const char *const relabel_keys[] = {
-	"source_labels", "separator", "regex", "target_label", "replacement", "modulus", "action",
-	NULL,
+	"source_labels", "separator", "regex",	"target_label",
+	"replacement",	 "modulus",   "action", NULL,
 };
 
 uint64_t relabel_hashmod(const char *val, size_t len, uint64_t modulus)
@@ -148,7 +148,7 @@ static int tmpl_parse(struct tmpl *t, const char *src, const struct pp_regex *re
 		const char *name = p + brace;
 		size_t nl = name_len(name);
 		if (!nl || (brace && name[nl] != '}')) {
-			rc = tmpl_add(t, "$", 1, 0);	/* malformed: '$' is literal */
+			rc = tmpl_add(t, "$", 1, 0); /* malformed: '$' is literal */
 			continue;
 		}
 		p = name + nl + brace;
@@ -161,7 +161,7 @@ static int tmpl_parse(struct tmpl *t, const char *src, const struct pp_regex *re
 			num = num * 10 + (name[i] - '0');
 		}
 		if (name[0] == '0' && nl > 1)
-			num = -1;	/* Go: no leading zeros, so a name */
+			num = -1; /* Go: no leading zeros, so a name */
 		int g = -1;
 		if (num >= 0)
 			g = (size_t)num <= pp_regex_groups(re) ? (int)num : -1;
@@ -182,7 +182,7 @@ static void expand(const struct tmpl *t, const char *val, const ssize_t *m, stru
 			pp_buf_add(out, s->lit, s->len);
 		else if (s->group >= 0 && m[2 * s->group] >= 0)
 			pp_buf_add(out, val + m[2 * s->group],
-			       (size_t)(m[2 * s->group + 1] - m[2 * s->group]));
+				   (size_t)(m[2 * s->group + 1] - m[2 * s->group]));
 	}
 }
 
@@ -322,12 +322,16 @@ int relabel_add(struct relabel *rl, const struct relabel_rule_spec *s, struct pp
 				if (pp_edit_distance(s->action, action_names[i]) <= 2)
 					break;
 			if (i < NACTIONS)
-				pp_errf(err, -EINVAL, "unknown relabel action \"%s\" (did you mean "
-					"'%s'?)", s->action, action_names[i]);
+				pp_errf(err, -EINVAL,
+					"unknown relabel action \"%s\" (did you mean "
+					"'%s'?)",
+					s->action, action_names[i]);
 			else
-				pp_errf(err, -EINVAL, "unknown relabel action \"%s\" (one of replace, "
+				pp_errf(err, -EINVAL,
+					"unknown relabel action \"%s\" (one of replace, "
 					"keep, drop, keepequal, dropequal, lowercase, uppercase, "
-					"labelmap, labeldrop, labelkeep, hashmod)", s->action);
+					"labelmap, labeldrop, labelkeep, hashmod)",
+					s->action);
 			return fault(flt, "action", 0);
 		}
 		r.action = (enum relabel_action)i;
@@ -367,15 +371,18 @@ int relabel_add(struct relabel *rl, const struct relabel_rule_spec *s, struct pp
 	}
 	/* Validation as Prometheus's Config.Validate, in its order */
 	if (a == RELABEL_HASHMOD && !modulus) {
-		pp_errf(err, -EINVAL, "relabel configuration for hashmod requires non-zero modulus");
+		pp_errf(err, -EINVAL,
+			"relabel configuration for hashmod requires non-zero modulus");
 		return invalid(&r, flt, s->modulus ? "modulus" : "action", 0);
 	}
 	bool needs_target = a == RELABEL_REPLACE || a == RELABEL_HASHMOD ||
 			    a == RELABEL_LOWERCASE || a == RELABEL_UPPERCASE ||
 			    a == RELABEL_KEEPEQUAL || a == RELABEL_DROPEQUAL;
 	if (needs_target && (!s->target_label || !*s->target_label)) {
-		pp_errf(err, -EINVAL, "relabel configuration for %s action requires "
-			"'target_label' value", act);
+		pp_errf(err, -EINVAL,
+			"relabel configuration for %s action requires "
+			"'target_label' value",
+			act);
 		return invalid(&r, flt, s->target_label ? "target_label" : "action", 0);
 	}
 	if ((a == RELABEL_REPLACE && !target_template_valid(s->target_label)) ||
@@ -390,7 +397,8 @@ int relabel_add(struct relabel *rl, const struct relabel_rule_spec *s, struct pp
 		pp_errf(err, -EINVAL, "'replacement' can not be set for %s action", act);
 		return invalid(&r, flt, "replacement", 0);
 	}
-	if (a == RELABEL_LABELMAP && !target_template_valid(s->replacement ? s->replacement : "$1")) {
+	if (a == RELABEL_LABELMAP &&
+	    !target_template_valid(s->replacement ? s->replacement : "$1")) {
 		pp_errf(err, -EINVAL, "\"%s\" is invalid 'replacement' for %s action",
 			s->replacement, act);
 		return invalid(&r, flt, "replacement", 0);
@@ -398,8 +406,10 @@ int relabel_add(struct relabel *rl, const struct relabel_rule_spec *s, struct pp
 	if ((a == RELABEL_KEEPEQUAL || a == RELABEL_DROPEQUAL) &&
 	    ((s->regex && strcmp(s->regex, "(.*)")) || modulus ||
 	     (s->separator && strcmp(s->separator, ";")))) {
-		pp_errf(err, -EINVAL, "%s action requires only 'source_labels' and `target_label`, "
-			"and no other fields", act);
+		pp_errf(err, -EINVAL,
+			"%s action requires only 'source_labels' and `target_label`, "
+			"and no other fields",
+			act);
 		return invalid(&r, flt, NULL, 0);
 	}
 	if ((a == RELABEL_LABELDROP || a == RELABEL_LABELKEEP) &&
@@ -519,9 +529,11 @@ static int match(const struct rule *r, const char *s, ssize_t *m)
 		static unsigned long hits;
 		unsigned long n = __atomic_add_fetch(&hits, 1, __ATOMIC_RELAXED);
 		if (!(n & (n - 1)))
-			pp_log(PP_WARN, "relabel: regex match limit hit, rule treated as not "
-			       "matching", "regex=%s value_bytes=%zu hits=%lu", pp_q(r->regex_src),
-			       strlen(s), n);
+			pp_log(PP_WARN,
+			       "relabel: regex match limit hit, rule treated as not "
+			       "matching",
+			       "regex=%s value_bytes=%zu hits=%lu", pp_q(r->regex_src), strlen(s),
+			       n);
 		return 0;
 	}
 	return rc;
@@ -553,8 +565,10 @@ static void change_case(const char *s, bool upper, struct pp_buf *out)
 		if (*p < 0x80) {
 			cp = *p;
 		} else {
-			size_t need = (*p & 0xe0) == 0xc0 ? 1 : (*p & 0xf0) == 0xe0 ? 2 :
-				      (*p & 0xf8) == 0xf0 ? 3 : 0;
+			size_t need = (*p & 0xe0) == 0xc0   ? 1
+				      : (*p & 0xf0) == 0xe0 ? 2
+				      : (*p & 0xf8) == 0xf0 ? 3
+							    : 0;
 			uint32_t min = need == 1 ? 0x80 : need == 2 ? 0x800 : 0x10000;
 			cp = *p & (0x3f >> need);
 			for (size_t k = 1; need && k <= need; k++) {
@@ -570,8 +584,8 @@ static void change_case(const char *s, bool upper, struct pp_buf *out)
 				n = need + 1;
 		}
 		if (utf8_locale)
-			cp = upper ? (uint32_t)towupper_l((wint_t)cp, utf8_locale) :
-				     (uint32_t)towlower_l((wint_t)cp, utf8_locale);
+			cp = upper ? (uint32_t)towupper_l((wint_t)cp, utf8_locale)
+				   : (uint32_t)towlower_l((wint_t)cp, utf8_locale);
 		else if (cp < 0x80)
 			cp = (uint32_t)(upper ? toupper((int)cp) : tolower((int)cp));
 		char b[4];
@@ -673,7 +687,8 @@ static int apply_one(const struct rule *r, struct pp_labels *l, ssize_t *m)
 			expand(&r->t_replacement, snap.v[i].name, m, &res);
 			if (res.oom)
 				ret = -ENOMEM;
-			else if (pp_label_name_valid(res.p) && set_or_del(l, res.p, snap.v[i].value))
+			else if (pp_label_name_valid(res.p) &&
+				 set_or_del(l, res.p, snap.v[i].value))
 				ret = -ENOMEM;
 		}
 		pp_labels_free(&snap);

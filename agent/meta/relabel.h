@@ -66,13 +66,13 @@ enum relabel_action {
 struct relabel_rule_spec {
 	const char *const *source_labels;
 	size_t nsource_labels;
-	bool has_source_labels;		/* the key was given (even as []) */
+	bool has_source_labels; /* the key was given (even as []) */
 	const char *separator;
 	const char *regex;
 	const char *target_label;
 	const char *replacement;
-	const char *modulus;		/* decimal text */
-	bool modulus_quoted;		/* "8" is a string, not an integer */
+	const char *modulus; /* decimal text */
+	bool modulus_quoted; /* "8" is a string, not an integer */
 	const char *action;
 };
 
@@ -86,7 +86,7 @@ struct relabel_fault {
 	size_t index;
 };
 
-struct relabel;				/* opaque: compiled rules */
+struct relabel; /* opaque: compiled rules */
 
 /* No rules yet (relabel_apply() with none only strips the "__" labels).
  * 0 with *out set (the caller frees it with relabel_free()); or -ENOMEM

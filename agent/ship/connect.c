@@ -30,13 +30,13 @@
 
 struct connect_client {
 	CURL *h;
-	char *base;		/* scheme://host:port[/prefix] */
+	char *base; /* scheme://host:port[/prefix] */
 	struct curl_slist *connect_to;
 	char errbuf[CURL_ERROR_SIZE];
-	char *body;		/* the answer, NUL-terminated */
+	char *body; /* the answer, NUL-terminated */
 	size_t body_len;
 	bool body_cut;
-	const struct connect_call *call;	/* for the progress callback */
+	const struct connect_call *call; /* for the progress callback */
 };
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
@@ -59,7 +59,7 @@ static size_t on_body(char *p, size_t sz, size_t n, void *arg)
 	memcpy(c->body + c->body_len, p, len);
 	c->body_len += len;
 	c->body[c->body_len] = '\0';
-	return sz * n;		/* the rest is read and dropped, not an error */
+	return sz * n; /* the rest is read and dropped, not an error */
 }
 
 static int on_progress(void *arg, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
@@ -81,8 +81,8 @@ int connect_new(const struct connect_opts *o, struct connect_client **out, struc
 	struct connect_client *c;
 	const char *scheme = rs->insecure ? "http" : "https";
 	const char *prefix = rs->path_prefix ? rs->path_prefix : "";
-	const char *host = rs->server_name && *rs->server_name && !rs->insecure ? rs->server_name
-										  : NULL;
+	const char *host =
+		rs->server_name && *rs->server_name && !rs->insecure ? rs->server_name : NULL;
 
 	*out = NULL;
 	pthread_once(&curl_once, curl_init);
@@ -114,7 +114,7 @@ int connect_new(const struct connect_opts *o, struct connect_client **out, struc
 	curl_easy_setopt(c->h, CURLOPT_ERRORBUFFER, c->errbuf);
 	curl_easy_setopt(c->h, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(c->h, CURLOPT_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(c->h, CURLOPT_FOLLOWLOCATION, 0L);	/* a redirect is an answer */
+	curl_easy_setopt(c->h, CURLOPT_FOLLOWLOCATION, 0L); /* a redirect is an answer */
 	curl_easy_setopt(c->h, CURLOPT_USERAGENT, "pushprof/" PUSHPROF_VERSION);
 	curl_easy_setopt(c->h, CURLOPT_WRITEFUNCTION, on_body);
 	curl_easy_setopt(c->h, CURLOPT_WRITEDATA, c);
@@ -203,14 +203,19 @@ static bool json_string(const char *body, const char *key, char *out, size_t cap
 		if (ch == '\\' && p[1]) {
 			p++;
 			switch (*p) {
-			case 'n': ch = ' '; break;
-			case 't': ch = ' '; break;
+			case 'n':
+				ch = ' ';
+				break;
+			case 't':
+				ch = ' ';
+				break;
 			case 'u':
 				ch = '?';
 				for (int i = 0; i < 4 && p[1]; i++)
 					p++;
 				break;
-			default: ch = *p;
+			default:
+				ch = *p;
 			}
 		}
 		out[o++] = (unsigned char)ch < 0x20 ? ' ' : ch;
@@ -229,12 +234,19 @@ static bool json_string(const char *body, const char *key, char *out, size_t cap
 static int status_from_http(long http)
 {
 	switch (http) {
-	case 400: case 413: return GRPC_STATUS_INVALID_ARGUMENT;	/* never fits */
-	case 401: return GRPC_STATUS_UNAUTHENTICATED;
-	case 403: return GRPC_STATUS_PERMISSION_DENIED;
-	case 404: return GRPC_STATUS_UNIMPLEMENTED;
-	case 429: return GRPC_STATUS_UNAVAILABLE;
-	default: return http >= 500 ? GRPC_STATUS_UNAVAILABLE : GRPC_STATUS_UNKNOWN;
+	case 400:
+	case 413:
+		return GRPC_STATUS_INVALID_ARGUMENT; /* never fits */
+	case 401:
+		return GRPC_STATUS_UNAUTHENTICATED;
+	case 403:
+		return GRPC_STATUS_PERMISSION_DENIED;
+	case 404:
+		return GRPC_STATUS_UNIMPLEMENTED;
+	case 429:
+		return GRPC_STATUS_UNAVAILABLE;
+	default:
+		return http >= 500 ? GRPC_STATUS_UNAVAILABLE : GRPC_STATUS_UNKNOWN;
 	}
 }
 
@@ -275,10 +287,15 @@ int connect_unary(struct connect_client *c, const struct connect_call *call, int
 	uint64_t ms = call->timeout_ns / 1000000 ? call->timeout_ns / 1000000 : 1;
 	snprintf(line, sizeof(line), "Connect-Timeout-Ms: %llu", (unsigned long long)ms);
 	struct curl_slist *t;
-#define ADD(s) do { if (!(t = curl_slist_append(hdr, (s)))) goto nomem; hdr = t; } while (0)
+#define ADD(s)                                          \
+	do {                                            \
+		if (!(t = curl_slist_append(hdr, (s)))) \
+			goto nomem;                     \
+		hdr = t;                                \
+	} while (0)
 	ADD("Content-Type: application/proto");
 	ADD("Connect-Protocol-Version: 1");
-	ADD("Expect:");		/* no 100-continue round trip */
+	ADD("Expect:"); /* no 100-continue round trip */
 	ADD(line);
 	for (size_t i = 0; call->headers && i < call->headers->n; i++) {
 		snprintf(line, sizeof(line), "%s: %s", call->headers->v[i].name,
@@ -310,7 +327,8 @@ int connect_unary(struct connect_client *c, const struct connect_call *call, int
 	curl_easy_getinfo(c->h, CURLINFO_RESPONSE_CODE, &http);
 	if (cc != CURLE_OK) {
 		*status = cc == CURLE_OPERATION_TIMEDOUT || cc == CURLE_ABORTED_BY_CALLBACK
-			  ? GRPC_STATUS_DEADLINE_EXCEEDED : GRPC_STATUS_UNAVAILABLE;
+				  ? GRPC_STATUS_DEADLINE_EXCEEDED
+				  : GRPC_STATUS_UNAVAILABLE;
 		snprintf(details, details_len, "%s: %s%s%s", url, curl_easy_strerror(cc),
 			 c->errbuf[0] ? ": " : "", c->errbuf);
 	} else if (http == 200) {

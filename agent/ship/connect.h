@@ -35,12 +35,12 @@ struct connect_opts {
 /* 0 with *out set; or -EIO (libcurl cannot start) or -ENOMEM, err filled,
  * *out NULL. Connects lazily, at the first call; starts no thread. */
 int connect_new(const struct connect_opts *o, struct connect_client **out, struct pp_err *err);
-void connect_free(struct connect_client *c);	/* NULL-safe */
+void connect_free(struct connect_client *c); /* NULL-safe */
 
 struct connect_call {
-	const char *method;		/* "/push.v1.PusherService/Push" */
-	const struct pp_labels *headers;	/* extra headers (lower-case names) */
-	const char *auth;		/* Authorization value or NULL; never logged */
+	const char *method;		 /* "/push.v1.PusherService/Push" */
+	const struct pp_labels *headers; /* extra headers (lower-case names) */
+	const char *auth;		 /* Authorization value or NULL; never logged */
 	const uint8_t *body;
 	size_t len;
 	uint64_t timeout_ns;

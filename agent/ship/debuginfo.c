@@ -18,7 +18,7 @@
 #include "debuginfo.h"
 #include "procinfo.h"
 
-#define DEBUGINFO_MAX_FILE (4ull << 30)	/* larger files are not uploaded */
+#define DEBUGINFO_MAX_FILE (4ull << 30) /* larger files are not uploaded */
 
 #include <errno.h>
 #include <fcntl.h>
@@ -92,7 +92,7 @@ static bool valid_id(const char *id)
 
 static uint64_t id_hash(const char *s)
 {
-	uint64_t h = 1469598103934665603ull;	/* FNV-1a */
+	uint64_t h = 1469598103934665603ull; /* FNV-1a */
 
 	for (; *s; s++)
 		h = (h ^ (unsigned char)*s) * 1099511628211ull;
@@ -217,8 +217,8 @@ static int next_chunk(void *arg, const uint8_t **msg, size_t *len)
 	} else {
 		if (s->off >= s->size)
 			return 0;
-		size_t want = (uint64_t)(s->size - s->off) < CHUNK ? (size_t)(s->size - s->off)
-								     : CHUNK;
+		size_t want =
+			(uint64_t)(s->size - s->off) < CHUNK ? (size_t)(s->size - s->off) : CHUNK;
 		size_t got = 0;
 		while (got < want) {
 			ssize_t r = pread(s->fd, s->chunk + got, want - got, s->off + got);
@@ -251,9 +251,10 @@ static int check_build_id(int fd, const char *id, const char *file, struct pp_er
 
 	if (rc < 0)
 		return pp_errf(err, -ESTALE, "%s is not a readable ELF file: %s", file, lerr.msg);
-	rc = strcmp(f->gnu_build_id, id) ? pp_errf(err, -ESTALE, "%s has build id %s, not %s",
-						    file, f->gnu_build_id[0] ? f->gnu_build_id
-						    : "(none)", id) : 0;
+	rc = strcmp(f->gnu_build_id, id)
+		     ? pp_errf(err, -ESTALE, "%s has build id %s, not %s", file,
+			       f->gnu_build_id[0] ? f->gnu_build_id : "(none)", id)
+		     : 0;
 	elffile_close(f);
 	return rc;
 }
@@ -290,8 +291,9 @@ static int upload(struct debuginfo *d, const char *id, const char *mapped, char 
 		s.fd = proc_open_link(file, DEBUGINFO_MAX_FILE, &st);
 		if (s.fd < 0)
 			return pp_errf(err, s.fd, "cannot open %s: %s", mapped,
-				       s.fd == -EINVAL ? "not a regular file on a trusted filesystem"
-				       : strerror(-s.fd));
+				       s.fd == -EINVAL
+					       ? "not a regular file on a trusted filesystem"
+					       : strerror(-s.fd));
 		if ((rc = check_build_id(s.fd, id, file, err)) < 0)
 			goto out;
 	}
@@ -311,11 +313,13 @@ static int upload(struct debuginfo *d, const char *id, const char *mapped, char 
 		d->hour_bytes = 0;
 	}
 	if (d->hour_bytes + (uint64_t)s.size > d->max_bytes_per_hour) {
-		rc = pp_errf(err, -EAGAIN, "%s (%lld bytes) would exceed "
-			     "remote_store.debuginfo_max_bytes_per_hour (%llu, %llu sent this hour); "
-			     "retried later", file, (long long)s.size,
-			     (unsigned long long)d->max_bytes_per_hour,
-			     (unsigned long long)d->hour_bytes);
+		rc = pp_errf(
+			err, -EAGAIN,
+			"%s (%lld bytes) would exceed "
+			"remote_store.debuginfo_max_bytes_per_hour (%llu, %llu sent this hour); "
+			"retried later",
+			file, (long long)s.size, (unsigned long long)d->max_bytes_per_hour,
+			(unsigned long long)d->hour_bytes);
 		goto out;
 	}
 	if ((rc = hash_file(s.fd, s.size, hash, err)))
@@ -330,7 +334,8 @@ static int upload(struct debuginfo *d, const char *id, const char *mapped, char 
 	if ((rc = unary(d, SVC "ShouldInitiateUpload", &sreq.base, &resp, &rlen, err)))
 		goto out;
 	Parca__Debuginfo__V1alpha1__ShouldInitiateUploadResponse *sres =
-		parca__debuginfo__v1alpha1__should_initiate_upload_response__unpack(NULL, rlen, resp);
+		parca__debuginfo__v1alpha1__should_initiate_upload_response__unpack(NULL, rlen,
+										    resp);
 	free(resp);
 	resp = NULL;
 	if (!sres) {
@@ -362,15 +367,18 @@ static int upload(struct debuginfo *d, const char *id, const char *mapped, char 
 	resp = NULL;
 	if (!ires || !ires->upload_instructions) {
 		if (ires)
-			parca__debuginfo__v1alpha1__initiate_upload_response__free_unpacked(ires, NULL);
+			parca__debuginfo__v1alpha1__initiate_upload_response__free_unpacked(ires,
+											    NULL);
 		rc = pp_errf(err, -EPROTO, "InitiateUpload: response without instructions");
 		goto out;
 	}
 	const Parca__Debuginfo__V1alpha1__UploadInstructions *ui = ires->upload_instructions;
 	if (ui->upload_strategy !=
 	    PARCA__DEBUGINFO__V1ALPHA1__UPLOAD_INSTRUCTIONS__UPLOAD_STRATEGY__UPLOAD_STRATEGY_GRPC) {
-		rc = pp_errf(err, -ENOTSUP, "InitiateUpload: upload strategy %d not supported "
-			     "(only GRPC)", (int)ui->upload_strategy);
+		rc = pp_errf(err, -ENOTSUP,
+			     "InitiateUpload: upload strategy %d not supported "
+			     "(only GRPC)",
+			     (int)ui->upload_strategy);
 		parca__debuginfo__v1alpha1__initiate_upload_response__free_unpacked(ires, NULL);
 		goto out;
 	}
@@ -389,8 +397,8 @@ static int upload(struct debuginfo *d, const char *id, const char *mapped, char 
 	}
 	/* the stream may take a while for big files: 1 s per MiB on top */
 	uint64_t stream_timeout = d->timeout_ns + (uint64_t)(s.size >> 20) * 1000000000ull;
-	rc = uploader_call(d->u, SVC "Upload", next_chunk, &s, stream_timeout, &resp, &rlen,
-			   NULL, err);
+	rc = uploader_call(d->u, SVC "Upload", next_chunk, &s, stream_timeout, &resp, &rlen, NULL,
+			   err);
 	free(resp);
 	resp = NULL;
 	if (!rc && s.off != s.size)
@@ -444,8 +452,10 @@ static void *worker(void *arg)
 			pp_log(PP_WARN, "debuginfo upload failed", "build_id=%s path=%s error=%s",
 			       j.id, pp_q(j.path), pp_q(err.msg));
 		else
-			pp_log(rc ? PP_INFO : PP_DEBUG, "debuginfo", "build_id=%s result=%s file=%s "
-			       "bytes=%lld duration_ms=%llu", j.id, res, pp_q(file), (long long)sent,
+			pp_log(rc ? PP_INFO : PP_DEBUG, "debuginfo",
+			       "build_id=%s result=%s file=%s "
+			       "bytes=%lld duration_ms=%llu",
+			       j.id, res, pp_q(file), (long long)sent,
 			       (unsigned long long)((pp_mono_ns() - t0) / 1000000));
 		char lbl[32];
 		snprintf(lbl, sizeof(lbl), "result=\"%s\"", res);
@@ -486,8 +496,8 @@ int debuginfo_new(const struct debuginfo_opts *o, struct debuginfo **out, struct
 	pthread_cond_init(&d->cond, NULL);
 	d->timeout_ns = rs->timeout_ns ? rs->timeout_ns : 10000000000ull;
 	d->retry_ns = o->retry_ns ? o->retry_ns : 300000000000ull;
-	d->max_bytes_per_hour = rs->debuginfo_max_bytes_per_hour ? rs->debuginfo_max_bytes_per_hour
-								 : 1ull << 30;
+	d->max_bytes_per_hour =
+		rs->debuginfo_max_bytes_per_hour ? rs->debuginfo_max_bytes_per_hour : 1ull << 30;
 	d->qlen = o->queue_len ? o->queue_len : 64;
 	d->max_ids = o->max_ids ? o->max_ids : 4096;
 	for (d->tabsz = 16; d->tabsz < 2 * d->max_ids; d->tabsz *= 2)
@@ -544,9 +554,8 @@ void debuginfo_enqueue(struct debuginfo *d, const char *build_id, const char *pa
 		return;
 	pthread_mutex_lock(&d->lock);
 	struct slot *s = find(d, build_id);
-	if (s && s->st != ST_EMPTY &&
-	    (s->st != ST_FAILED || pp_mono_ns() < s->retry_at))
-		goto out;	/* known: queued, done, refused, or failed recently */
+	if (s && s->st != ST_EMPTY && (s->st != ST_FAILED || pp_mono_ns() < s->retry_at))
+		goto out; /* known: queued, done, refused, or failed recently */
 	if (d->qn >= d->qlen || (s && s->st == ST_EMPTY && d->used >= d->max_ids) || !s) {
 		d->st.dropped++;
 		goto out;

@@ -27,10 +27,10 @@ struct debuginfo_opts {
 	/* required: the debuginfo server (address, TLS, credentials, timeout,
 	 * debuginfo_max_bytes_per_hour; copied) */
 	const struct remote_store_config *rs;
-	unsigned queue_len;	/* pending files; 0 -> 64; more are dropped, not remembered */
-	unsigned max_ids;	/* build ids remembered; 0 -> 4096 */
-	uint64_t retry_ns;	/* after a failure; 0 -> 5 min */
-	const char *debug_dir;	/* NULL -> "/usr/lib/debug/.build-id" */
+	unsigned queue_len;    /* pending files; 0 -> 64; more are dropped, not remembered */
+	unsigned max_ids;      /* build ids remembered; 0 -> 4096 */
+	uint64_t retry_ns;     /* after a failure; 0 -> 5 min */
+	const char *debug_dir; /* NULL -> "/usr/lib/debug/.build-id" */
 };
 
 struct debuginfo_stats {

@@ -23,12 +23,11 @@
 struct local_store {
 	const char *dir;
 	uint64_t max_bytes;
-	uint64_t bytes;		/* estimate of the directory's usage */
-	uint64_t seq;		/* the last field of file names */
+	uint64_t bytes; /* estimate of the directory's usage */
+	uint64_t seq;	/* the last field of file names */
 };
 
-int local_store_new(const struct local_store_opts *o, struct local_store **out,
-		    struct pp_err *err)
+int local_store_new(const struct local_store_opts *o, struct local_store **out, struct pp_err *err)
 {
 	struct local_store *ls;
 	bool fixed = false;
@@ -40,8 +39,10 @@ int local_store_new(const struct local_store_opts *o, struct local_store **out,
 	if (r)
 		return r;
 	if (fixed)
-		pp_log(PP_WARN, "local_store directory was accessible to other users; made "
-		       "it 0700", "path=%s mode_was=%04o", pp_q(o->dir), mode);
+		pp_log(PP_WARN,
+		       "local_store directory was accessible to other users; made "
+		       "it 0700",
+		       "path=%s mode_was=%04o", pp_q(o->dir), mode);
 	ls = calloc(1, sizeof(*ls));
 	if (!ls)
 		return pp_errf(err, -ENOMEM, "local_store: out of memory");
@@ -104,8 +105,8 @@ static void local_name(struct local_store *ls, const struct pp_labels *l, char *
 		name_field(type, 40, name, "profile");
 	name_field(comm, 16, pp_labels_get(l, "comm"), "unknown");
 	snprintf(buf, len, "%s/%04d%02d%02dT%02d%02d%02d.%03ldZ-%s-%s-%s-%" PRIu64 ".pb.gz",
-		 ls->dir, tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
-		 tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000, type, comm,
+		 ls->dir, tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
+		 tm.tm_sec, ts.tv_nsec / 1000000, type, comm,
 		 pid && *pid && strspn(pid, "0123456789") == strlen(pid) ? pid : "0", ls->seq++);
 }
 
@@ -164,7 +165,8 @@ int local_store_write(struct local_store *ls, const struct pp_labels *labels, co
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w <= 0) {
-			rc = pp_errf(err, -errno, "local_store: write %s: %s", tmp, strerror(errno));
+			rc = pp_errf(err, -errno, "local_store: write %s: %s", tmp,
+				     strerror(errno));
 			break;
 		}
 		off += (size_t)w;

@@ -20,17 +20,16 @@
 struct local_store;
 
 struct local_store_opts {
-	const char *dir;	/* required; must outlive the store. Created when
+	const char *dir;    /* required; must outlive the store. Created when
 				 * missing, made 0700 when others could read it */
-	uint64_t max_bytes;	/* bound on the .pb.gz files' total (0: each file
+	uint64_t max_bytes; /* bound on the .pb.gz files' total (0: each file
 				 * is removed once written; config sets it) */
 };
 
 /* 0 with *out set; or a negative code (the directory cannot be made
  * private, -ENOMEM), err filled, *out NULL. */
-int local_store_new(const struct local_store_opts *o, struct local_store **out,
-		    struct pp_err *err);
-void local_store_free(struct local_store *ls);	/* NULL-safe */
+int local_store_new(const struct local_store_opts *o, struct local_store **out, struct pp_err *err);
+void local_store_free(struct local_store *ls); /* NULL-safe */
 
 /* One profile (gzip pprof; labels name the file: __name__, trigger, comm,
  * pid, as the producer set them). 0, or negative errno with err filled (no

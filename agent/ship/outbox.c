@@ -31,10 +31,10 @@
 struct store {
 	struct outbox *o;
 	const struct remote_store_config *rs;
-	char lbl[96];			/* store="name" with a list, "" for the one store */
+	char lbl[96]; /* store="name" with a list, "" for the one store */
 	struct uploader *up;
-	struct spool *spool;		/* NULL: no spool directory */
-	struct spool_batch pending;	/* submitted since the last flush; under o->lock */
+	struct spool *spool;	    /* NULL: no spool directory */
+	struct spool_batch pending; /* submitted since the last flush; under o->lock */
 	/* After a failed delivery the network is left alone until retry_at
 	 * (backoff doubling from OFFLINE_MIN_NS to OFFLINE_MAX_NS): a store that
 	 * is down or hangs then costs one bounded attempt per backoff instead of
@@ -48,8 +48,8 @@ struct store {
 	 * hanging store never holds up the caller's windows, nor the other stores */
 	pthread_t sender;
 	bool sender_running, flush_requested;
-	pthread_cond_t cond;		/* with o->lock */
-	int last_rc;			/* result of the sender's last flush */
+	pthread_cond_t cond; /* with o->lock */
+	int last_rc;	     /* result of the sender's last flush */
 	char last_msg[sizeof(((struct pp_err *)0)->msg)];
 	/* profiles per call (send_batch): halved when a call times out,
 	 * doubled back on success. Flushing thread only. */
@@ -57,15 +57,15 @@ struct store {
 };
 
 struct outbox {
-	pthread_mutex_t lock;		/* pending, stats, local store: submit may come from any thread */
+	pthread_mutex_t lock; /* pending, stats, local store: submit may come from any thread */
 	const struct config *cfg;
-	struct store *stores;		/* config_nstores(cfg) of them; none: local only */
+	struct store *stores; /* config_nstores(cfg) of them; none: local only */
 	size_t nstores;
-	struct local_store *local;	/* NULL: no local_store.directory */
-	struct outbox_stats st;		/* sums over the stores */
-	outbox_labeler_fn labeler;	/* metadata + relabelling, see outbox.h */
+	struct local_store *local; /* NULL: no local_store.directory */
+	struct outbox_stats st;	   /* sums over the stores */
+	outbox_labeler_fn labeler; /* metadata + relabelling, see outbox.h */
 	void *labeler_arg;
-	bool stop;			/* the sender threads end */
+	bool stop; /* the sender threads end */
 };
 
 void outbox_set_labeler(struct outbox *o, outbox_labeler_fn fn, void *arg)
@@ -78,11 +78,11 @@ void outbox_set_labeler(struct outbox *o, outbox_labeler_fn fn, void *arg)
 
 static void spool_report(struct store *st);
 
-#define OFFLINE_MIN_NS 2000000000ull	/* 2 s */
-#define DRAIN_MAX_FILES 32		/* spool files per call, see drain_some() */
+#define OFFLINE_MIN_NS 2000000000ull /* 2 s */
+#define DRAIN_MAX_FILES 32	     /* spool files per call, see drain_some() */
 #define DRAIN_MAX_BYTES (8u << 20)
-#define CALL_MAX_SERIES 1024		/* profiles per call, see send_batch() */
-#define OFFLINE_MAX_NS 30000000000ull	/* 30 s */
+#define CALL_MAX_SERIES 1024	      /* profiles per call, see send_batch() */
+#define OFFLINE_MAX_NS 30000000000ull /* 30 s */
 
 /* Metric labels of st: its store="..." (lists only) and extra, or NULL. */
 static const char *store_lbl(const struct store *st, const char *extra, char *buf, size_t len)
@@ -117,7 +117,7 @@ int outbox_new(const struct outbox_opts *opts, struct outbox **out, struct pp_er
 		goto fail;
 	}
 	bool spool = cfg->spool.directory && cfg->spool.directory[0];
-	if (n > 1 && spool) {	/* the parent of the stores' directories */
+	if (n > 1 && spool) { /* the parent of the stores' directories */
 		bool fixed = false;
 		unsigned mode = 0;
 		r = pp_private_dir(cfg->spool.directory, "spool", &fixed, &mode, err);
@@ -143,7 +143,8 @@ int outbox_new(const struct outbox_opts *opts, struct outbox **out, struct pp_er
 		 * store keeps spool.directory itself (what earlier runs left) */
 		char dir[4200];
 		snprintf(dir, sizeof(dir), "%s%s%s", cfg->spool.directory,
-			 cfg->remote_store_list ? "/" : "", cfg->remote_store_list ? st->rs->name : "");
+			 cfg->remote_store_list ? "/" : "",
+			 cfg->remote_store_list ? st->rs->name : "");
 		r = spool_new(&(struct spool_opts){ .dir = dir, .max_bytes = cfg->spool.max_bytes },
 			      &st->spool, err);
 		if (r)
@@ -220,7 +221,8 @@ static void count_pending(struct outbox *o)
 		o->st.pending += st->pending.n;
 		metric_set(metric_get("pushprof_outbox_pending",
 				      "Profiles in memory waiting for the next push.", METRIC_GAUGE,
-				      store_lbl(st, NULL, mb, sizeof(mb))), (double)st->pending.n);
+				      store_lbl(st, NULL, mb, sizeof(mb))),
+			   (double)st->pending.n);
 	}
 }
 
@@ -232,8 +234,8 @@ static void count_pending(struct outbox *o)
 static int submit(struct outbox *o, int proto, const struct pp_labels *in, const uint8_t *gz,
 		  size_t len, struct pp_err *err)
 {
-	struct pp_labels labels[2] = { { 0 }, { 0 } };	/* by store_protocol */
-	int keep[2] = { -2, -2 };			/* -2: not labelled yet */
+	struct pp_labels labels[2] = { { 0 }, { 0 } }; /* by store_protocol */
+	int keep[2] = { -2, -2 };		       /* -2: not labelled yet */
 	int rc = 0;
 
 	if (!pp_labels_get(in, "__name__"))
@@ -256,12 +258,14 @@ static int submit(struct outbox *o, int proto, const struct pp_labels *in, const
 				break;
 			}
 			if (o->labeler)
-				keep[p] = o->labeler(&labels[p], (enum store_protocol)p, o->labeler_arg);
+				keep[p] = o->labeler(&labels[p], (enum store_protocol)p,
+						     o->labeler_arg);
 			if (keep[p] == 0 || !pp_labels_get(&labels[p], "__name__")) {
 				keep[p] = 0;
-				metric_inc("pushprof_profiles_relabel_dropped_total",
-					   "Profiles dropped by relabel_configs (keep/drop), by name.",
-					   lbl, 1);
+				metric_inc(
+					"pushprof_profiles_relabel_dropped_total",
+					"Profiles dropped by relabel_configs (keep/drop), by name.",
+					lbl, 1);
 			}
 		}
 		if (!keep[p])
@@ -297,9 +301,8 @@ int outbox_submit(struct outbox *o, const struct pp_labels *in, const uint8_t *g
 	return submit(o, -1, in, gz, len, err);
 }
 
-int outbox_submit_protocol(struct outbox *o, enum store_protocol proto,
-			   const struct pp_labels *in, const uint8_t *gz, size_t len,
-			   struct pp_err *err)
+int outbox_submit_protocol(struct outbox *o, enum store_protocol proto, const struct pp_labels *in,
+			   const uint8_t *gz, size_t len, struct pp_err *err)
 {
 	return submit(o, (int)proto, in, gz, len, err);
 }
@@ -391,16 +394,19 @@ static int send_batch(struct store *st, const struct spool_batch *b, size_t *sen
 			done += k;
 			if (st->call_series < CALL_MAX_SERIES)
 				st->call_series = st->call_series * 2 > CALL_MAX_SERIES
-						 ? CALL_MAX_SERIES : st->call_series * 2;
+							  ? CALL_MAX_SERIES
+							  : st->call_series * 2;
 			continue;
 		}
 		done += ok;
 		if (rc != -ETIMEDOUT || k - ok <= 1)
 			break;
 		st->call_series = (k - ok) / 2;
-		pp_log(PP_WARN, "remote store slower than remote_store.timeout; sending fewer "
-		       "profiles per call", "store=%s profiles=%zu next=%zu error=%s",
-		       pp_q(st->rs->name), k - ok, st->call_series, pp_q(err ? err->msg : ""));
+		pp_log(PP_WARN,
+		       "remote store slower than remote_store.timeout; sending fewer "
+		       "profiles per call",
+		       "store=%s profiles=%zu next=%zu error=%s", pp_q(st->rs->name), k - ok,
+		       st->call_series, pp_q(err ? err->msg : ""));
 		if (err)
 			pp_err_clear(err);
 		rc = 0;
@@ -428,17 +434,19 @@ static void spool_report(struct store *st)
 	if (!st->spool)
 		return;
 	const struct spool_stats *ss = spool_stats(st->spool);
-	metric_set(metric_get("pushprof_spool_files", "Batches waiting in the spool.",
-			      METRIC_GAUGE, store_lbl(st, NULL, mb, sizeof(mb))), (double)ss->files);
-	metric_set(metric_get("pushprof_spool_bytes", "Bytes waiting in the spool.",
-			      METRIC_GAUGE, store_lbl(st, NULL, mb, sizeof(mb))), (double)ss->bytes);
+	metric_set(metric_get("pushprof_spool_files", "Batches waiting in the spool.", METRIC_GAUGE,
+			      store_lbl(st, NULL, mb, sizeof(mb))),
+		   (double)ss->files);
+	metric_set(metric_get("pushprof_spool_bytes", "Bytes waiting in the spool.", METRIC_GAUGE,
+			      store_lbl(st, NULL, mb, sizeof(mb))),
+		   (double)ss->bytes);
 	uint64_t df = ss->dropped_files - st->rep_dropped_files;
 	uint64_t dp = ss->dropped_profiles - st->rep_dropped_profiles;
 	if (df || dp) {
 		pp_log(PP_WARN, "spool full, dropped the oldest profiles",
 		       "store=%s files=%" PRIu64 " profiles=%" PRIu64 " max_bytes=%" PRIu64
-		       " dropped_total=%" PRIu64, pp_q(st->rs->name), df, dp,
-		       o->cfg->spool.max_bytes, ss->dropped_profiles);
+		       " dropped_total=%" PRIu64,
+		       pp_q(st->rs->name), df, dp, o->cfg->spool.max_bytes, ss->dropped_profiles);
 		metric_inc("pushprof_spool_dropped_files_total",
 			   "Spool files removed (oldest first) to stay under spool.max_bytes.",
 			   store_lbl(st, NULL, mb, sizeof(mb)), (double)df);
@@ -449,7 +457,8 @@ static void spool_report(struct store *st)
 	if (ss->corrupt != st->rep_corrupt) {
 		metric_inc("pushprof_spool_corrupt_files_total",
 			   "Spool files that did not decode, moved aside as <name>.corrupt.",
-			   store_lbl(st, NULL, mb, sizeof(mb)), (double)(ss->corrupt - st->rep_corrupt));
+			   store_lbl(st, NULL, mb, sizeof(mb)),
+			   (double)(ss->corrupt - st->rep_corrupt));
 		st->rep_corrupt = ss->corrupt;
 	}
 }
@@ -467,7 +476,7 @@ static void spool_report(struct store *st)
 static int drain_some(struct store *st, bool *one_by_one, struct pp_err *err)
 {
 	char names[DRAIN_MAX_FILES][64];
-	size_t ends[DRAIN_MAX_FILES];	/* items in `all` up to and with file i */
+	size_t ends[DRAIN_MAX_FILES]; /* items in `all` up to and with file i */
 	struct spool_batch all = { 0 };
 	size_t nf = 0, bytes = 0, max = *one_by_one ? 1 : DRAIN_MAX_FILES;
 	int rc = 0;
@@ -479,19 +488,20 @@ static int drain_some(struct store *st, bool *one_by_one, struct pp_err *err)
 		int got = spool_peek(st->spool, nf ? names[nf - 1] : NULL, names[nf],
 				     sizeof(names[nf]), &b, &perr);
 		uint64_t moved = spool_stats(st->spool)->corrupt - corrupt0;
-		if (moved)	/* perr holds the last one */
-			pp_log(PP_WARN, "corrupt spool files moved aside", "store=%s files=%" PRIu64
-			       " error=%s", pp_q(st->rs->name), moved, pp_q(perr.msg));
-		else if (perr.code)
-			pp_log(PP_WARN, "spool read failed", "store=%s error=%s", pp_q(st->rs->name),
+		if (moved) /* perr holds the last one */
+			pp_log(PP_WARN, "corrupt spool files moved aside",
+			       "store=%s files=%" PRIu64 " error=%s", pp_q(st->rs->name), moved,
 			       pp_q(perr.msg));
+		else if (perr.code)
+			pp_log(PP_WARN, "spool read failed", "store=%s error=%s",
+			       pp_q(st->rs->name), pp_q(perr.msg));
 		if (got <= 0)
 			break;
 		for (size_t i = 0; i < b.n; i++)
 			bytes += b.v[i].len;
 		if (spool_batch_move(&all, &b)) {
 			spool_batch_free(&b);
-			break;	/* out of memory: send what is gathered */
+			break; /* out of memory: send what is gathered */
 		}
 		ends[nf++] = all.n;
 	}
@@ -503,7 +513,7 @@ static int drain_some(struct store *st, bool *one_by_one, struct pp_err *err)
 		spool_remove(st->spool, names[done++]);
 	if (rc && permanent(rc)) {
 		if (nf - done > 1) {
-			*one_by_one = true;	/* find the refused file */
+			*one_by_one = true; /* find the refused file */
 			rc = 0;
 		} else if (done < nf) {
 			size_t n = ends[done] - (done ? ends[done - 1] : 0);
@@ -528,8 +538,10 @@ static int flush_store(struct store *st, struct pp_err *err)
 	uint64_t now = pp_mono_ns();
 	bool offline = st->retry_at && now < st->retry_at;
 	if (offline)
-		rc = pp_errf(err, -EAGAIN, "remote store unavailable, next attempt in %.1fs; last "
-			     "error: %s", (double)(st->retry_at - now) / 1e9, st->last_err);
+		rc = pp_errf(err, -EAGAIN,
+			     "remote store unavailable, next attempt in %.1fs; last "
+			     "error: %s",
+			     (double)(st->retry_at - now) / 1e9, st->last_err);
 	/* oldest first: what was spooled earlier (also by a previous run) */
 	bool one_by_one = false;
 	while (st->spool && !offline && rc == 0) {
@@ -694,7 +706,7 @@ void outbox_stop_sender(struct outbox *o)
 		struct store *st = &o->stores[i];
 		if (!st->sender_running)
 			continue;
-		pthread_join(st->sender, NULL);	/* a flush under way ends within its deadline */
+		pthread_join(st->sender, NULL); /* a flush under way ends within its deadline */
 		st->sender_running = false;
 	}
 }

@@ -36,7 +36,7 @@ struct outbox_stats {
 };
 
 struct outbox_opts {
-	const struct config *cfg;	/* required; must outlive the outbox */
+	const struct config *cfg; /* required; must outlive the outbox */
 };
 
 /*
@@ -48,7 +48,7 @@ struct outbox_opts {
  * threads (they take the outbox's lock); the setters are for start-up.
  */
 int outbox_new(const struct outbox_opts *opts, struct outbox **out, struct pp_err *err);
-void outbox_free(struct outbox *o);	/* NULL-safe; stops the sender threads */
+void outbox_free(struct outbox *o); /* NULL-safe; stops the sender threads */
 
 /*
  * The series labels of every submitted profile pass through this hook
@@ -60,13 +60,12 @@ void outbox_free(struct outbox *o);	/* NULL-safe; stops the sender threads */
  * profile for those stores (counted), negative to keep it unchanged after
  * an error.
  */
-typedef int (*outbox_labeler_fn)(struct pp_labels *labels, enum store_protocol protocol,
-				 void *arg);
+typedef int (*outbox_labeler_fn)(struct pp_labels *labels, enum store_protocol protocol, void *arg);
 void outbox_set_labeler(struct outbox *o, outbox_labeler_fn fn, void *arg);
 
 /* Copies labels and bytes. Labels must include __name__. */
-int outbox_submit(struct outbox *o, const struct pp_labels *labels, const uint8_t *gz,
-		  size_t len, struct pp_err *err);
+int outbox_submit(struct outbox *o, const struct pp_labels *labels, const uint8_t *gz, size_t len,
+		  struct pp_err *err);
 /*
  * For profiles whose encoding depends on the protocol (CPU profiles): to
  * the stores of that protocol only. local_store gets the profile when the

@@ -47,13 +47,13 @@ static uint64_t hash_bytes(uint64_t h, const void *data, size_t len)
 }
 
 struct ht_slot {
-	uint32_t idx1;		/* index + 1; 0 = empty */
+	uint32_t idx1; /* index + 1; 0 = empty */
 	uint32_t h;
 };
 
 struct htab {
 	struct ht_slot *s;
-	uint32_t mask;		/* capacity - 1 (power of two), 0 when unallocated */
+	uint32_t mask; /* capacity - 1 (power of two), 0 when unallocated */
 	uint32_t n;
 };
 
@@ -216,7 +216,7 @@ int pprof_new(struct pprof **out, struct pp_err *err)
 	*out = NULL;
 	if (!p)
 		return pp_errf(err, -ENOMEM, "pprof: out of memory");
-	if (intern(p, "") != 0) {	/* string_table[0] == "" */
+	if (intern(p, "") != 0) { /* string_table[0] == "" */
 		pprof_free(p);
 		return pp_errf(err, -ENOMEM, "pprof: out of memory");
 	}
@@ -291,8 +291,7 @@ int pprof_add_comment(struct pprof *p, const char *comment)
 
 	if (c < 0)
 		return -ENOMEM;
-	if (vec_reserve((void **)&p->comments, &p->capcomments, p->ncomments,
-			sizeof(*p->comments)))
+	if (vec_reserve((void **)&p->comments, &p->capcomments, p->ncomments, sizeof(*p->comments)))
 		return -ENOMEM;
 	p->comments[p->ncomments++] = c;
 	return 0;
@@ -342,8 +341,8 @@ uint64_t pprof_mapping(struct pprof *p, uint64_t start, uint64_t limit, uint64_t
 	if (vec_reserve((void **)&p->maps, &p->capmaps, p->nmaps, sizeof(*p->maps)) ||
 	    ht_insert(&p->maptab, h, p->nmaps))
 		return 0;
-	p->maps[p->nmaps] = (struct mapping){ start, limit, offset, k.file, b,
-					      has_functions, has_line_numbers };
+	p->maps[p->nmaps] = (struct mapping){ start, limit,	    offset,	     k.file,
+					      b,     has_functions, has_line_numbers };
 	return ++p->nmaps;
 }
 
@@ -447,13 +446,11 @@ static int sample_eq(const struct pprof *p, uint32_t idx, const void *key)
 
 	return s->nlocs == k->nlocs && s->nlabels == k->nlabels &&
 	       (!k->nlocs || memcmp(s->locs, k->locs, k->nlocs * sizeof(*k->locs)) == 0) &&
-	       (!k->nlabels ||
-		memcmp(s->labels, k->labels, k->nlabels * sizeof(*k->labels)) == 0);
+	       (!k->nlabels || memcmp(s->labels, k->labels, k->nlabels * sizeof(*k->labels)) == 0);
 }
 
-int pprof_add_sample(struct pprof *p, const uint64_t *locs, size_t nlocs,
-		     const int64_t *values, const struct pprof_label *labels,
-		     size_t nlabels)
+int pprof_add_sample(struct pprof *p, const uint64_t *locs, size_t nlocs, const int64_t *values,
+		     const struct pprof_label *labels, size_t nlabels)
 {
 	struct slabel lbuf[16], *lab = lbuf;
 	int rc = 0;
@@ -537,8 +534,7 @@ size_t pprof_sample_count(const struct pprof *p)
 
 /* ---- encoding --------------------------------------------------------- */
 
-int pprof_encode(const struct pprof *p, bool gzip, uint8_t **out, size_t *len,
-		 struct pp_err *err)
+int pprof_encode(const struct pprof *p, bool gzip, uint8_t **out, size_t *len, struct pp_err *err)
 {
 	Perftools__Profiles__Profile prof = PERFTOOLS__PROFILES__PROFILE__INIT;
 	Perftools__Profiles__ValueType period_type = PERFTOOLS__PROFILES__VALUE_TYPE__INIT;
@@ -560,12 +556,12 @@ int pprof_encode(const struct pprof *p, bool gzip, uint8_t **out, size_t *len,
 	for (size_t i = 0; i < p->nlocs; i++)
 		nline += p->locs[i].nlines;
 
-#define ALLOC(arr, ptrs, n)                                           \
-	do {                                                          \
-		arr = calloc((n) ? (n) : 1, sizeof(*arr));            \
-		ptrs = calloc((n) ? (n) : 1, sizeof(*ptrs));          \
-		if (!arr || !ptrs)                                    \
-			goto fail;                                    \
+#define ALLOC(arr, ptrs, n)                                  \
+	do {                                                 \
+		arr = calloc((n) ? (n) : 1, sizeof(*arr));   \
+		ptrs = calloc((n) ? (n) : 1, sizeof(*ptrs)); \
+		if (!arr || !ptrs)                           \
+			goto fail;                           \
 	} while (0)
 	ALLOC(vt, vtp, p->nstypes);
 	ALLOC(sm, smp, p->nsamples);

@@ -28,16 +28,16 @@ struct pprof_line {
 
 struct pprof_label {
 	const char *key;
-	const char *str;	/* string label, or NULL for a numeric one */
+	const char *str; /* string label, or NULL for a numeric one */
 	int64_t num;
-	const char *num_unit;	/* optional, numeric labels only */
+	const char *num_unit; /* optional, numeric labels only */
 };
 
 /* An empty profile (string_table[0] == ""): 0 with *out set (caller frees
  * with pprof_free), or -ENOMEM with err filled and *out NULL. Not
  * thread-safe: one builder per thread. */
 int pprof_new(struct pprof **out, struct pp_err *err);
-void pprof_free(struct pprof *p);	/* NULL-safe */
+void pprof_free(struct pprof *p); /* NULL-safe */
 
 int pprof_add_sample_type(struct pprof *p, const char *type, const char *unit);
 int pprof_set_period(struct pprof *p, const char *type, const char *unit, int64_t period);
@@ -62,22 +62,19 @@ uint64_t pprof_location(struct pprof *p, uint64_t mapping_id, uint64_t address,
 			const struct pprof_line *lines, size_t nlines);
 /* locs[0] is the leaf. Identical stacks with identical labels are merged
  * (values added). */
-int pprof_add_sample(struct pprof *p, const uint64_t *locs, size_t nlocs,
-		     const int64_t *values, const struct pprof_label *labels,
-		     size_t nlabels);
+int pprof_add_sample(struct pprof *p, const uint64_t *locs, size_t nlocs, const int64_t *values,
+		     const struct pprof_label *labels, size_t nlabels);
 
 size_t pprof_sample_count(const struct pprof *p);
 
 /* Serialize; gzip when asked. *out is malloc'd, caller frees. */
-int pprof_encode(const struct pprof *p, bool gzip, uint8_t **out, size_t *len,
-		 struct pp_err *err);
+int pprof_encode(const struct pprof *p, bool gzip, uint8_t **out, size_t *len, struct pp_err *err);
 
 /* Helpers shared by everything that handles pprof bytes. */
 bool pprof_is_gzip(const uint8_t *buf, size_t len);
-int pprof_gunzip(const uint8_t *in, size_t len, size_t max_out, uint8_t **out,
-		 size_t *out_len, struct pp_err *err);
-int pprof_gzip(const uint8_t *in, size_t len, uint8_t **out, size_t *out_len,
-	       struct pp_err *err);
+int pprof_gunzip(const uint8_t *in, size_t len, size_t max_out, uint8_t **out, size_t *out_len,
+		 struct pp_err *err);
+int pprof_gzip(const uint8_t *in, size_t len, uint8_t **out, size_t *out_len, struct pp_err *err);
 /* Check bytes (plain or gzip) parse as a profile that passes Parca's rules. */
 int pprof_validate(const uint8_t *buf, size_t len, struct pp_err *err);
 

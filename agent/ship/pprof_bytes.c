@@ -23,8 +23,7 @@ bool pprof_is_gzip(const uint8_t *buf, size_t len)
 	return len >= 2 && buf[0] == 0x1f && buf[1] == 0x8b;
 }
 
-int pprof_gzip(const uint8_t *in, size_t len, uint8_t **out, size_t *out_len,
-	       struct pp_err *err)
+int pprof_gzip(const uint8_t *in, size_t len, uint8_t **out, size_t *out_len, struct pp_err *err)
 {
 	z_stream zs = { 0 };
 	uint8_t *buf;
@@ -61,8 +60,8 @@ int pprof_gzip(const uint8_t *in, size_t len, uint8_t **out, size_t *out_len,
 	return 0;
 }
 
-int pprof_gunzip(const uint8_t *in, size_t len, size_t max_out, uint8_t **out,
-		 size_t *out_len, struct pp_err *err)
+int pprof_gunzip(const uint8_t *in, size_t len, size_t max_out, uint8_t **out, size_t *out_len,
+		 struct pp_err *err)
 {
 	z_stream zs = { 0 };
 	uint8_t *buf = NULL;
@@ -110,7 +109,8 @@ int pprof_gunzip(const uint8_t *in, size_t len, size_t max_out, uint8_t **out,
 			if (zs.avail_in == 0)
 				break;
 			if (!pprof_is_gzip(zs.next_in, zs.avail_in)) {
-				rc = pp_errf(err, -EINVAL, "gunzip: trailing garbage after gzip data");
+				rc = pp_errf(err, -EINVAL,
+					     "gunzip: trailing garbage after gzip data");
 				goto fail;
 			}
 			if (inflateReset(&zs) != Z_OK) {
@@ -154,14 +154,14 @@ static int check_str(const Perftools__Profiles__Profile *pr, int64_t idx, const 
 }
 
 /* Profile type parts must be usable in a PromQL selector. */
-static int check_type_part(const Perftools__Profiles__Profile *pr, int64_t idx,
-			   const char *what, struct pp_err *err)
+static int check_type_part(const Perftools__Profiles__Profile *pr, int64_t idx, const char *what,
+			   struct pp_err *err)
 {
 	const char *s = pr->string_table[idx];
 
 	if (strpbrk(s, "-.:"))
-		return pp_errf(err, -EINVAL, "pprof: %s \"%.64s\" contains '-', '.' or ':'",
-			       what, s);
+		return pp_errf(err, -EINVAL, "pprof: %s \"%.64s\" contains '-', '.' or ':'", what,
+			       s);
 	return 0;
 }
 
@@ -169,10 +169,10 @@ static int validate_profile(const Perftools__Profiles__Profile *pr, struct pp_er
 {
 	int rc;
 
-#define STR(idx, what, n)                                         \
-	do {                                                      \
+#define STR(idx, what, n)                                          \
+	do {                                                       \
 		if ((rc = check_str(pr, (idx), (what), (n), err))) \
-			return rc;                                \
+			return rc;                                 \
 	} while (0)
 
 	if (pr->n_string_table == 0 || !pr->string_table[0] || pr->string_table[0][0])
@@ -200,18 +200,20 @@ static int validate_profile(const Perftools__Profiles__Profile *pr, struct pp_er
 	for (size_t i = 0; i < pr->n_mapping; i++) {
 		const Perftools__Profiles__Mapping *m = pr->mapping[i];
 		if (m->id != i + 1)
-			return pp_errf(err, -EINVAL,
-				       "pprof: mapping[%zu] has id %llu, want %zu (sequential from 1)",
-				       i, (unsigned long long)m->id, i + 1);
+			return pp_errf(
+				err, -EINVAL,
+				"pprof: mapping[%zu] has id %llu, want %zu (sequential from 1)", i,
+				(unsigned long long)m->id, i + 1);
 		STR(m->filename, "mapping.filename", i);
 		STR(m->build_id, "mapping.build_id", i);
 	}
 	for (size_t i = 0; i < pr->n_function; i++) {
 		const Perftools__Profiles__Function *f = pr->function[i];
 		if (f->id != i + 1)
-			return pp_errf(err, -EINVAL,
-				       "pprof: function[%zu] has id %llu, want %zu (sequential from 1)",
-				       i, (unsigned long long)f->id, i + 1);
+			return pp_errf(
+				err, -EINVAL,
+				"pprof: function[%zu] has id %llu, want %zu (sequential from 1)", i,
+				(unsigned long long)f->id, i + 1);
 		STR(f->name, "function.name", i);
 		STR(f->system_name, "function.system_name", i);
 		STR(f->filename, "function.filename", i);
@@ -219,9 +221,10 @@ static int validate_profile(const Perftools__Profiles__Profile *pr, struct pp_er
 	for (size_t i = 0; i < pr->n_location; i++) {
 		const Perftools__Profiles__Location *l = pr->location[i];
 		if (l->id != i + 1)
-			return pp_errf(err, -EINVAL,
-				       "pprof: location[%zu] has id %llu, want %zu (sequential from 1)",
-				       i, (unsigned long long)l->id, i + 1);
+			return pp_errf(
+				err, -EINVAL,
+				"pprof: location[%zu] has id %llu, want %zu (sequential from 1)", i,
+				(unsigned long long)l->id, i + 1);
 		if (l->mapping_id > pr->n_mapping)
 			return pp_errf(err, -EINVAL,
 				       "pprof: location %zu refers to mapping %llu of %zu", i + 1,
@@ -230,7 +233,8 @@ static int validate_profile(const Perftools__Profiles__Profile *pr, struct pp_er
 			uint64_t f = l->line[j]->function_id;
 			if (!f || f > pr->n_function)
 				return pp_errf(err, -EINVAL,
-					       "pprof: location %zu line %zu refers to function %llu of %zu",
+					       "pprof: location %zu line %zu refers to function "
+					       "%llu of %zu",
 					       i + 1, j, (unsigned long long)f, pr->n_function);
 		}
 	}
@@ -244,8 +248,8 @@ static int validate_profile(const Perftools__Profiles__Profile *pr, struct pp_er
 			uint64_t l = s->location_id[j];
 			if (!l || l > pr->n_location)
 				return pp_errf(err, -EINVAL,
-					       "pprof: sample %zu refers to location %llu of %zu", i,
-					       (unsigned long long)l, pr->n_location);
+					       "pprof: sample %zu refers to location %llu of %zu",
+					       i, (unsigned long long)l, pr->n_location);
 		}
 		for (size_t j = 0; j < s->n_label; j++) {
 			STR(s->label[j]->key, "sample.label.key", i);

@@ -18,13 +18,13 @@
 #include <zstd.h>
 
 #define SPOOL_MAGIC "PPSPOOL1"
-#define SPOOL_MAX_RAW (512u << 20)	/* a batch never decodes to more than this */
-#define SPOOL_MAX_FILE SPOOL_MAX_RAW	/* nor is a file (compressed) larger */
+#define SPOOL_MAX_RAW (512u << 20)   /* a batch never decodes to more than this */
+#define SPOOL_MAX_FILE SPOOL_MAX_RAW /* nor is a file (compressed) larger */
 #define SPOOL_MAX_ITEMS 1000000u
 #define SPOOL_MAX_LABELS 4096u
 
 struct spool {
-	pthread_mutex_t mu;	/* the agent's loop writes OOM captures while the sender reads */
+	pthread_mutex_t mu; /* the agent's loop writes OOM captures while the sender reads */
 	char *dir;
 	uint64_t max_bytes;
 	uint64_t last_seq;
@@ -263,7 +263,7 @@ static int list(struct spool *s, struct entry **out, size_t *n)
 			return -ENOMEM;
 		}
 		size_t nl = strnlen(e->d_name, sizeof((*out)[*n].name) - 1);
-		memcpy((*out)[*n].name, e->d_name, nl);	/* is_spool_name bounded it */
+		memcpy((*out)[*n].name, e->d_name, nl); /* is_spool_name bounded it */
 		(*out)[*n].name[nl] = '\0';
 		(*out)[*n].size = (uint64_t)st.st_size;
 		(*n)++;
@@ -379,7 +379,8 @@ static int write_locked(struct spool *s, const struct spool_batch *b, struct pp_
 	if (len > s->max_bytes) {
 		free(buf);
 		s->st.dropped_profiles += b->n;
-		return pp_errf(err, -EFBIG, "spool: a batch of %zu bytes exceeds spool.max_bytes", len);
+		return pp_errf(err, -EFBIG, "spool: a batch of %zu bytes exceeds spool.max_bytes",
+			       len);
 	}
 	make_room(s, len);
 	uint64_t seq = next_seq(s);
@@ -431,7 +432,7 @@ fail:
 }
 
 static int peek_locked(struct spool *s, const char *after, char *name, size_t name_len,
-			struct spool_batch *out, struct pp_err *err)
+		       struct spool_batch *out, struct pp_err *err)
 {
 	struct entry *e;
 	size_t n;
@@ -466,7 +467,8 @@ static int peek_locked(struct spool *s, const char *after, char *name, size_t na
 			if (fd < 0)
 				pp_errf(&derr, -errno, "cannot open: %s", strerror(errno));
 			else if (!buf)
-				pp_errf(&derr, -ENOMEM, "out of memory for %" PRIu64 " bytes", e[i].size);
+				pp_errf(&derr, -ENOMEM, "out of memory for %" PRIu64 " bytes",
+					e[i].size);
 			else if (got == e[i].size && spool_decode(buf, got, out, &derr) == 0) {
 				free(buf);
 				close(fd);

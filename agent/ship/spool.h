@@ -20,7 +20,7 @@
 
 struct spool_item {
 	struct pp_labels labels;
-	uint8_t *profile;	/* gzip pprof */
+	uint8_t *profile; /* gzip pprof */
 	size_t len;
 };
 
@@ -30,16 +30,16 @@ struct spool_batch {
 };
 
 struct spool_stats {
-	uint64_t files, bytes;		/* on disk now */
+	uint64_t files, bytes; /* on disk now */
 	uint64_t written, dropped_files, dropped_profiles, corrupt;
 };
 
 struct spool;
 
 struct spool_opts {
-	const char *dir;	/* required (copied); created (mode 0700) when missing,
+	const char *dir;    /* required (copied); created (mode 0700) when missing,
 				 * made 0700 when others could read it */
-	uint64_t max_bytes;	/* bound on the files' total; 0 keeps nothing
+	uint64_t max_bytes; /* bound on the files' total; 0 keeps nothing
 				 * (every spool_write() fails with -EFBIG) */
 };
 
@@ -47,7 +47,7 @@ struct spool_opts {
  * private, -ENOMEM), err filled, *out NULL. Thread-safe afterwards (one
  * mutex): the outbox's sender thread and the caller may both use it. */
 int spool_new(const struct spool_opts *o, struct spool **out, struct pp_err *err);
-void spool_free(struct spool *s);	/* NULL-safe */
+void spool_free(struct spool *s); /* NULL-safe */
 
 int spool_write(struct spool *s, const struct spool_batch *b, struct pp_err *err);
 /* The oldest file whose name sorts after `after` (NULL or "": the oldest of

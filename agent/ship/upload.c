@@ -51,24 +51,25 @@
 #define WRITE_RAW_METHOD "/parca.profilestore.v1alpha1.ProfileStoreService/WriteRaw"
 #define PUSH_METHOD "/push.v1.PusherService/Push"
 #define UPLOAD_MAX_ATTEMPTS 5
-#define BACKOFF_INITIAL_NS 100000000ull		/* 100 ms */
-#define BACKOFF_MAX_NS 5000000000ull		/* 5 s */
+#define BACKOFF_INITIAL_NS 100000000ull /* 100 ms */
+#define BACKOFF_MAX_NS 5000000000ull	/* 5 s */
 #define PARCA_MAX_MESSAGE (64u << 20)
 
 struct uploader {
 	struct grpcc_channel *channel;
-	struct connect_client *conn;	/* transport: http; then no channel */
+	struct connect_client *conn; /* transport: http; then no channel */
 	char *target;
 	uint64_t timeout_ns, max_request_bytes;
-	struct upload_auth cred;	/* the Authorization value (upload_auth.h) */
+	struct upload_auth cred; /* the Authorization value (upload_auth.h) */
 	enum store_protocol protocol;
-	char metric_label[96];		/* uploader_set_metric_label(); "" none */
-	const char *method, *method_name;	/* gRPC path; its short name for logs */
-	bool tls;			/* remote_store.insecure is false */
-	struct pp_labels headers;	/* lower-cased keys, checked legal */
+	char metric_label[96];		  /* uploader_set_metric_label(); "" none */
+	const char *method, *method_name; /* gRPC path; its short name for logs */
+	bool tls;			  /* remote_store.insecure is false */
+	struct pp_labels headers;	  /* lower-cased keys, checked legal */
 	struct upload_stats stats;
-	_Atomic uint64_t hard_deadline;	/* CLOCK_MONOTONIC ns; 0 = none (shutdown bound); set from another thread */
-	bool (*interrupt)(void *arg);	/* true: the agent is stopping */
+	_Atomic uint64_t
+		hard_deadline; /* CLOCK_MONOTONIC ns; 0 = none (shutdown bound); set from another thread */
+	bool (*interrupt)(void *arg); /* true: the agent is stopping */
 	void *interrupt_arg;
 	uint64_t rng;
 	/* grpc's error lines this uploader has taken as its own (see the top
@@ -76,7 +77,7 @@ struct uploader {
 	 * the newest line it took, with when it was logged */
 	uint64_t grpc_err_seq;
 	char grpc_err[200];
-	uint64_t grpc_err_ns;		/* CLOCK_MONOTONIC; 0 = none */
+	uint64_t grpc_err_ns; /* CLOCK_MONOTONIC; 0 = none */
 };
 
 /* ---- grpc's error lines ------------------------------------------------ */
@@ -104,7 +105,7 @@ static bool grpc_errors_take(struct uploader *u)
 /* A header whose value must not be logged (API keys, tokens, cookies). */
 static bool secret_header_name(const char *k)
 {
-	static const char *const words[] = { "auth", "token", "key", "secret", "pass",
+	static const char *const words[] = { "auth",   "token",	  "key",	"secret",   "pass",
 					     "cookie", "session", "credential", "signature" };
 	for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++)
 		if (strcasestr(k, words[i]))
@@ -142,7 +143,7 @@ static uint64_t next_rand(struct uploader *u)
 int uploader_new(const struct uploader_opts *opts, struct uploader **out, struct pp_err *err)
 {
 	const struct remote_store_config *rs = opts->rs;
-	struct pp_err local;	/* every failure below fills err: its code is returned */
+	struct pp_err local; /* every failure below fills err: its code is returned */
 	struct uploader *u;
 
 	if (!err)
@@ -158,7 +159,7 @@ int uploader_new(const struct uploader_opts *opts, struct uploader **out, struct
 	u->rng = pp_mono_ns() ^ ((uint64_t)getpid() << 32) ^ (uintptr_t)u;
 	if (!u->rng)
 		u->rng = 1;
-	u->grpc_err_seq = grpcc_errors_seq();	/* earlier grpc lines are other channels' */
+	u->grpc_err_seq = grpcc_errors_seq(); /* earlier grpc lines are other channels' */
 	u->target = strdup(rs->address);
 	if (!u->target)
 		goto nomem;
@@ -178,13 +179,15 @@ int uploader_new(const struct uploader_opts *opts, struct uploader **out, struct
 			key[j] = (char)tolower((unsigned char)k[j]);
 		if (!grpcc_header_key_legal(key) || !strcmp(key, "authorization") ||
 		    !strncmp(key, "grpc-", 5) || (kl > 4 && !strcmp(key + kl - 4, "-bin"))) {
-			pp_errf(err, -EINVAL, "remote_store.headers: header name \"%s\" is not allowed",
-				key);
+			pp_errf(err, -EINVAL,
+				"remote_store.headers: header name \"%s\" is not allowed", key);
 			goto fail;
 		}
 		if (!grpcc_header_value_legal(v)) {
-			pp_errf(err, -EINVAL, "remote_store.headers: value of \"%s\" is not a legal "
-				"header value", key);
+			pp_errf(err, -EINVAL,
+				"remote_store.headers: value of \"%s\" is not a legal "
+				"header value",
+				key);
 			goto fail;
 		}
 		if (pp_labels_set(&u->headers, key, v))
@@ -214,9 +217,14 @@ int uploader_new(const struct uploader_opts *opts, struct uploader **out, struct
 		return 0;
 	}
 	struct grpcc_channel_opts o = {
-		.tls = !rs->insecure, .ca_file = rs->ca_file, .cert_file = rs->cert_file,
-		.key_file = rs->key_file, .skip_verify = rs->insecure_skip_verify,
-		.server_name = rs->server_name, .own_retries = true, .what = "remote_store",
+		.tls = !rs->insecure,
+		.ca_file = rs->ca_file,
+		.cert_file = rs->cert_file,
+		.key_file = rs->key_file,
+		.skip_verify = rs->insecure_skip_verify,
+		.server_name = rs->server_name,
+		.own_retries = true,
+		.what = "remote_store",
 		.target = u->target,
 	};
 	if (grpcc_channel_new(&o, &u->channel, err))
@@ -295,13 +303,18 @@ static bool http_stop(void *arg)
 	return limit && pp_mono_ns() >= limit;
 }
 
-static void call_once_http(struct uploader *u, const uint8_t *buf, size_t len,
-			   uint64_t timeout_ns, struct call_result *res)
+static void call_once_http(struct uploader *u, const uint8_t *buf, size_t len, uint64_t timeout_ns,
+			   struct call_result *res)
 {
 	struct connect_call c = {
-		.method = u->method, .headers = &u->headers, .auth = u->cred.auth,
-		.body = buf, .len = len, .timeout_ns = timeout_ns,
-		.stop = http_stop, .stop_arg = u,
+		.method = u->method,
+		.headers = &u->headers,
+		.auth = u->cred.auth,
+		.body = buf,
+		.len = len,
+		.timeout_ns = timeout_ns,
+		.stop = http_stop,
+		.stop_arg = u,
 	};
 	int st = GRPC_STATUS_UNKNOWN;
 
@@ -309,17 +322,22 @@ static void call_once_http(struct uploader *u, const uint8_t *buf, size_t len,
 	res->status = (grpc_status_code)st;
 }
 
-static void call_once_grpc(struct uploader *u, const uint8_t *buf, size_t len,
-			   uint64_t timeout_ns, struct call_result *res)
+static void call_once_grpc(struct uploader *u, const uint8_t *buf, size_t len, uint64_t timeout_ns,
+			   struct call_result *res)
 {
 	struct grpcc_call c = {
-		.method = u->method, .msg = buf, .len = len, .auth = u->cred.auth,
-		.headers = &u->headers, .timeout_ns = timeout_ns,
-		.limit = call_limit, .limit_arg = u,
+		.method = u->method,
+		.msg = buf,
+		.len = len,
+		.auth = u->cred.auth,
+		.headers = &u->headers,
+		.timeout_ns = timeout_ns,
+		.limit = call_limit,
+		.limit_arg = u,
 	};
 	struct grpcc_result r;
 
-	grpcc_call(u->channel, &c, &r, NULL);	/* no response kept: never fails locally */
+	grpcc_call(u->channel, &c, &r, NULL); /* no response kept: never fails locally */
 	res->status = (grpc_status_code)r.status;
 	snprintf(res->details, sizeof(res->details), "%s", r.details);
 }
@@ -334,8 +352,7 @@ static void call_once(struct uploader *u, const uint8_t *buf, size_t len, uint64
 }
 
 /* Self-metrics: every attempt by status, bytes accepted, latency. */
-static void count_call(const struct uploader *u, grpc_status_code status, size_t len,
-		       uint64_t ns)
+static void count_call(const struct uploader *u, grpc_status_code status, size_t len, uint64_t ns)
 {
 	char lbl[200];
 	const char *ml = *u->metric_label ? u->metric_label : NULL;
@@ -344,8 +361,8 @@ static void count_call(const struct uploader *u, grpc_status_code status, size_t
 		 ml ? ml : "");
 	metric_inc("pushprof_write_requests_total", "WriteRaw attempts by gRPC status.", lbl, 1);
 	if (status == GRPC_STATUS_OK)
-		metric_inc("pushprof_bytes_sent_total", "Request bytes accepted by the remote store.",
-			   ml, (double)len);
+		metric_inc("pushprof_bytes_sent_total",
+			   "Request bytes accepted by the remote store.", ml, (double)len);
 	metric_observe(metric_get("pushprof_write_latency_seconds",
 				  "Time of each WriteRaw attempt, seconds.", METRIC_HISTOGRAM, ml),
 		       (double)ns / 1e9);
@@ -387,19 +404,22 @@ static const char *hint(const struct uploader *u, grpc_status_code st, const cha
 		       strstr(both, "packet length too long")))
 		return " (hint: TLS handshake with a server that speaks plaintext: set "
 		       "remote_store.insecure: true, or --remote-store-insecure)";
-	if (u->tls && (strstr(both, "CERTIFICATE_VERIFY_FAILED") ||
-		       strstr(both, "certificate verify failed") ||
-		       strstr(both, "SSL certificate problem")))
-		return " (hint: the server's certificate is not trusted: set remote_store.ca_file to "
+	if (u->tls &&
+	    (strstr(both, "CERTIFICATE_VERIFY_FAILED") ||
+	     strstr(both, "certificate verify failed") || strstr(both, "SSL certificate problem")))
+		return " (hint: the server's certificate is not trusted: set remote_store.ca_file "
+		       "to "
 		       "the CA that signed it)";
 	if (!u->tls && (strstr(both, "Socket closed") || strstr(both, "Empty reply from server") ||
 			strstr(both, "HTTP/0.9")))
-		return " (hint: plaintext to a server that may want TLS: try remote_store.insecure: "
+		return " (hint: plaintext to a server that may want TLS: try "
+		       "remote_store.insecure: "
 		       "false)";
 	if (strstr(both, "DNS resolution failed") || strstr(both, "Name or service not known") ||
 	    strstr(both, "Could not resolve host"))
 		return " (hint: the host name in remote_store.address does not resolve)";
-	if (strstr(both, "Connection refused") || strstr(both, "failed to connect to all addresses"))
+	if (strstr(both, "Connection refused") ||
+	    strstr(both, "failed to connect to all addresses"))
 		return " (hint: cannot connect to remote_store.address: nothing listens there, a "
 		       "wrong port, or a firewall)";
 	return "";
@@ -463,12 +483,13 @@ static int send_request(struct uploader *u, const uint8_t *buf, size_t len, size
 	grpc_errors_take(u);
 	/* gRPC logs a handshake failure once, then fails calls fast: a recent
 	 * line of this uploader's, new or not, tells TLS problems */
-	const char *grpc_err = u->grpc_err_ns && u->grpc_err_ns + GRPC_ERR_FRESH_NS >= start
-		? u->grpc_err : "";
-	return pp_errf(err, res.status == GRPC_STATUS_UNAUTHENTICATED ? -EACCES
-			    : refused(u, res.status) ? -EINVAL
-			    : res.status == GRPC_STATUS_DEADLINE_EXCEEDED ? -ETIMEDOUT
-			    : -EIO,
+	const char *grpc_err =
+		u->grpc_err_ns && u->grpc_err_ns + GRPC_ERR_FRESH_NS >= start ? u->grpc_err : "";
+	return pp_errf(err,
+		       res.status == GRPC_STATUS_UNAUTHENTICATED     ? -EACCES
+		       : refused(u, res.status)			     ? -EINVAL
+		       : res.status == GRPC_STATUS_DEADLINE_EXCEEDED ? -ETIMEDOUT
+								     : -EIO,
 		       "%s to %s (%zu series, %zu bytes) failed: %s%s: %s (%d attempt%s in "
 		       "%.1fs)%s%s",
 		       u->method_name, u->target, nseries, len, grpcc_status_name(res.status),
@@ -500,9 +521,9 @@ struct series_msg {
 	Push__V1__RawSample *psamplep;
 	PushLabel *plabels;
 	PushLabel **plabelp;
-	char id[37];		/* a random UUID: Pyroscope wants one per profile */
+	char id[37]; /* a random UUID: Pyroscope wants one per profile */
 	struct pp_labels sorted;
-	size_t field_bytes;	/* size of this series inside its request */
+	size_t field_bytes; /* size of this series inside its request */
 };
 
 static size_t varint_len(uint64_t v)
@@ -537,8 +558,8 @@ static void make_id(struct uploader *u, char out[37])
 {
 	uint64_t a = next_rand(u), b = next_rand(u);
 
-	a = (a & ~0xf000ull) | 0x4000ull;			/* version 4 */
-	b = (b & ~(3ull << 62)) | (2ull << 62);			/* variant 10 */
+	a = (a & ~0xf000ull) | 0x4000ull;	/* version 4 */
+	b = (b & ~(3ull << 62)) | (2ull << 62); /* variant 10 */
 	snprintf(out, 37, "%08x-%04x-%04x-%04x-%012llx", (unsigned)(a >> 32),
 		 (unsigned)(a >> 16 & 0xffff), (unsigned)(a & 0xffff), (unsigned)(b >> 48),
 		 (unsigned long long)(b & 0xffffffffffffull));
@@ -609,8 +630,8 @@ static int build_series(struct uploader *u, struct series_msg *m, const struct u
 	return 0;
 }
 
-int uploader_write(struct uploader *u, const struct upload_series *series, size_t n,
-		   size_t *sent, struct pp_err *err)
+int uploader_write(struct uploader *u, const struct upload_series *series, size_t n, size_t *sent,
+		   struct pp_err *err)
 {
 	struct series_msg *msgs = NULL;
 	RawSeries **ptrs = NULL;
@@ -659,13 +680,15 @@ int uploader_write(struct uploader *u, const struct upload_series *series, size_
 		} else {
 			req.n_series = end - first;
 			req.series = &ptrs[first];
-			req.normalized = false;	/* Parca ignores it; profiles are raw */
-			len = parca__profilestore__v1alpha1__write_raw_request__get_packed_size(&req);
+			req.normalized = false; /* Parca ignores it; profiles are raw */
+			len = parca__profilestore__v1alpha1__write_raw_request__get_packed_size(
+				&req);
 		}
 		if (len > PARCA_MAX_MESSAGE) {
 			rc = pp_errf(err, -E2BIG,
 				     "series %zu is %zu bytes encoded, above the %u bytes a Parca "
-				     "server accepts; not sent", first, len, PARCA_MAX_MESSAGE);
+				     "server accepts; not sent",
+				     first, len, PARCA_MAX_MESSAGE);
 			u->stats.requests_failed++;
 			goto out;
 		}
@@ -721,13 +744,18 @@ int uploader_call(struct uploader *u, const char *method, uploader_next_fn next,
 	if ((rc = upload_auth_refresh(&u->cred, err)))
 		return rc;
 	uint64_t now = pp_mono_ns();
-	if (u->hard_deadline && (u->hard_deadline <= now ||
-				 u->hard_deadline - now < timeout_ns))
+	if (u->hard_deadline && (u->hard_deadline <= now || u->hard_deadline - now < timeout_ns))
 		timeout_ns = u->hard_deadline > now ? u->hard_deadline - now : 1000000;
 	struct grpcc_call c = {
-		.method = method, .next = next, .next_arg = arg, .auth = u->cred.auth,
-		.headers = &u->headers, .timeout_ns = timeout_ns, .want_resp = true,
-		.limit = call_limit, .limit_arg = u,
+		.method = method,
+		.next = next,
+		.next_arg = arg,
+		.auth = u->cred.auth,
+		.headers = &u->headers,
+		.timeout_ns = timeout_ns,
+		.want_resp = true,
+		.limit = call_limit,
+		.limit_arg = u,
 	};
 	struct grpcc_result r;
 	rc = grpcc_call(u->channel, &c, &r, err);
@@ -739,10 +767,13 @@ int uploader_call(struct uploader *u, const char *method, uploader_next_fn next,
 		return rc;
 	if (r.status != GRPC_STATUS_OK) {
 		u->stats.requests_failed++;
-		return pp_errf(err, r.status == GRPC_STATUS_UNAUTHENTICATED ? -EACCES
-				    : r.status == GRPC_STATUS_INVALID_ARGUMENT ? -EINVAL : -EIO,
+		return pp_errf(err,
+			       r.status == GRPC_STATUS_UNAUTHENTICATED	  ? -EACCES
+			       : r.status == GRPC_STATUS_INVALID_ARGUMENT ? -EINVAL
+									  : -EIO,
 			       "%s to %s failed: %s: %s", method, u->target,
-			       grpcc_status_name(r.status), r.details[0] ? r.details : "no details");
+			       grpcc_status_name(r.status),
+			       r.details[0] ? r.details : "no details");
 	}
 	*resp = r.resp;
 	*resp_len = r.resp_len;

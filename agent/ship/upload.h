@@ -28,18 +28,18 @@
 struct uploader;
 
 struct upload_series {
-	const struct pp_labels *labels;	/* must include __name__ */
+	const struct pp_labels *labels; /* must include __name__ */
 	const uint8_t *profile;		/* gzip-compressed pprof */
 	size_t len;
 };
 
 struct upload_stats {
 	uint64_t requests_ok, requests_failed, retries, bytes_sent;
-	uint64_t last_status;		/* grpc_status_code of the last call */
+	uint64_t last_status; /* grpc_status_code of the last call */
 };
 
 struct uploader_opts {
-	const struct remote_store_config *rs;	/* required; copied (what is kept) */
+	const struct remote_store_config *rs; /* required; copied (what is kept) */
 };
 
 /*
@@ -50,7 +50,7 @@ struct uploader_opts {
  * One caller at a time (the outbox calls it from one thread per store).
  */
 int uploader_new(const struct uploader_opts *opts, struct uploader **out, struct pp_err *err);
-void uploader_free(struct uploader *u);	/* NULL-safe */
+void uploader_free(struct uploader *u); /* NULL-safe */
 
 /* 0 when every series was accepted; negative with err set otherwise:
  * -EACCES (UNAUTHENTICATED), -EINVAL (INVALID_ARGUMENT: the server refused
@@ -58,8 +58,8 @@ void uploader_free(struct uploader *u);	/* NULL-safe */
  * last attempt hit remote_store.timeout: the server may be slow rather than
  * down, and may have stored the request), -EIO (anything else).
  * *sent (optional) tells how many leading series were delivered. */
-int uploader_write(struct uploader *u, const struct upload_series *series, size_t n,
-		   size_t *sent, struct pp_err *err);
+int uploader_write(struct uploader *u, const struct upload_series *series, size_t n, size_t *sent,
+		   struct pp_err *err);
 /* No call (retries included) runs past this CLOCK_MONOTONIC time; 0 lifts
  * it. The agent sets it when it stops, so a hanging server cannot hold a
  * shutdown for 3 x timeout: what is not sent by then is spooled. */

@@ -41,8 +41,8 @@ static void base64(const unsigned char *in, size_t n, char *out)
  * with basic auth "Basic base64(<user>:<password>)". Refuses what cannot be
  * a header value. Never puts the secret into err.
  */
-static int make_auth(const struct upload_auth *u, const char *raw, const char *source,
-		     char **auth, struct pp_err *err)
+static int make_auth(const struct upload_auth *u, const char *raw, const char *source, char **auth,
+		     struct pp_err *err)
 {
 	const char *what = u->basic_user ? "basic_auth password" : "bearer token";
 	size_t n = strlen(raw);
@@ -56,7 +56,8 @@ static int make_auth(const struct upload_auth *u, const char *raw, const char *s
 		if ((unsigned char)raw[i] < 0x20 || (unsigned char)raw[i] > 0x7e)
 			return pp_errf(err, -EINVAL,
 				       "%s from %s contains a character not allowed in "
-				       "a header (byte %zu)", what, source, i);
+				       "a header (byte %zu)",
+				       what, source, i);
 	if (!u->basic_user) {
 		char *a = malloc(n + sizeof("Bearer "));
 		if (!a)
@@ -65,7 +66,7 @@ static int make_auth(const struct upload_auth *u, const char *raw, const char *s
 		memcpy(a + 7, raw, n);
 		a[7 + n] = '\0';
 		grpcc_secret_register(a);
-		grpcc_secret_register(a + 7);		/* the token alone */
+		grpcc_secret_register(a + 7); /* the token alone */
 		*auth = a;
 		return 0;
 	}
@@ -86,7 +87,7 @@ static int make_auth(const struct upload_auth *u, const char *raw, const char *s
 	free(pair);
 	char *pw = strndup(raw, n);
 	if (pw) {
-		grpcc_secret_register(pw);	/* the password alone */
+		grpcc_secret_register(pw); /* the password alone */
 		explicit_bzero(pw, n);
 		free(pw);
 	}
@@ -114,9 +115,8 @@ int upload_auth_refresh(struct upload_auth *u, struct pp_err *err)
 	if (stat(u->token_file, &st))
 		return pp_errf(err, -errno, "cannot read %s %s: %s", what, u->token_file,
 			       strerror(errno));
-	if (u->token_loaded && st.st_ino == u->token_st.st_ino &&
-	    st.st_dev == u->token_st.st_dev && st.st_size == u->token_st.st_size &&
-	    st.st_mtim.tv_sec == u->token_st.st_mtim.tv_sec &&
+	if (u->token_loaded && st.st_ino == u->token_st.st_ino && st.st_dev == u->token_st.st_dev &&
+	    st.st_size == u->token_st.st_size && st.st_mtim.tv_sec == u->token_st.st_mtim.tv_sec &&
 	    st.st_mtim.tv_nsec == u->token_st.st_mtim.tv_nsec)
 		return 0;
 	char *raw = NULL, *auth = NULL;
@@ -153,7 +153,8 @@ int upload_auth_load(struct upload_auth *u, const struct remote_store_config *rs
 		} else {
 			const char *env = getenv("PUSHPROF_BASIC_AUTH_PASSWORD");
 			if (!env || !*env) {
-				r = pp_errf(err, -EINVAL, "remote_store.basic_auth.username is set but no "
+				r = pp_errf(err, -EINVAL,
+					    "remote_store.basic_auth.username is set but no "
 					    "password: set basic_auth.password_file or env "
 					    "PUSHPROF_BASIC_AUTH_PASSWORD");
 				goto fail;

@@ -20,11 +20,11 @@
 #include "err.h"
 
 struct upload_auth {
-	char *token_file;		/* the token or password file; NULL: env or none */
-	struct stat token_st;		/* of the file as last read */
+	char *token_file;     /* the token or password file; NULL: env or none */
+	struct stat token_st; /* of the file as last read */
 	bool token_loaded;
-	char *auth;			/* "Bearer <token>" or "Basic <b64>", NULL when none */
-	char *basic_user;		/* basic auth: token_file holds the password */
+	char *auth;	  /* "Bearer <token>" or "Basic <b64>", NULL when none */
+	char *basic_user; /* basic auth: token_file holds the password */
 };
 
 /* Fill *u from rs and the environment (*u is overwritten, not freed). 0;

@@ -25,18 +25,18 @@
 /* A symbol table read once per elffile (elfsym's functions and gobin's
  * variables come from the same copy). */
 struct symtab_copy {
-	const struct elffile_sec *sh;	/* NULL: slot unused */
+	const struct elffile_sec *sh; /* NULL: slot unused */
 	uint8_t *syms, *strs;
 	uint64_t strsz;
-	long n;				/* -1: unusable */
+	long n; /* -1: unusable */
 };
 
 struct elffile_src {
-	int fd;			/* -1 for memory */
+	int fd; /* -1 for memory */
 	bool own_fd;
-	uint8_t *mem;		/* our copy of a memory image */
+	uint8_t *mem; /* our copy of a memory image */
 	Elf *elf;
-	struct symtab_copy tabs[2];	/* .symtab and .dynsym, when read */
+	struct symtab_copy tabs[2]; /* .symtab and .dynsym, when read */
 };
 
 bool elffile_read(const struct elffile *f, uint64_t off, uint64_t len, void *dst)
@@ -111,7 +111,8 @@ bool elffile_vaddr_to_off(const struct elffile *f, uint64_t va, uint64_t len, ui
 {
 	for (size_t i = 0; i < f->nloads; i++) {
 		const struct elffile_load *l = &f->loads[i];
-		if (va >= l->vaddr && va - l->vaddr < l->filesz && len <= l->filesz - (va - l->vaddr)) {
+		if (va >= l->vaddr && va - l->vaddr < l->filesz &&
+		    len <= l->filesz - (va - l->vaddr)) {
 			*off = l->offset + (va - l->vaddr);
 			return true;
 		}
@@ -186,7 +187,8 @@ static void load_notes(struct elffile *f)
 				continue;
 			uint8_t *b = elffile_dup(f, ph.p_offset, ph.p_filesz);
 			if (b) {
-				elffile_parse_notes(b, ph.p_filesz, f->gnu_build_id, f->go_build_id);
+				elffile_parse_notes(b, ph.p_filesz, f->gnu_build_id,
+						    f->go_build_id);
 				free(b);
 			}
 		}
@@ -224,7 +226,7 @@ static void load_comment(struct elffile *f)
 	while (b[i] >= 0x20 && b[i] < 0x7f)
 		i++;
 	if (i == n && sh->size > n)
-		return;		/* cut: not a whole string */
+		return; /* cut: not a whole string */
 	b[i] = '\0';
 	memcpy(f->comment, b, i + 1);
 }
@@ -310,7 +312,7 @@ long elffile_symtab(const struct elffile *f, const struct elffile_sec *sh, const
 		if (f->src->tabs[i].sh == sh || !f->src->tabs[i].sh)
 			c = &f->src->tabs[i];
 	if (!c)
-		return -1;	/* a third table: not one elfsym or gobin reads */
+		return -1; /* a third table: not one elfsym or gobin reads */
 	if (!c->sh) {
 		c->sh = sh;
 		c->n = -1;
@@ -410,9 +412,11 @@ static int load_tables(struct elffile *f, struct pp_err *err)
 				f->has_interp = true;
 			if (ph.p_type != PT_LOAD)
 				continue;
-			f->loads[f->nloads++] = (struct elffile_load){
-				.vaddr = ph.p_vaddr, .offset = ph.p_offset, .filesz = ph.p_filesz,
-				.memsz = ph.p_memsz, .flags = ph.p_flags };
+			f->loads[f->nloads++] = (struct elffile_load){ .vaddr = ph.p_vaddr,
+								       .offset = ph.p_offset,
+								       .filesz = ph.p_filesz,
+								       .memsz = ph.p_memsz,
+								       .flags = ph.p_flags };
 		}
 	}
 	size_t shnum, shstrndx;
@@ -437,10 +441,16 @@ static int load_tables(struct elffile *f, struct pp_err *err)
 		size_t ndx = elf_ndxscn(scn);
 		if (ndx >= shnum || !gelf_getshdr(scn, &sh))
 			continue;
-		const char *name = shstrndx != SHN_UNDEF ? elf_strptr(elf, shstrndx, sh.sh_name) : NULL;
-		f->secs[ndx] = (struct elffile_sec){ .name = name ? name : "", .addr = sh.sh_addr,
-			.size = sh.sh_size, .offset = sh.sh_offset, .flags = sh.sh_flags,
-			.entsize = sh.sh_entsize, .type = sh.sh_type, .link = sh.sh_link };
+		const char *name =
+			shstrndx != SHN_UNDEF ? elf_strptr(elf, shstrndx, sh.sh_name) : NULL;
+		f->secs[ndx] = (struct elffile_sec){ .name = name ? name : "",
+						     .addr = sh.sh_addr,
+						     .size = sh.sh_size,
+						     .offset = sh.sh_offset,
+						     .flags = sh.sh_flags,
+						     .entsize = sh.sh_entsize,
+						     .type = sh.sh_type,
+						     .link = sh.sh_link };
 		if (sh.sh_type == SHT_SYMTAB)
 			f->has_symtab = true;
 	}
@@ -474,7 +484,7 @@ static int open_src(struct elffile_src *src, uint64_t size, struct elffile **out
 		    struct pp_err *err)
 {
 	*out = NULL;
-	pthread_once(&elf_once, elf_init);	/* elfsym, gobin, frameless: any thread */
+	pthread_once(&elf_once, elf_init); /* elfsym, gobin, frameless: any thread */
 	if (!elf_ok) {
 		src_free(src);
 		return pp_errf(err, -ENOSYS, "elf: libelf: %s", elf_errmsg(-1));
@@ -531,7 +541,8 @@ static int open_fd(int fd, bool own, struct elffile **out, struct pp_err *err)
 	if (rc == 0)
 		metric_inc("pushprof_elf_files_parsed_total",
 			   "ELF files opened and their headers, sections and notes parsed "
-			   "(elffile.c; images in memory not counted).", NULL, 1);
+			   "(elffile.c; images in memory not counted).",
+			   NULL, 1);
 	return rc;
 }
 
@@ -548,8 +559,9 @@ int elffile_open_link(const char *path, uint64_t max_size, struct elffile **out,
 	int fd = proc_open_link(path, max_size, st ? st : &st0);
 	if (fd < 0)
 		return pp_errf(err, fd, "open %s: %s", path,
-			       fd == -EINVAL ? "not a regular file on a trusted filesystem"
-			       : fd == -EFBIG ? "larger than the limit" : strerror(-fd));
+			       fd == -EINVAL  ? "not a regular file on a trusted filesystem"
+			       : fd == -EFBIG ? "larger than the limit"
+					      : strerror(-fd));
 	int rc = open_fd(fd, true, out, err);
 	if (rc < 0)
 		pp_err_wrap(err, "%s", path);

@@ -49,11 +49,11 @@
 
 struct elffile_load {
 	uint64_t vaddr, offset, filesz, memsz;
-	uint32_t flags;		/* PF_R/PF_W/PF_X */
+	uint32_t flags; /* PF_R/PF_W/PF_X */
 };
 
 struct elffile_sec {
-	const char *name;	/* "" when unnamed; lives as long as the elffile */
+	const char *name; /* "" when unnamed; lives as long as the elffile */
 	uint64_t addr, size, offset, flags, entsize;
 	uint32_t type, link;
 };
@@ -61,27 +61,27 @@ struct elffile_sec {
 struct elffile_src;
 
 struct elffile {
-	uint16_t e_type;		/* ET_EXEC, ET_DYN, ... */
-	uint16_t e_machine;		/* EM_X86_64, EM_AARCH64, ... */
-	uint64_t size;			/* file (or image) size */
+	uint16_t e_type;    /* ET_EXEC, ET_DYN, ... */
+	uint16_t e_machine; /* EM_X86_64, EM_AARCH64, ... */
+	uint64_t size;	    /* file (or image) size */
 
-	struct elffile_load loads[ELFFILE_MAX_LOADS];	/* PT_LOAD, in order */
+	struct elffile_load loads[ELFFILE_MAX_LOADS]; /* PT_LOAD, in order */
 	size_t nloads;
-	bool has_interp;		/* PT_INTERP: dynamically linked */
+	bool has_interp; /* PT_INTERP: dynamically linked */
 
-	struct elffile_sec *secs;	/* every section, in table order */
+	struct elffile_sec *secs; /* every section, in table order */
 	size_t nsecs;
-	bool has_symtab;		/* a .symtab: not stripped */
+	bool has_symtab; /* a .symtab: not stripped */
 
-	char gnu_build_id[ELFFILE_BUILD_ID_HEX];	/* "" if none */
-	char go_build_id[ELFFILE_GO_BUILD_ID];		/* "" if none */
-	char go_version[64];		/* "go1.19.8"; "" if not found */
-	bool go_buildinfo;		/* the "\xff Go buildinf:" blob was found */
+	char gnu_build_id[ELFFILE_BUILD_ID_HEX]; /* "" if none */
+	char go_build_id[ELFFILE_GO_BUILD_ID];	 /* "" if none */
+	char go_version[64];			 /* "go1.19.8"; "" if not found */
+	bool go_buildinfo;			 /* the "\xff Go buildinf:" blob was found */
 	/* The first string of .comment ("GCC: (Debian 12.2.0-14) 12.2.0"),
 	 * printable ASCII, "" if none or longer than the buffer. */
 	char comment[96];
 
-	struct elffile_src *src;	/* private */
+	struct elffile_src *src; /* private */
 };
 
 /*

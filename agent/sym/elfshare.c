@@ -12,12 +12,13 @@
 #define SHARE_BUCKETS 256
 
 static pthread_mutex_t share_mu = PTHREAD_MUTEX_INITIALIZER;
-static struct elfsym *share_tab[SHARE_BUCKETS];	/* chains through share_next */
+static struct elfsym *share_tab[SHARE_BUCKETS]; /* chains through share_next */
 
 struct elfsym_id elfshare_id(const struct stat *st)
 {
 	return (struct elfsym_id){
-		.dev = (uint64_t)st->st_dev, .ino = (uint64_t)st->st_ino,
+		.dev = (uint64_t)st->st_dev,
+		.ino = (uint64_t)st->st_ino,
 		.size = (int64_t)st->st_size,
 		.mtime_ns = (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec,
 	};
@@ -50,7 +51,8 @@ static void count_hit(void)
 {
 	metric_inc("pushprof_elf_symbols_shared_total",
 		   "Loaded ELF symbols one module took from another instead of reading the file "
-		   "again (elfshare.c).", NULL, 1);
+		   "again (elfshare.c).",
+		   NULL, 1);
 }
 
 struct elfsym *elfshare_find(const struct elfsym_id *id)

@@ -75,7 +75,8 @@ static int load_syms(struct elfsym *e, const struct elffile *f, const struct elf
 		const char *name = elffile_str(strs, strsz, sym.st_name);
 		if (!name || !*name)
 			continue;
-		if (gofunc && !*gofunc && (!strcmp(name, "go.func.*") || !strcmp(name, "go:func.*")))
+		if (gofunc && !*gofunc &&
+		    (!strcmp(name, "go.func.*") || !strcmp(name, "go:func.*")))
 			*gofunc = sym.st_value;
 		if ((type != STT_FUNC && type != STT_GNU_IFUNC) || sym.st_shndx == SHN_UNDEF ||
 		    sym.st_value == 0)
@@ -85,14 +86,23 @@ static int load_syms(struct elfsym *e, const struct elffile *f, const struct elf
 		if (nv == cap) {
 			cap = cap ? 2 * cap : 256;
 			void *nvp = realloc(v, cap * sizeof(*v));
-			if (!nvp) { rc = -ENOMEM; goto out; }
+			if (!nvp) {
+				rc = -ENOMEM;
+				goto out;
+			}
 			v = nvp;
 			void *nrp = realloc(rank, cap);
-			if (!nrp) { rc = -ENOMEM; goto out; }
+			if (!nrp) {
+				rc = -ENOMEM;
+				goto out;
+			}
 			rank = nrp;
 		}
 		size_t l = strlen(name) + 1;
-		if (names_len + l > UINT32_MAX) { rc = -E2BIG; goto out; }
+		if (names_len + l > UINT32_MAX) {
+			rc = -E2BIG;
+			goto out;
+		}
 		if (pp_grow(&names, &names_cap, names_len + l, 1, 4096)) {
 			rc = -ENOMEM;
 			goto out;
@@ -111,8 +121,10 @@ static int load_syms(struct elfsym *e, const struct elffile *f, const struct elf
 		unsigned us = 0;
 		while (name[us] == '_' && us < 15)
 			us++;
-		rank[nv] = !strncmp(name, "__vdso_", 7) ? 0 :
-			   (uint8_t)(2 + us * 2 + (ELF64_ST_BIND(sym.st_info) == STB_LOCAL));
+		rank[nv] =
+			!strncmp(name, "__vdso_", 7)
+				? 0
+				: (uint8_t)(2 + us * 2 + (ELF64_ST_BIND(sym.st_info) == STB_LOCAL));
 		names_len += l;
 		nv++;
 	}
@@ -273,7 +285,7 @@ static void load_go(struct elfsym *e, const struct elffile *f, uint64_t sym_gofu
 	if (text)
 		gs.text_start = text->addr;
 	if (f->go_version[0] && !strncmp(f->go_version, "go1.", 4))
-		gs.go_minor = atoi(f->go_version + 4);	/* informational only */
+		gs.go_minor = atoi(f->go_version + 4); /* informational only */
 	/* funcnameOffset: header word 3 (1.18+) or 2 (1.16). */
 	uint32_t magic;
 	memcpy(&magic, tab, 4);
@@ -302,7 +314,7 @@ static void load_go(struct elfsym *e, const struct elffile *f, uint64_t sym_gofu
 		if (nfunc < sh.size / 8 && pclnoff < sh.size &&
 		    (nfunc + 1) * 8 <= sh.size - pclnoff) {
 			uint64_t off = pclnoff + (nfunc + 1) * 8;
-			gs.gofunc = tab + off;	/* inside the table: no copy */
+			gs.gofunc = tab + off; /* inside the table: no copy */
 			gs.gofunc_len = sh.size - off;
 			e->gofunc_addr = sh.addr + off;
 		}
@@ -465,9 +477,11 @@ static int name_gaps(struct elfsym *e, const struct elffile *f, const char *pref
 		size_t i = 0;
 		while (at < end && extra < 4096) {
 			/* the first symbol ending after at */
-			while (i < e->nsyms && e->syms[i].addr + (e->syms[i].size ? e->syms[i].size : 1) <= at)
+			while (i < e->nsyms &&
+			       e->syms[i].addr + (e->syms[i].size ? e->syms[i].size : 1) <= at)
 				i++;
-			uint64_t next = i < e->nsyms && e->syms[i].addr < end ? e->syms[i].addr : end;
+			uint64_t next =
+				i < e->nsyms && e->syms[i].addr < end ? e->syms[i].addr : end;
 			if (next > at) {
 				char name[64];
 				int l = snprintf(name, sizeof(name), "%s+0x%" PRIx64, prefix, at);
@@ -478,7 +492,8 @@ static int name_gaps(struct elfsym *e, const struct elffile *f, const char *pref
 				}
 				/* names has no spare room recorded: grow from its length */
 				size_t names_cap = e->names_len;
-				if (pp_grow(&e->names, &names_cap, e->names_len + (size_t)l + 1, 1, 256) ||
+				if (pp_grow(&e->names, &names_cap, e->names_len + (size_t)l + 1, 1,
+					    256) ||
 				    pp_grow(&v, &cap, n + extra + 1, sizeof(*v), 16)) {
 					free(v);
 					return -ENOMEM;
@@ -486,7 +501,8 @@ static int name_gaps(struct elfsym *e, const struct elffile *f, const char *pref
 				if (!extra)
 					memcpy(v, e->syms, n * sizeof(*v));
 				memcpy(e->names + e->names_len, name, (size_t)l + 1);
-				v[n + extra++] = (struct elfsym_sym){ at, next - at, (uint32_t)e->names_len };
+				v[n + extra++] = (struct elfsym_sym){ at, next - at,
+								      (uint32_t)e->names_len };
 				e->names_len += (size_t)l + 1;
 				e->bytes += (size_t)l + 1 + sizeof(*v);
 			}
@@ -542,7 +558,7 @@ const char *elfsym_lookup(const struct elfsym *e, uint64_t vaddr, uint64_t *star
 		if (vaddr - s->addr >= s->size)
 			return NULL;
 	} else if (lo + 1 >= e->nsyms) {
-		return NULL;	/* unsized last symbol: no known end */
+		return NULL; /* unsized last symbol: no known end */
 	}
 	if (start)
 		*start = s->addr;

@@ -26,10 +26,9 @@
 #include "err.h"
 #include "gopclntab.h"
 
-
 struct elfsym_sym {
 	uint64_t addr, size;
-	uint32_t name;		/* offset into elfsym.names */
+	uint32_t name; /* offset into elfsym.names */
 };
 
 /* A file's identity (elfshare.h): what stat() says of it. */
@@ -39,11 +38,11 @@ struct elfsym_id {
 };
 
 struct elfsym {
-	uint16_t e_type;		/* ET_EXEC, ET_DYN, ... */
+	uint16_t e_type; /* ET_EXEC, ET_DYN, ... */
 	/* The elffile's labels (elffile.h says how each is rendered). */
-	char gnu_build_id[ELFFILE_BUILD_ID_HEX];	/* "" if none */
-	char go_build_id[ELFFILE_GO_BUILD_ID];		/* "" if none */
-	char go_version[64];		/* runtime.buildVersion, "go1.19.8"; "" if not Go */
+	char gnu_build_id[ELFFILE_BUILD_ID_HEX]; /* "" if none */
+	char go_build_id[ELFFILE_GO_BUILD_ID];	 /* "" if none */
+	char go_version[64]; /* runtime.buildVersion, "go1.19.8"; "" if not Go */
 	/* What Parca Agent's __meta_process_executable_* labels say: the
 	 * first string of .comment ("GCC: (Debian 12.2.0-14) 12.2.0"), "" if
 	 * none; a PT_INTERP (dynamically linked); a .symtab (not stripped). */
@@ -60,17 +59,17 @@ struct elfsym {
 	size_t nsyms;
 	char *names;
 	size_t names_len;
-	bool from_dynsym;	/* only .dynsym was there (stripped library) */
+	bool from_dynsym; /* only .dynsym was there (stripped library) */
 
 	/* Go: NULL when the file has no usable .gopclntab. */
 	struct gopcln *pcln;
 	uint8_t *pcln_buf;
 	size_t pcln_len;
-	uint8_t *gofunc_buf;	/* NULL: no inlined frames */
+	uint8_t *gofunc_buf; /* NULL: no inlined frames */
 	size_t gofunc_len;
-	uint64_t gofunc_addr;	/* link-time address of go.func.* (0 unknown) */
+	uint64_t gofunc_addr; /* link-time address of go.func.* (0 unknown) */
 
-	size_t bytes;		/* heap memory held by this object */
+	size_t bytes; /* heap memory held by this object */
 
 	/* Sharing (elfshare.h): set when published there; the fields are
 	 * the registry's (read and written under its lock). An elfsym not

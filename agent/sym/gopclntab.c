@@ -20,8 +20,8 @@ struct gopcln {
 	size_t tab_len;
 	const uint8_t *gofunc;
 	size_t gofunc_len;
-	int layout;		/* 116, 118, 120 */
-	unsigned quantum;	/* minLC */
+	int layout;	  /* 116, 118, 120 */
+	unsigned quantum; /* minLC */
 	uint64_t nfunc;
 	uint64_t text_start;
 	/* Sub-tables as [off, off + len) inside tab. */
@@ -29,12 +29,12 @@ struct gopcln {
 	size_t cu_off, cu_len;
 	size_t file_off, file_len;
 	size_t pc_off, pc_len;
-	size_t pcln_off, pcln_len;	/* pclntable: functab then _func records */
-	size_t ftab_entry;		/* size of one functab entry (8 or 16) */
+	size_t pcln_off, pcln_len; /* pclntable: functab then _func records */
+	size_t ftab_entry;	   /* size of one functab entry (8 or 16) */
 	/* _func field offsets for this layout. */
-	size_t f_pcsp, f_flag;		/* pcsp offset, funcFlag byte */
+	size_t f_pcsp, f_flag; /* pcsp offset, funcFlag byte */
 	size_t f_nameoff, f_pcfile, f_pcln, f_npcdata, f_cuoff, f_nfuncdata, f_size;
-	size_t inl_size;		/* inlinedCall size, 0 = no inline decoding */
+	size_t inl_size; /* inlinedCall size, 0 = no inline decoding */
 };
 
 static inline bool rd8(const uint8_t *b, size_t len, size_t off, uint8_t *v)
@@ -90,16 +90,23 @@ int gopcln_new(const struct gopcln_src *src, struct gopcln **out, struct pp_err 
 		return pp_errf(err, -EINVAL, "gopclntab: truncated header (%zu bytes)", len);
 	int layout;
 	switch (magic) {
-	case GOPCLN_MAGIC_116: layout = 116; break;
-	case GOPCLN_MAGIC_118: layout = 118; break;
-	case GOPCLN_MAGIC_120: layout = 120; break;
+	case GOPCLN_MAGIC_116:
+		layout = 116;
+		break;
+	case GOPCLN_MAGIC_118:
+		layout = 118;
+		break;
+	case GOPCLN_MAGIC_120:
+		layout = 120;
+		break;
 	default:
 		return pp_errf(err, -EINVAL, "gopclntab: unsupported magic 0x%08x", magic);
 	}
 	if (pad1 || pad2 || ptrsize != 8 || (minlc != 1 && minlc != 2 && minlc != 4))
 		return pp_errf(err, -EINVAL,
 			       "gopclntab: unsupported header (ptrsize %u, minLC %u): only 64-bit "
-			       "little-endian tables are handled", ptrsize, minlc);
+			       "little-endian tables are handled",
+			       ptrsize, minlc);
 
 	/* Header words after the first 8 bytes. */
 	uint64_t w[8];
@@ -131,15 +138,21 @@ int gopcln_new(const struct gopcln_src *src, struct gopcln **out, struct pp_err 
 		uint64_t end = i < 4 ? offs[i + 1] : len;
 		if (offs[i] > len || end > len || offs[i] > end) {
 			free(t);
-			return pp_errf(err, -EINVAL, "gopclntab: sub-table %d at %llu outside %zu bytes",
-				       i, (unsigned long long)offs[i], len);
+			return pp_errf(err, -EINVAL,
+				       "gopclntab: sub-table %d at %llu outside %zu bytes", i,
+				       (unsigned long long)offs[i], len);
 		}
 	}
-	t->funcname_off = offs[0]; t->funcname_len = offs[1] - offs[0];
-	t->cu_off = offs[1]; t->cu_len = offs[2] - offs[1];
-	t->file_off = offs[2]; t->file_len = offs[3] - offs[2];
-	t->pc_off = offs[3]; t->pc_len = offs[4] - offs[3];
-	t->pcln_off = offs[4]; t->pcln_len = len - offs[4];
+	t->funcname_off = offs[0];
+	t->funcname_len = offs[1] - offs[0];
+	t->cu_off = offs[1];
+	t->cu_len = offs[2] - offs[1];
+	t->file_off = offs[2];
+	t->file_len = offs[3] - offs[2];
+	t->pc_off = offs[3];
+	t->pc_len = offs[4] - offs[3];
+	t->pcln_off = offs[4];
+	t->pcln_len = len - offs[4];
 	t->ftab_entry = layout == 116 ? 16 : 8;
 	if (t->nfunc == 0 || t->nfunc > t->pcln_len / t->ftab_entry - 1 ||
 	    t->pcln_len < t->ftab_entry) {
@@ -149,21 +162,39 @@ int gopcln_new(const struct gopcln_src *src, struct gopcln **out, struct pp_err 
 	}
 	switch (layout) {
 	case 116:
-		t->f_pcsp = 20; t->f_flag = 41;
-		t->f_nameoff = 8; t->f_pcfile = 24; t->f_pcln = 28; t->f_npcdata = 32;
-		t->f_cuoff = 36; t->f_nfuncdata = 43; t->f_size = 44;
+		t->f_pcsp = 20;
+		t->f_flag = 41;
+		t->f_nameoff = 8;
+		t->f_pcfile = 24;
+		t->f_pcln = 28;
+		t->f_npcdata = 32;
+		t->f_cuoff = 36;
+		t->f_nfuncdata = 43;
+		t->f_size = 44;
 		break;
 	case 118:
-		t->f_pcsp = 16; t->f_flag = 37;
-		t->f_nameoff = 4; t->f_pcfile = 20; t->f_pcln = 24; t->f_npcdata = 28;
-		t->f_cuoff = 32; t->f_nfuncdata = 39; t->f_size = 40;
-		t->inl_size = 20;	/* Go 1.18-1.19 inlinedCall */
+		t->f_pcsp = 16;
+		t->f_flag = 37;
+		t->f_nameoff = 4;
+		t->f_pcfile = 20;
+		t->f_pcln = 24;
+		t->f_npcdata = 28;
+		t->f_cuoff = 32;
+		t->f_nfuncdata = 39;
+		t->f_size = 40;
+		t->inl_size = 20; /* Go 1.18-1.19 inlinedCall */
 		break;
 	case 120:
-		t->f_pcsp = 16; t->f_flag = 41;
-		t->f_nameoff = 4; t->f_pcfile = 20; t->f_pcln = 24; t->f_npcdata = 28;
-		t->f_cuoff = 32; t->f_nfuncdata = 43; t->f_size = 44;
-		t->inl_size = 16;		/* Go 1.20+ inlinedCall */
+		t->f_pcsp = 16;
+		t->f_flag = 41;
+		t->f_nameoff = 4;
+		t->f_pcfile = 20;
+		t->f_pcln = 24;
+		t->f_npcdata = 28;
+		t->f_cuoff = 32;
+		t->f_nfuncdata = 43;
+		t->f_size = 44;
+		t->inl_size = 16; /* Go 1.20+ inlinedCall */
 		break;
 	}
 	if (src->gofunc && src->gofunc_len) {
@@ -183,9 +214,18 @@ void gopcln_free(struct gopcln *t)
 	free(t);
 }
 
-int gopcln_layout(const struct gopcln *t) { return t->layout; }
-bool gopcln_has_inline(const struct gopcln *t) { return t->inl_size != 0; }
-size_t gopcln_nfunc(const struct gopcln *t) { return t->nfunc; }
+int gopcln_layout(const struct gopcln *t)
+{
+	return t->layout;
+}
+bool gopcln_has_inline(const struct gopcln *t)
+{
+	return t->inl_size != 0;
+}
+size_t gopcln_nfunc(const struct gopcln *t)
+{
+	return t->nfunc;
+}
 
 /* functab entry i: entry PC and _func offset (inside pclntable). */
 static bool ftab(const struct gopcln *t, uint64_t i, uint64_t *entry, uint64_t *funcoff)
@@ -215,7 +255,7 @@ void gopcln_text_range(const struct gopcln *t, uint64_t *lo, uint64_t *hi)
 /* One _func record, validated to lie fully (incl. pcdata/funcdata arrays)
  * inside pclntable. */
 struct fn {
-	size_t off;		/* of the record, relative to tab */
+	size_t off; /* of the record, relative to tab */
 	uint64_t entry;
 	uint32_t nameoff, pcfile, pcln, npcdata, cuoff;
 	uint8_t nfuncdata;
@@ -250,7 +290,7 @@ static int fn_load(const struct gopcln *t, uint64_t i, struct fn *fn, uint64_t *
 	if (t->layout != 116)
 		need += 4ull * fn->nfuncdata;
 	if (need > len)
-		fn->npcdata = 0, fn->nfuncdata = 0;	/* corrupt: use no tables */
+		fn->npcdata = 0, fn->nfuncdata = 0; /* corrupt: use no tables */
 	if (end)
 		*end = next;
 	return 0;
@@ -299,7 +339,7 @@ long gopcln_find(const struct gopcln *t, uint64_t pc, struct gopcln_func *f)
 	if (gopcln_func_at(t, lo, f) < 0)
 		return -EINVAL;
 	if (pc < f->entry || pc >= f->end)
-		return -ENOENT;	/* unsorted (corrupt) table */
+		return -ENOENT; /* unsorted (corrupt) table */
 	return (long)lo;
 }
 
@@ -342,7 +382,7 @@ static int32_t pcvalue(const struct gopcln *t, const struct fn *fn, uint32_t off
 		if (pos >= len)
 			return -1;
 		if (b[pos] == 0 && !first)
-			return -1;	/* end of table without reaching target */
+			return -1; /* end of table without reaching target */
 		if (!uvarint(b, len, &pos, &uv))
 			return -1;
 		/* wrapping add: hostile deltas must not be signed-overflow UB */
@@ -394,7 +434,7 @@ int gopcln_func_pcsp(const struct gopcln *t, size_t i, uint64_t *budget, struct 
 		if (pos >= len)
 			return -EINVAL;
 		if (b[pos] == 0 && !first)
-			break;		/* end of table */
+			break; /* end of table */
 		if (!uvarint(b, len, &pos, &uv) || !uvarint(b, len, &pos, &pcd))
 			return -EINVAL;
 		val = (int32_t)((uint32_t)val + (-(uv & 1) ^ (uv >> 1)));
@@ -405,7 +445,7 @@ int gopcln_func_pcsp(const struct gopcln *t, size_t i, uint64_t *budget, struct 
 		if (hi > end || hi < pc)
 			hi = end;
 		if (n && runs[n - 1].sp == val && runs[n - 1].hi == pc) {
-			runs[n - 1].hi = hi;	/* the same value again: one run */
+			runs[n - 1].hi = hi; /* the same value again: one run */
 		} else {
 			if (n == max)
 				return -ENOSPC;
@@ -421,7 +461,7 @@ int gopcln_func_frameless(const struct gopcln *t, size_t i, uint64_t *budget)
 	struct gopcln_sprun run[1];
 	int n = gopcln_func_pcsp(t, i, budget, run, 1);
 	if (n < 0)
-		return n == -ENOSPC ? 0 : n;	/* more than one run: SP moves */
+		return n == -ENOSPC ? 0 : n; /* more than one run: SP moves */
 	return n == 1 && run[0].sp == 0;
 }
 
@@ -461,24 +501,25 @@ static void funcline(const struct gopcln *t, const struct fn *fn, uint64_t pc,
 }
 
 /* The inline tree entry ix: name offset and parentPc. */
-static bool inl_entry(const struct gopcln *t, const struct fn *fn, int32_t ix,
-		      uint32_t *nameoff, int32_t *parent_pc)
+static bool inl_entry(const struct gopcln *t, const struct fn *fn, int32_t ix, uint32_t *nameoff,
+		      int32_t *parent_pc)
 {
 	if (ix < 0 || !t->inl_size || FUNCDATA_INLTREE >= fn->nfuncdata)
 		return false;
 	uint32_t tree;
-	if (!rd32(t->tab, t->tab_len, fn->off + t->f_size + 4ull * fn->npcdata + 4ull * FUNCDATA_INLTREE,
-		  &tree) || tree == UINT32_MAX)
+	if (!rd32(t->tab, t->tab_len,
+		  fn->off + t->f_size + 4ull * fn->npcdata + 4ull * FUNCDATA_INLTREE, &tree) ||
+	    tree == UINT32_MAX)
 		return false;
 	uint64_t at = (uint64_t)tree + (uint64_t)(uint32_t)ix * t->inl_size;
 	uint32_t no, ppc;
 	if (at > t->gofunc_len)
 		return false;
-	if (t->inl_size == 20) {	/* parent i16, funcID, _, file, line, func_, parentPc */
+	if (t->inl_size == 20) { /* parent i16, funcID, _, file, line, func_, parentPc */
 		if (!rd32(t->gofunc, t->gofunc_len, at + 12, &no) ||
 		    !rd32(t->gofunc, t->gofunc_len, at + 16, &ppc))
 			return false;
-	} else {		/* funcID, _[3], nameOff, parentPc, startLine */
+	} else { /* funcID, _[3], nameOff, parentPc, startLine */
 		if (!rd32(t->gofunc, t->gofunc_len, at + 4, &no) ||
 		    !rd32(t->gofunc, t->gofunc_len, at + 8, &ppc))
 			return false;
@@ -506,7 +547,8 @@ static bool inline_plausible(const struct gopcln *t)
 		if (fn_load(t, i, &fn, &end) < 0 || FUNCDATA_INLTREE >= fn.nfuncdata)
 			continue;
 		if (!rd32(t->tab, t->tab_len,
-			  fn.off + t->f_size + 4ull * fn.npcdata + 4ull * FUNCDATA_INLTREE, &tree) ||
+			  fn.off + t->f_size + 4ull * fn.npcdata + 4ull * FUNCDATA_INLTREE,
+			  &tree) ||
 		    tree == UINT32_MAX)
 			continue;
 		checked++;
@@ -548,7 +590,7 @@ int gopcln_lookup(const struct gopcln *t, uint64_t pc, struct gopcln_frame *fram
 		fr->inlined = true;
 		funcline(t, &fn, tracepc, fr);
 		if (ppc < 0 || (uint64_t)ppc >= f.end - f.entry)
-			break;	/* corrupt: stop here, physical frame below */
+			break; /* corrupt: stop here, physical frame below */
 		tracepc = f.entry + (uint64_t)ppc;
 	}
 	struct gopcln_frame *fr = &frames[n++];

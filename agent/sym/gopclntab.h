@@ -44,7 +44,7 @@
 /* What the table is read from. Buffers are borrowed: keep them alive and
  * unchanged until gopcln_free(). */
 struct gopcln_src {
-	const uint8_t *tab;	/* .gopclntab section bytes */
+	const uint8_t *tab; /* .gopclntab section bytes */
 	size_t tab_len;
 	/* runtime.text (moduledata.text; .text sh_addr for internally linked
 	 * binaries). Used when the table does not record it: Go 1.16-1.17,
@@ -55,21 +55,21 @@ struct gopcln_src {
 	const uint8_t *gofunc;
 	size_t gofunc_len;
 	/* Go minor version if known (19 for go1.19.8), 0 when unknown. */
-	int go_minor;		/* informational; the layout comes from the magic */
+	int go_minor; /* informational; the layout comes from the magic */
 };
 
 struct gopcln;
 
 struct gopcln_func {
-	const char *name;	/* NULL when the name offset is corrupt */
-	uint64_t entry, end;	/* [entry, end) link-time addresses */
+	const char *name;    /* NULL when the name offset is corrupt */
+	uint64_t entry, end; /* [entry, end) link-time addresses */
 };
 
 struct gopcln_frame {
-	const char *func;	/* NULL when corrupt */
-	const char *file;	/* NULL when unknown */
-	int32_t line;		/* 0 when unknown */
-	bool inlined;		/* true for all but the outermost (physical) frame */
+	const char *func; /* NULL when corrupt */
+	const char *file; /* NULL when unknown */
+	int32_t line;	  /* 0 when unknown */
+	bool inlined;	  /* true for all but the outermost (physical) frame */
 };
 
 /* Validate the header and set up lookups (src is the module's options:
@@ -116,7 +116,7 @@ int gopcln_func_frameless(const struct gopcln *t, size_t i, uint64_t *budget);
 /* A run of PCs [lo, hi) (link-time) over which the i-th function's pcsp is sp. */
 struct gopcln_sprun {
 	uint64_t lo, hi;
-	int32_t sp;		/* bytes below the entry SP (the return address) */
+	int32_t sp; /* bytes below the entry SP (the return address) */
 };
 
 /*

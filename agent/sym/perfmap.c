@@ -35,7 +35,7 @@ static int cmp_sym(const void *a, const void *b)
 	const struct perfmap_sym *x = a, *y = b;
 	if (x->start != y->start)
 		return x->start < y->start ? -1 : 1;
-	return x->seq > y->seq ? -1 : x->seq < y->seq;	/* newest first */
+	return x->seq > y->seq ? -1 : x->seq < y->seq; /* newest first */
 }
 
 /* One line, NUL-terminated, newline removed. Malformed lines are skipped. */
@@ -56,7 +56,7 @@ static int add_line(struct perfmap *pm, char *line)
 		p[--l] = '\0';
 	if (!l || pm->n >= PERFMAP_MAX_ENTRIES)
 		return 0;
-	for (size_t i = 0; i < l; i++)	/* names end up in logs and UIs */
+	for (size_t i = 0; i < l; i++) /* names end up in logs and UIs */
 		if ((unsigned char)p[i] < 0x20 || p[i] == 0x7f)
 			p[i] = '?';
 	if (pp_grow(&pm->v, &pm->cap, pm->n + 1, sizeof(*pm->v), 1024) ||
@@ -64,7 +64,10 @@ static int add_line(struct perfmap *pm, char *line)
 		return -ENOMEM;
 	memcpy(pm->names + pm->names_len, p, l + 1);
 	pm->v[pm->n++] = (struct perfmap_sym){
-		.start = start, .size = size, .seq = pm->seq, .name = (uint32_t)pm->names_len,
+		.start = start,
+		.size = size,
+		.seq = pm->seq,
+		.name = (uint32_t)pm->names_len,
 	};
 	pm->names_len += l + 1;
 	return 1;
@@ -78,7 +81,7 @@ static long parse_from(struct perfmap *pm, int fd, uint64_t limit)
 	char *buf = malloc(BUF);
 	uint64_t off = pm->parsed;
 	size_t have = 0;
-	bool skip = false;	/* inside an overlong line */
+	bool skip = false; /* inside an overlong line */
 	long added = 0;
 
 	if (!buf)
@@ -144,7 +147,7 @@ int perfmap_refresh(struct perfmap *pm, pid_t pid)
 	}
 	if ((uint64_t)st.st_dev != pm->dev || (uint64_t)st.st_ino != pm->ino ||
 	    (uint64_t)st.st_size < pm->parsed)
-		perfmap_free(pm);	/* replaced or rewritten: from the start */
+		perfmap_free(pm); /* replaced or rewritten: from the start */
 	pm->dev = (uint64_t)st.st_dev;
 	pm->ino = (uint64_t)st.st_ino;
 	pm->size = (uint64_t)st.st_size;
@@ -171,7 +174,7 @@ int perfmap_refresh(struct perfmap *pm, pid_t pid)
 const char *perfmap_lookup(const struct perfmap *pm, uint64_t addr)
 {
 	size_t lo = 0, hi = pm->n;
-	while (lo < hi) {	/* first entry with start > addr */
+	while (lo < hi) { /* first entry with start > addr */
 		size_t mid = lo + (hi - lo) / 2;
 		if (pm->v[mid].start <= addr)
 			lo = mid + 1;

@@ -32,12 +32,12 @@
 
 struct perfmap_sym {
 	uint64_t start, size;
-	uint64_t seq;		/* line number: later lines win */
-	uint32_t name;		/* offset in names */
+	uint64_t seq;  /* line number: later lines win */
+	uint32_t name; /* offset in names */
 };
 
 struct perfmap {
-	struct perfmap_sym *v;	/* by start, then newest first */
+	struct perfmap_sym *v; /* by start, then newest first */
 	size_t n, cap;
 	char *names;
 	size_t names_len, names_cap;
@@ -45,8 +45,8 @@ struct perfmap {
 	/* the file as last read */
 	uint64_t dev, ino, size;
 	int64_t mtime_ns;
-	uint64_t parsed;	/* bytes consumed: up to the last complete line */
-	size_t bytes;		/* memory held */
+	uint64_t parsed; /* bytes consumed: up to the last complete line */
+	size_t bytes;	 /* memory held */
 };
 
 void perfmap_init(struct perfmap *pm);

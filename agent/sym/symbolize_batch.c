@@ -102,7 +102,7 @@ int sym_batch_add_mapping(struct sym_batch *b, const struct sym_mapping *m)
 }
 
 int sym_one_frame(struct batch_priv *bp, struct sym_result *r, const char *name,
-		     enum sym_source src)
+		  enum sym_source src)
 {
 	struct sym_frame *f = sym_arena_alloc(bp, sizeof(*f));
 	if (!f || !(f->func = sym_arena_str(bp, name)))

@@ -16,7 +16,7 @@
 
 #define MAX_FRAMES 64
 #define FILE_BUCKETS 1024
-#define KSYM_MAX_DIST (1u << 20)	/* no kernel function is 1 MiB long */
+#define KSYM_MAX_DIST (1u << 20) /* no kernel function is 1 MiB long */
 
 /* ---- batch arena ------------------------------------------------------- */
 
@@ -35,13 +35,13 @@ struct batch_priv {
 
 struct fentry {
 	uint64_t dev, ino;
-	struct elfsym *e;	/* NULL: load failed (err says why) */
+	struct elfsym *e; /* NULL: load failed (err says why) */
 	char *err;
 	size_t bytes;
 	uint64_t loaded_ms, checked_ms;
 	int64_t size, mtime_ns;
-	uint64_t pin;		/* call generation that uses it: not evictable */
-	struct fentry *hnext, *prev, *next;	/* hash chain, LRU list */
+	uint64_t pin;			    /* call generation that uses it: not evictable */
+	struct fentry *hnext, *prev, *next; /* hash chain, LRU list */
 };
 
 struct pentry {
@@ -60,13 +60,12 @@ struct pentry {
 	bool pm_checked;
 };
 
-
 #define KIDX_STEP 128
 
 struct ksym {
 	uint64_t addr;
 	uint32_t name;
-	int32_t mod;		/* -1: vmlinux */
+	int32_t mod; /* -1: vmlinux */
 };
 
 struct kmod {
@@ -79,7 +78,7 @@ struct kmod {
 struct symbolizer {
 	struct sym_opts o;
 	struct fentry *buckets[FILE_BUCKETS];
-	struct fentry *lru_head, *lru_tail;	/* head = most recent */
+	struct fentry *lru_head, *lru_tail; /* head = most recent */
 	size_t nfiles, bytes;
 	uint64_t gen;
 	struct pentry *procs;
@@ -96,7 +95,7 @@ struct symbolizer {
 	char *knames;
 	struct kmod *kmods;
 	size_t nkmods;
-	struct kmod kernel;	/* vmlinux */
+	struct kmod kernel; /* vmlinux */
 	uint64_t kloaded_ms;
 	size_t kbytes;
 	bool kloaded;

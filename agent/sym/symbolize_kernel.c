@@ -27,7 +27,7 @@ static void read_kernel_build_id(const char *path, char *out, size_t outsz)
 {
 	char id[ELFFILE_BUILD_ID_HEX] = "";
 	out[0] = '\0';
-	uint8_t buf[4096 + 1];	/* + the NUL pp_read_kernel_file adds */
+	uint8_t buf[4096 + 1]; /* + the NUL pp_read_kernel_file adds */
 	ssize_t len = pp_read_kernel_file(path, buf, sizeof(buf));
 	if (len > 0)
 		elffile_parse_notes(buf, (size_t)len, id, NULL);
@@ -97,18 +97,24 @@ static int kallsyms_load(struct symbolizer *s, struct pp_err *err)
 			rc = -ENOMEM;
 			break;
 		}
-		if (nl + l > UINT32_MAX) { rc = -E2BIG; break; }
+		if (nl + l > UINT32_MAX) {
+			rc = -E2BIG;
+			break;
+		}
 		memcpy(names + nl, name, l);
 		v[nv++] = (struct ksym){ .addr = addr, .name = (uint32_t)nl, .mod = mod };
 		nl += l;
 		if (mod >= 0) {
-			if (addr < mods[mod].lo) mods[mod].lo = addr;
-			if (addr > mods[mod].hi) mods[mod].hi = addr;
+			if (addr < mods[mod].lo)
+				mods[mod].lo = addr;
+			if (addr > mods[mod].hi)
+				mods[mod].hi = addr;
 		}
 	}
 	fclose(fp);
 	if (rc == 0 && nv && !nonzero)
-		rc = pp_errf(err, -EPERM, "kallsyms: all addresses are 0 (kptr_restrict; run as root)");
+		rc = pp_errf(err, -EPERM,
+			     "kallsyms: all addresses are 0 (kptr_restrict; run as root)");
 	else if (rc == 0 && !nv)
 		rc = pp_errf(err, -EINVAL, "kallsyms: no text symbols in %s", s->o.kallsyms_path);
 	else if (rc < 0)
@@ -157,8 +163,10 @@ static int kallsyms_load(struct symbolizer *s, struct pp_err *err)
 	s->kernel.lo = UINT64_MAX;
 	for (size_t i = 0; i < nv; i++)
 		if (v[i].mod < 0) {
-			if (v[i].addr < s->kernel.lo) s->kernel.lo = v[i].addr;
-			if (v[i].addr > s->kernel.hi) s->kernel.hi = v[i].addr;
+			if (v[i].addr < s->kernel.lo)
+				s->kernel.lo = v[i].addr;
+			if (v[i].addr > s->kernel.hi)
+				s->kernel.hi = v[i].addr;
 		}
 	s->kloaded = true;
 	s->kloaded_ms = (pp_mono_ns() / 1000000);
@@ -172,7 +180,7 @@ static const struct ksym *ksym_find(const struct symbolizer *s, uint64_t addr)
 	size_t lo = 0, hi = s->nkidx;
 	if (!s->nksyms || addr < s->ksyms[0].addr)
 		return NULL;
-	while (hi - lo > 1) {	/* the block: kidx[lo] <= addr < kidx[lo + 1] */
+	while (hi - lo > 1) { /* the block: kidx[lo] <= addr < kidx[lo + 1] */
 		size_t mid = lo + (hi - lo) / 2;
 		if (s->kidx[mid] <= addr)
 			lo = mid;
@@ -193,8 +201,8 @@ static const struct ksym *ksym_find(const struct symbolizer *s, uint64_t addr)
 	return &s->ksyms[lo];
 }
 
-int sym_resolve_kernel(struct symbolizer *s, const uint64_t *addrs, size_t n,
-		       struct sym_batch *out, struct pp_err *err)
+int sym_resolve_kernel(struct symbolizer *s, const uint64_t *addrs, size_t n, struct sym_batch *out,
+		       struct pp_err *err)
 {
 	if (sym_batch_reset(out, n) < 0)
 		return pp_errf(err, -ENOMEM, "symbolize: out of memory");
@@ -233,7 +241,8 @@ int sym_resolve_kernel(struct symbolizer *s, const uint64_t *addrs, size_t n,
 				if (k->mod < 0)
 					snprintf(p, sizeof(p), "/sys/kernel/notes");
 				else
-					snprintf(p, sizeof(p), "/sys/module/%s/notes/.note.gnu.build-id",
+					snprintf(p, sizeof(p),
+						 "/sys/module/%s/notes/.note.gnu.build-id",
 						 km->name);
 				read_kernel_build_id(p, km->build_id, sizeof(km->build_id));
 				km->bid_read = true;
@@ -241,13 +250,20 @@ int sym_resolve_kernel(struct symbolizer *s, const uint64_t *addrs, size_t n,
 			char path[80];
 			snprintf(path, sizeof(path), "[%s]", km->name);
 			struct sym_mapping sm = {
-				.path = sym_arena_str(bp, path), .start = km->lo, .limit = km->hi + 1,
+				.path = sym_arena_str(bp, path),
+				.start = km->lo,
+				.limit = km->hi + 1,
 				.build_id = sym_arena_str(bp, km->build_id),
-				.build_id_kind = km->build_id[0] ? SYM_BUILD_ID_GNU : SYM_BUILD_ID_NONE,
-				.go_build_id = "", .go_version = "", .error = "",
-				.has_functions = true, .executable = true,
+				.build_id_kind =
+					km->build_id[0] ? SYM_BUILD_ID_GNU : SYM_BUILD_ID_NONE,
+				.go_build_id = "",
+				.go_version = "",
+				.error = "",
+				.has_functions = true,
+				.executable = true,
 			};
-			if (!sm.path || !sm.build_id || (midx[mi] = sym_batch_add_mapping(out, &sm)) < 0) {
+			if (!sm.path || !sm.build_id ||
+			    (midx[mi] = sym_batch_add_mapping(out, &sm)) < 0) {
 				rc = pp_errf(err, -ENOMEM, "symbolize: out of memory");
 				break;
 			}

@@ -28,12 +28,12 @@
 struct targets {
 	const struct target_config *entries;
 	size_t nentries;
-	struct target_proc *v;		/* sorted by pid */
+	struct target_proc *v; /* sorted by pid */
 	size_t n, cap;
 	bool need_cgroups;
-	int ev_fd;			/* proc connector, -1 = none */
-	uint64_t recheck_ns;		/* RECHECK_NS, or RECHECK_EVENTS_NS with events */
-	bool recheck_all;		/* events were lost: the next scan reads everyone */
+	int ev_fd;	     /* proc connector, -1 = none */
+	uint64_t recheck_ns; /* RECHECK_NS, or RECHECK_EVENTS_NS with events */
+	bool recheck_all;    /* events were lost: the next scan reads everyone */
 	targets_change_fn observer;
 	void *observer_arg;
 	/* whole host: pids from events, evaluated at the next recheck if they
@@ -68,8 +68,7 @@ static int evaluate(struct targets *t, struct target_proc *p, bool match);
  * has already exec'd a matching program). The old process is reported
  * unmatched first, so that whatever the callback keeps for the pid (Go heap
  * tracking, symbols) is dropped before the new process is reported. */
-static int reevaluate(struct targets *t, struct target_proc *p, targets_change_fn cb,
-		      void *arg)
+static int reevaluate(struct targets *t, struct target_proc *p, targets_change_fn cb, void *arg)
 {
 	bool match = !targets_whole_host(t);
 	bool was = p->matched && !p->gone;
@@ -217,7 +216,7 @@ static int evaluate(struct targets *t, struct target_proc *p, bool match)
 	if (proc_start_time(p->pid, &st) == 0)
 		p->start_time = st;
 	if (proc_exe(p->pid, exe, sizeof(exe)) < 0)
-		exe[0] = '\0';	/* kernel thread, or raced with exit */
+		exe[0] = '\0'; /* kernel thread, or raced with exit */
 	if (proc_cgroup(p->pid, NULL, cg, sizeof(cg)) < 0)
 		cg[0] = '\0';
 	char *nexe = strdup(exe), *ncg = strdup(cg);
@@ -241,8 +240,11 @@ static int evaluate(struct targets *t, struct target_proc *p, bool match)
 		/* unreadable cgroups: only entries without cgroup keys can match */
 	}
 	struct target_facts f = {
-		.pid = p->pid, .comm = p->comm, .exe = p->exe,
-		.cgroup_paths = (const char *const *)lines.paths, .ncgroups = lines.n,
+		.pid = p->pid,
+		.comm = p->comm,
+		.exe = p->exe,
+		.cgroup_paths = (const char *const *)lines.paths,
+		.ncgroups = lines.n,
 	};
 	p->matched = targets_match(t->entries, t->nentries, &f);
 	cg_free(&lines);
@@ -262,10 +264,13 @@ int targets_match_pid(const struct target_config *entries, size_t n, pid_t pid)
 		exe[0] = '\0';
 	struct cg_lines lines = { .n = 0 };
 	if (proc_cgroup_each(pid, cg_collect, &lines) < 0)
-		cg_free(&lines);	/* only entries without cgroup keys can match */
+		cg_free(&lines); /* only entries without cgroup keys can match */
 	struct target_facts f = {
-		.pid = pid, .comm = comm, .exe = exe,
-		.cgroup_paths = (const char *const *)lines.paths, .ncgroups = lines.n,
+		.pid = pid,
+		.comm = comm,
+		.exe = exe,
+		.cgroup_paths = (const char *const *)lines.paths,
+		.ncgroups = lines.n,
 	};
 	bool m = targets_match(entries, n, &f);
 	cg_free(&lines);
@@ -402,14 +407,14 @@ int targets_scan(struct targets *t, uint64_t now_ns, targets_change_fn cb, void 
 			if (e == -ENOMEM) {
 				r = pp_errf(err, e, "out of memory");
 			} else if (e < 0) {
-				p.gone = true;	/* raced with exit */
+				p.gone = true; /* raced with exit */
 			} else {
 				if (known)
 					p.checked_ns = now_ns;
 				if (known && st_before && p.start_time != st_before) {
-					p.first_seen_ns = now_ns;	/* pid reused */
+					p.first_seen_ns = now_ns; /* pid reused */
 					if (match && cb && was && p.matched) {
-						cb(p.pid, false, arg);	/* as reevaluate() */
+						cb(p.pid, false, arg); /* as reevaluate() */
 						was = false;
 					}
 				}
@@ -559,8 +564,7 @@ int targets_events_open(struct targets *t)
 	int fd = socket(PF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, NETLINK_CONNECTOR);
 	if (fd < 0)
 		return -errno;
-	struct sockaddr_nl sa = { .nl_family = AF_NETLINK, .nl_groups = CN_IDX_PROC,
-				  .nl_pid = 0 };
+	struct sockaddr_nl sa = { .nl_family = AF_NETLINK, .nl_groups = CN_IDX_PROC, .nl_pid = 0 };
 	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
 		int e = -errno;
 		close(fd);
@@ -606,10 +610,10 @@ int targets_event(struct targets *t, pid_t pid, uint64_t now_ns, targets_change_
 		return targets_check_pid(t, pid, now_ns, cb, arg);
 	for (size_t i = t->npending; i > 0 && i + 8 > t->npending; i--)
 		if (t->pending[i - 1] == pid)
-			return 0;	/* fork then exec: once is enough */
+			return 0; /* fork then exec: once is enough */
 	if (t->npending >= PENDING_MAX ||
 	    pp_grow(&t->pending, &t->pending_cap, t->npending + 1, sizeof(*t->pending), 256)) {
-		t->recheck_all = true;	/* the next scan reads everyone */
+		t->recheck_all = true; /* the next scan reads everyone */
 		return 0;
 	}
 	t->pending[t->npending++] = pid;
@@ -631,10 +635,10 @@ int targets_events_read(struct targets *t, uint64_t now_ns, targets_change_fn cb
 				continue;
 			if (errno == ENOBUFS) {
 				lost = -ENOBUFS;
-				t->recheck_all = true;	/* an exec may be among them */
+				t->recheck_all = true; /* an exec may be among them */
 				continue;
 			}
-			break;	/* EAGAIN: drained */
+			break; /* EAGAIN: drained */
 		}
 		size_t len = (size_t)n;
 		for (struct nlmsghdr *h = (struct nlmsghdr *)buf; NLMSG_OK(h, len);
@@ -646,7 +650,8 @@ int targets_events_read(struct targets *t, uint64_t now_ns, targets_change_fn cb
 			struct cn_msg *cn = NLMSG_DATA(h);
 			if (cn->id.idx != CN_IDX_PROC || cn->id.val != CN_VAL_PROC ||
 			    cn->len < sizeof(struct proc_event) ||
-			    h->nlmsg_len < NLMSG_LENGTH(sizeof(struct cn_msg) + sizeof(struct proc_event)))
+			    h->nlmsg_len <
+				    NLMSG_LENGTH(sizeof(struct cn_msg) + sizeof(struct proc_event)))
 				continue;
 			/* cn->data is only 4-byte aligned: copy out. */
 			struct proc_event ev;
@@ -656,12 +661,12 @@ int targets_events_read(struct targets *t, uint64_t now_ns, targets_change_fn cb
 			 * it execs (or the next scan), and nothing to filter */
 			if (ev.what == PROC_EVENT_FORK && !targets_whole_host(t) &&
 			    ev.event_data.fork.child_pid == ev.event_data.fork.child_tgid)
-				pid = ev.event_data.fork.child_tgid;	/* a process, not a thread */
+				pid = ev.event_data.fork.child_tgid; /* a process, not a thread */
 			else if (ev.what == PROC_EVENT_EXEC)
 				pid = ev.event_data.exec.process_tgid;
 			else if (ev.what == PROC_EVENT_COMM &&
 				 ev.event_data.comm.process_pid == ev.event_data.comm.process_tgid)
-				pid = ev.event_data.comm.process_tgid;	/* renamed (comm_regex) */
+				pid = ev.event_data.comm.process_tgid; /* renamed (comm_regex) */
 			if (pid > 0 && targets_event(t, pid, now_ns, cb, arg) == -ENOMEM)
 				return -ENOMEM;
 		}

@@ -34,12 +34,12 @@ struct target_proc {
 	pid_t pid;
 	bool matched;
 	bool gone;
-	bool gone_kept;			/* gone, kept through one targets_forget_gone() */
+	bool gone_kept; /* gone, kept through one targets_forget_gone() */
 	uint64_t first_seen_ns, checked_ns;
-	uint64_t start_time;		/* clock ticks since boot, tells pid reuse */
+	uint64_t start_time; /* clock ticks since boot, tells pid reuse */
 	char comm[16];
-	char *exe;			/* "" when unreadable (kernel thread) */
-	char *cgroup;			/* label path (v2, else v1 cpu); "" when unknown */
+	char *exe;    /* "" when unreadable (kernel thread) */
+	char *cgroup; /* label path (v2, else v1 cpu); "" when unknown */
 };
 
 /* What a target entry is matched against (one process). */
