@@ -422,7 +422,9 @@ int frameless_track(struct frameless *f, pid_t pid)
 		 * both the pclntab and .eh_frame */
 		struct elffile *ef;
 		struct stat fst;
-		int r = elffile_open_link(path, FL_MAX_FILE, &ef, &fst, NULL);
+		int r = elffile_new(&(struct elffile_opts){ .from = ELFFILE_FROM_LINK, .link = path,
+						    .max_size = FL_MAX_FILE, .st = &fst },
+				 &ef, NULL);
 		if (r == -ENOENT || r == -ESRCH)
 			return -ESRCH;
 		if (r == -ENOMEM)
@@ -432,7 +434,7 @@ int frameless_track(struct frameless *f, pid_t pid)
 		/* what was opened is what gets remembered (an exec meanwhile);
 		 * a file that is no 64-bit ELF too, as having no table */
 		bi = bin_new(f, ef, &fst, exe);
-		elffile_close(ef);
+		elffile_free(ef);
 		if (bi < 0)
 			return bi == -ENOSPC ? 0 : bi;
 		if (fst.st_dev != st.st_dev || fst.st_ino != st.st_ino)

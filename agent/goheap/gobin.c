@@ -319,11 +319,13 @@ static int open_path(const char *path, struct gobin **out, struct pp_err *err)
 		return -ENOMEM;
 	}
 	/* usually /proc/PID/exe of a process that may be hostile: opened the
-	 * safe way (elffile_open_link) and parsed once, for everything below */
+	 * safe way (elffile_new, ELFFILE_FROM_LINK) and parsed once, for everything below */
 	struct elffile *ef;
 	struct stat st;
 	struct pp_err ferr = { 0 };
-	rc = elffile_open_link(path, GOBIN_MAX_FILE, &ef, &st, &ferr);
+	rc = elffile_new(&(struct elffile_opts){ .from = ELFFILE_FROM_LINK, .link = path,
+						 .max_size = GOBIN_MAX_FILE, .st = &st },
+			 &ef, &ferr);
 	if (rc < 0) {
 		gobin_free(g);
 		if (rc == -ENOEXEC)
@@ -376,11 +378,11 @@ static int open_path(const char *path, struct gobin **out, struct pp_err *err)
 		vars_from_code(g, ef);
 	/* Everything needed later was copied out: no fd stays open per
 	 * tracked process. */
-	elffile_close(ef);
+	elffile_free(ef);
 	*out = g;
 	return 0;
 fail:
-	elffile_close(ef);
+	elffile_free(ef);
 	gobin_free(g);
 	return rc;
 }

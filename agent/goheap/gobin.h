@@ -105,7 +105,7 @@ struct gobin {
 
 struct gobin_opts {
 	/* The file to analyze (a path the operator or a test gives, or
-	 * /proc/PID/exe); opened the safe way (elffile_open_link). */
+	 * /proc/PID/exe); opened the safe way (elffile_new, ELFFILE_FROM_LINK). */
 	const char *path;
 	/* With path NULL: the process whose executable (/proc/PID/exe) is
 	 * analyzed and which the gobin is then attached to (gobin_attach()). */

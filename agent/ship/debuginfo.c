@@ -247,7 +247,7 @@ static int check_build_id(int fd, const char *id, const char *file, struct pp_er
 {
 	struct elffile *f = NULL;
 	struct pp_err lerr = { 0 };
-	int rc = elffile_open_fd(fd, &f, &lerr);
+	int rc = elffile_new(&(struct elffile_opts){ .from = ELFFILE_FROM_FD, .fd = fd }, &f, &lerr);
 
 	if (rc < 0)
 		return pp_errf(err, -ESTALE, "%s is not a readable ELF file: %s", file, lerr.msg);
@@ -255,7 +255,7 @@ static int check_build_id(int fd, const char *id, const char *file, struct pp_er
 		     ? pp_errf(err, -ESTALE, "%s has build id %s, not %s", file,
 			       f->gnu_build_id[0] ? f->gnu_build_id : "(none)", id)
 		     : 0;
-	elffile_close(f);
+	elffile_free(f);
 	return rc;
 }
 

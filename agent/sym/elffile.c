@@ -504,7 +504,7 @@ static int open_src(struct elffile_src *src, uint64_t size, struct elffile **out
 	else
 		rc = load_tables(f, err);
 	if (rc < 0) {
-		elffile_close(f);
+		elffile_free(f);
 		return rc;
 	}
 	load_buildinfo(f);
@@ -546,13 +546,8 @@ static int open_fd(int fd, bool own, struct elffile **out, struct pp_err *err)
 	return rc;
 }
 
-int elffile_open_fd(int fd, struct elffile **out, struct pp_err *err)
-{
-	return open_fd(fd, false, out, err);
-}
-
-int elffile_open_link(const char *path, uint64_t max_size, struct elffile **out, struct stat *st,
-		      struct pp_err *err)
+static int open_link(const char *path, uint64_t max_size, struct elffile **out, struct stat *st,
+		     struct pp_err *err)
 {
 	struct stat st0;
 	*out = NULL;
@@ -568,7 +563,7 @@ int elffile_open_link(const char *path, uint64_t max_size, struct elffile **out,
 	return rc;
 }
 
-int elffile_open_mem(const void *buf, size_t len, struct elffile **out, struct pp_err *err)
+static int open_mem(const void *buf, size_t len, struct elffile **out, struct pp_err *err)
 {
 	*out = NULL;
 	struct elffile_src *src = calloc(1, sizeof(*src));
@@ -585,7 +580,21 @@ int elffile_open_mem(const void *buf, size_t len, struct elffile **out, struct p
 	return open_src(src, len, out, err);
 }
 
-void elffile_close(struct elffile *f)
+int elffile_new(const struct elffile_opts *o, struct elffile **out, struct pp_err *err)
+{
+	*out = NULL;
+	switch (o->from) {
+	case ELFFILE_FROM_FD:
+		return open_fd(o->fd, false, out, err);
+	case ELFFILE_FROM_LINK:
+		return open_link(o->link, o->max_size, out, o->st, err);
+	case ELFFILE_FROM_MEM:
+		return open_mem(o->buf, o->len, out, err);
+	}
+	return pp_errf(err, -EINVAL, "elf: no source given");
+}
+
+void elffile_free(struct elffile *f)
 {
 	if (!f)
 		return;

@@ -10,7 +10,7 @@
  * one place that computes them.
  *
  * ELF files are hostile input. Paths from a process (/proc/PID/exe,
- * map_files) are opened by elffile_open_link(): no open that can block
+ * map_files) are opened by elffile_new() (ELFFILE_FROM_LINK): no open that can block
  * (FIFO, device, FUSE), regular files on trusted filesystems only, a size
  * cap (procinfo.h, proc_open_link). Every range read is checked against
  * the file size, and no section larger than ELFFILE_MAX_SECTION is copied.
@@ -84,30 +84,39 @@ struct elffile {
 	struct elffile_src *src; /* private */
 };
 
-/*
- * Parse the file open at fd (borrowed: it must stay open until
- * elffile_close(); the elffile reads it with pread). 0, or -EINVAL (not a
- * regular file), -ENOEXEC (not an ELF file, not 64-bit little-endian, a
- * broken header table), -ENOMEM, with err set ("elf: ...").
- */
-int elffile_open_fd(int fd, struct elffile **out, struct pp_err *err);
+/* Where an elffile's bytes come from (elffile_new). */
+enum elffile_from {
+	/* fd: a file open at fd, borrowed (it must stay open until
+	 * elffile_free(); the elffile reads it with pread). Fails with
+	 * -EINVAL (not a regular file), -ENOEXEC (not an ELF file, not 64-bit
+	 * little-endian, a broken header table), -ENOMEM. */
+	ELFFILE_FROM_FD,
+	/* link: a path that names a process's file (/proc/PID/exe,
+	 * /proc/PID/map_files/...), opened the safe way (proc_open_link: no
+	 * blocking open, regular files on trusted filesystems, at most
+	 * max_size bytes); the elffile owns that fd; *st (optional) gets its
+	 * stat. Opening fails as proc_open_link does (-ESRCH gone, -EINVAL not
+	 * a regular file on a trusted filesystem, -EFBIG, -EACCES...), parsing
+	 * as for fd; err names the path. */
+	ELFFILE_FROM_LINK,
+	/* mem: an image in memory (a vdso, a fuzz input); buf is copied, not kept */
+	ELFFILE_FROM_MEM,
+};
 
-/*
- * Open a path that names a process's file (/proc/PID/exe,
- * /proc/PID/map_files/...) the safe way (proc_open_link: no blocking
- * open, regular files on trusted filesystems, at most max_size bytes) and
- * parse it. The elffile owns that fd; *st (optional) gets its stat.
- * Opening fails as proc_open_link does (-ESRCH gone, -EINVAL not a regular
- * file on a trusted filesystem, -EFBIG, -EACCES...), parsing as
- * elffile_open_fd (-ENOEXEC, -ENOMEM); err names the path.
- */
-int elffile_open_link(const char *path, uint64_t max_size, struct elffile **out, struct stat *st,
-		      struct pp_err *err);
+struct elffile_opts {
+	enum elffile_from from;
+	int fd;			/* ELFFILE_FROM_FD */
+	const char *link;	/* ELFFILE_FROM_LINK */
+	uint64_t max_size;	/* ELFFILE_FROM_LINK: the largest file opened */
+	struct stat *st;	/* ELFFILE_FROM_LINK: optional, the opened file's stat */
+	const void *buf;	/* ELFFILE_FROM_MEM */
+	size_t len;		/* ELFFILE_FROM_MEM */
+};
 
-/* An image in memory (a vdso, a fuzz input); buf is copied, not kept. */
-int elffile_open_mem(const void *buf, size_t len, struct elffile **out, struct pp_err *err);
-
-void elffile_close(struct elffile *f);
+/* Open (as o says) and parse an ELF file: 0 with *out set, or a negative
+ * code (above) with err set ("elf: ...") and *out NULL. */
+int elffile_new(const struct elffile_opts *o, struct elffile **out, struct pp_err *err);
+void elffile_free(struct elffile *f);	/* NULL-safe */
 
 /* len bytes at file offset off into dst; false when out of the file or
  * unreadable. */
@@ -144,7 +153,7 @@ int elffile_read_section(const struct elffile *f, const char *name, uint64_t max
 /*
  * Symbol table sh (SHT_SYMTAB or SHT_DYNSYM) and its string table: *syms
  * (Elf64_Sym entries), *strs, *strsz. Copied on first use and kept by f
- * until elffile_close() (elfsym and gobin read the same copy: one read per
+ * until elffile_free() (elfsym and gobin read the same copy: one read per
  * file). Number of symbols, or -1 (bad table, out of the file, too large,
  * a third symbol table).
  */

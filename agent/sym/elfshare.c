@@ -74,7 +74,7 @@ int elfshare_load(const struct elffile *f, const struct elfsym_id *id, struct el
 	/* outside the lock: a load takes tens of milliseconds for a large
 	 * program, and other threads' lookups must not wait for it */
 	struct elfsym *e;
-	int rc = elfsym_load_file(f, &e, err);
+	int rc = elfsym_new(&(struct elfsym_opts){ .file = f }, &e, err);
 	if (rc < 0)
 		return rc;
 	pthread_mutex_lock(&share_mu);

@@ -46,9 +46,9 @@ struct elfsym *elfshare_find(const struct elfsym_id *id);
 
 /*
  * The symbols of the parsed file f, whose identity is id: the published
- * ones when there are, else loaded from f (elfsym_load_file()) and
+ * ones when there are, else loaded from f (elfsym_new()) and
  * published. 0 with *out a reference (elfsym_free() drops it), or
- * elfsym_load_file()'s errors (nothing published).
+ * elfsym_new()'s errors (nothing published).
  */
 int elfshare_load(const struct elffile *f, const struct elfsym_id *id, struct elfsym **out,
 		  struct pp_err *err);

@@ -348,7 +348,7 @@ static void load_go(struct elfsym *e, const struct elffile *f, uint64_t sym_gofu
 	e->bytes += sh.size + 256;
 }
 
-int elfsym_load_file(const struct elffile *f, struct elfsym **out, struct pp_err *err)
+static int load_file(const struct elffile *f, struct elfsym **out, struct pp_err *err)
 {
 	int rc = 0;
 	struct elfsym *e = calloc(1, sizeof(*e));
@@ -431,25 +431,18 @@ void elfsym_free(struct elfsym *e)
 	free(e);
 }
 
-int elfsym_load_fd(int fd, struct elfsym **out, struct pp_err *err)
+static int load_path(const char *path, struct elfsym **out, struct pp_err *err)
 {
 	struct elffile *f;
-	*out = NULL;
-	int rc = elffile_open_fd(fd, &f, err);
-	if (rc < 0)
-		return rc;
-	rc = elfsym_load_file(f, out, err);
-	elffile_close(f);
-	return rc;
-}
-
-int elfsym_load_path(const char *path, struct elfsym **out, struct pp_err *err)
-{
 	*out = NULL;
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return pp_errf(err, -errno, "elf: open %s: %s", path, strerror(errno));
-	int rc = elfsym_load_fd(fd, out, err);
+	int rc = elffile_new(&(struct elffile_opts){ .from = ELFFILE_FROM_FD, .fd = fd }, &f, err);
+	if (rc == 0) {
+		rc = load_file(f, out, err);
+		elffile_free(f);
+	}
 	close(fd);
 	if (rc < 0)
 		pp_err_wrap(err, "%s", path);
@@ -520,15 +513,16 @@ static int name_gaps(struct elfsym *e, const struct elffile *f, const char *pref
 	return 0;
 }
 
-int elfsym_load_mem(const void *buf, size_t len, const char *gap_prefix, struct elfsym **out,
+static int load_mem(const void *buf, size_t len, const char *gap_prefix, struct elfsym **out,
 		    struct pp_err *err)
 {
 	struct elffile *f;
 	*out = NULL;
-	int rc = elffile_open_mem(buf, len, &f, err);
+	int rc = elffile_new(&(struct elffile_opts){ .from = ELFFILE_FROM_MEM, .buf = buf, .len = len },
+			     &f, err);
 	if (rc < 0)
 		return rc;
-	rc = elfsym_load_file(f, out, err);
+	rc = load_file(f, out, err);
 	if (rc == 0 && gap_prefix) {
 		rc = name_gaps(*out, f, gap_prefix);
 		if (rc < 0) {
@@ -537,7 +531,7 @@ int elfsym_load_mem(const void *buf, size_t len, const char *gap_prefix, struct 
 			pp_errf(err, rc, "elf: naming code without symbols failed");
 		}
 	}
-	elffile_close(f);
+	elffile_free(f);
 	return rc;
 }
 
@@ -570,7 +564,7 @@ int elfsym_find_symbol_fd(int fd, const char *name, uint64_t *value, uint64_t *s
 {
 	struct elffile *f;
 	uint64_t sz = 0;
-	int rc = elffile_open_fd(fd, &f, err);
+	int rc = elffile_new(&(struct elffile_opts){ .from = ELFFILE_FROM_FD, .fd = fd }, &f, err);
 	if (rc < 0)
 		return rc;
 	if (elffile_find_symbols(f, &name, 1, value, &sz) == 1) {
@@ -580,6 +574,18 @@ int elfsym_find_symbol_fd(int fd, const char *name, uint64_t *value, uint64_t *s
 	} else {
 		rc = pp_errf(err, -ENOENT, "elf: symbol %s not found", name);
 	}
-	elffile_close(f);
+	elffile_free(f);
 	return rc;
+}
+
+int elfsym_new(const struct elfsym_opts *o, struct elfsym **out, struct pp_err *err)
+{
+	*out = NULL;
+	if (o->file)
+		return load_file(o->file, out, err);
+	if (o->path)
+		return load_path(o->path, out, err);
+	if (o->buf)
+		return load_mem(o->buf, o->len, o->gap_prefix, out, err);
+	return pp_errf(err, -EINVAL, "elf: no source given");
 }

@@ -10,7 +10,7 @@
  * The file itself is opened and parsed by elffile.c (elffile.h: safe
  * opens, bounds, and the rules for build ids and the Go version, which
  * elfsym copies unchanged); a caller that needs more of the file (gobin,
- * frameless) keeps its elffile and calls elfsym_load_file() on it, so
+ * frameless) keeps its elffile and calls elfsym_new() on it, so
  * the file is parsed once; the modules that read the same executable
  * share one elfsym through elfshare.h. The Go tables are decoded by gopclntab.c, which
  * bounds every offset.
@@ -80,20 +80,25 @@ struct elfsym {
 	struct elfsym *share_next;
 };
 
-/* Load from a parsed file (f is not kept). 0, or -ENOMEM / -EINVAL
- * (a broken symbol table) with err set. */
-int elfsym_load_file(const struct elffile *f, struct elfsym **out, struct pp_err *err);
-/* elffile_open_fd() + elfsym_load_file() (read with pread; fd is not kept). */
-int elfsym_load_fd(int fd, struct elfsym **out, struct pp_err *err);
-/* A path the operator gives (tools, tests): a plain open. A process's
- * files go through elffile_open_link() or the symbolizer's own checks. */
-int elfsym_load_path(const char *path, struct elfsym **out, struct pp_err *err);
-/* Load from memory (the fuzz target, a vdso image). buf is not kept. With
- * gap_prefix, code of executable sections that no symbol covers gets a
- * symbol per gap named "<gap_prefix>+0x<start>" (the vDSO's static helpers:
- * stable names across processes instead of raw addresses). */
-int elfsym_load_mem(const void *buf, size_t len, const char *gap_prefix, struct elfsym **out,
-		    struct pp_err *err);
+/* Where an elfsym's symbols come from (elfsym_new): exactly one of */
+struct elfsym_opts {
+	const struct elffile *file;	/* a parsed file (not kept) */
+	const char *path;		/* a path the operator gives (tools, tests): a plain
+					 * open; a process's files go through elffile_new()'s
+					 * ELFFILE_FROM_LINK or the symbolizer's own checks */
+	const void *buf;		/* an image in memory (a vdso, a fuzz input), len */
+	size_t len;			/* bytes; buf is not kept */
+	/* buf: code of executable sections that no symbol covers gets a
+	 * symbol per gap named "<gap_prefix>+0x<start>" (the vDSO's static
+	 * helpers: stable names across processes instead of raw addresses);
+	 * NULL: none */
+	const char *gap_prefix;
+};
+
+/* Load symbols (ELF symbols, Go pclntab) as o says: 0 with *out set, or
+ * -ENOMEM / -EINVAL (a broken symbol table, no source given) / the open's
+ * and parse's codes, with err set and *out NULL. */
+int elfsym_new(const struct elfsym_opts *o, struct elfsym **out, struct pp_err *err);
 /* Drops the caller's reference: frees e unless it is published
  * (elfshare.h) and another module still holds it. NULL-safe. */
 void elfsym_free(struct elfsym *e);

@@ -231,9 +231,9 @@ static void fentry_load(struct symbolizer *s, struct fentry *f, pid_t pid, const
 	if (fd >= 0) {
 		struct elffile *ef = NULL;
 		id = elfshare_id(&st);
-		if (elffile_open_fd(fd, &ef, &err) < 0 || elfshare_load(ef, &id, &f->e, &err) < 0)
+		if (elffile_new(&(struct elffile_opts){ .from = ELFFILE_FROM_FD, .fd = fd }, &ef, &err) < 0 || elfshare_load(ef, &id, &f->e, &err) < 0)
 			snprintf(why, sizeof(why), "%.250s", err.msg);
-		elffile_close(ef);
+		elffile_free(ef);
 		close(fd);
 	}
 	if (f->e && f->e->bytes > s->o.max_bytes) {
@@ -311,8 +311,9 @@ static struct elfsym *vdso_get(struct symbolizer *s)
 		return NULL;
 	const struct proc_map *m = proc_maps_find(&mm, base);
 	if (m && !strcmp(m->path, "[vdso]"))
-		elfsym_load_mem((const void *)(uintptr_t)m->start, m->end - m->start, "[vdso]",
-				&s->vdso, NULL);
+		elfsym_new(&(struct elfsym_opts){ .buf = (const void *)(uintptr_t)m->start,
+					       .len = m->end - m->start, .gap_prefix = "[vdso]" },
+			   &s->vdso, NULL);
 	proc_maps_free(&mm);
 	return s->vdso;
 }

@@ -61,7 +61,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	}
 	struct elffile *f;
-	if (elffile_open_mem(data, size, &f, NULL) < 0)
+	if (elffile_new(&(struct elffile_opts){ .from = ELFFILE_FROM_MEM, .buf = data, .len = size },
+			&f, NULL) < 0)
 		return 0;
 	/* labels: terminated within their buffers, whatever the notes said */
 	if (!memchr(f->gnu_build_id, 0, sizeof(f->gnu_build_id)) ||
@@ -81,7 +82,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	for (size_t i = 0; i < f->nloads; i++)
 		elffile_read_code(f, f->loads[i].vaddr + f->loads[i].filesz / 2, code, sizeof(code));
 	struct elfsym *e;
-	if (elfsym_load_file(f, &e, NULL) == 0) {
+	if (elfsym_new(&(struct elfsym_opts){ .file = f }, &e, NULL) == 0) {
 		if (strcmp(e->gnu_build_id, f->gnu_build_id) || strcmp(e->go_version, f->go_version))
 			abort();	/* one set of labels */
 		if (e->pcln)
@@ -94,6 +95,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				elfsym_lookup(e, va, NULL);
 		elfsym_free(e);
 	}
-	elffile_close(f);
+	elffile_free(f);
 	return 0;
 }

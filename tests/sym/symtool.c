@@ -39,7 +39,7 @@
 static int load(const char *path, struct elfsym **e)
 {
 	struct pp_err err = { 0 };
-	int rc = elfsym_load_path(path, e, &err);
+	int rc = elfsym_new(&(struct elfsym_opts){ .path = path }, e, &err);
 	if (rc < 0) {
 		printf("error %d %s\n", rc, err.msg);
 		return 2;
@@ -133,7 +133,7 @@ static int torture(int argc, char **argv)
 			continue;
 		}
 		struct elfsym *e;
-		if (elfsym_load_path(path, &e, &err) < 0) {
+		if (elfsym_new(&(struct elfsym_opts){ .path = path }, &e, &err) < 0) {
 			printf("error %s %s\n", path, err.msg);
 			continue;
 		}
