@@ -12,12 +12,21 @@ leaf (bpf/cpu_abi.h, "Go prologues and epilogues").
 Run for the Go 1.19 build and, when installed, the Go 1.23 build: with the
 tables off (PUSHPROF_FRAMELESS=off, the plain walk) and on. The share of
 main.step's samples under a caller Go's own profile never shows must be
-<= 3 % with the tables on, and visible (>= 5 %) without them, so that the
-comparison can see the defect at all; the 70/30 split by caller within 5
-points; the whole chain; go_edge counted in the window lines only when on;
-every profile parses with `go tool pprof`.
+<= 3 % with the tables on. The share without them is a figure, not a
+check: where a VM's cpu-clock samples land in so short a function varies
+from run to run (the plain walk lost 6.0 %, 2.2 % and 0.1 % of main.step's
+callers in three runs of the Go 1.19 build on one VM, 0.2 % for Go 1.23);
+tests/cpu/test_cpu_frameless.py and test_cpu_realgo.py show the defect
+every time. Also: the split by caller as Go's own profile shows it
+(the workload is built for 70/30, but step's cost depends on its argument
+and the CPU: Go's own profile said 59/41 on one VM), within 3 standard
+errors of the two samples, at least 5 points; the whole chain; go_edge never
+counted in the window lines with the tables off (with them on it is a
+figure: 0, 17 and 29 in three Go 1.23 runs, for the same reason); every
+profile parses with `go tool pprof`.
 """
 import collections
+import math
 
 import cputest as ct
 from pptest import check, done, tmpdir
@@ -67,15 +76,23 @@ for name, exe in builds:
           f"pushprof {n} go {sum(theirs.values())}")
     check(share <= 0.03, f"{name}: <= 3% of {LEAF}'s samples under a caller Go never shows",
           f"{100 * share:.1f}% (plain walk: {100 * res['off'][1]:.1f}%)")
-    check(res["off"][1] >= 0.05, f"{name}: without the fix the caller is lost for some samples",
-          f"{100 * res['off'][1]:.1f}%")
-    check(go_edge(res["off"][6]) == 0 and go_edge(log) > 0,
-          f"{name}: go_edge counted only with the tables on",
+    off_n, off_share = res["off"][0], res["off"][1]
+    print(f"FIGURE {name}: plain walk {100 * off_share:.1f}% of {off_n} under a wrong caller, "
+          f"tables {100 * share:.1f}% of {n}")
+    # with them on, how many samples landed on an edge to decode varies as
+    # much as the plain walk's losses (0, 17 and 29 in three Go 1.23 runs)
+    print(f"FIGURE {name}: go_edge with the tables on {go_edge(log)}")
+    check(go_edge(res["off"][6]) == 0, f"{name}: go_edge never counted with the tables off",
           f"off {go_edge(res['off'][6])} on {go_edge(log)}")
     a, b = mine["main.edgeA"], mine["main.edgeB"]
+    ga, gb = theirs["main.edgeA"], theirs["main.edgeB"]
     split = a / (a + b) if a + b else 0
-    check(abs(split - 0.70) <= 0.05, f"{name}: 70/30 split by caller within 5 points",
-          f"edgeA {split:.3f} (Go's own: {theirs['main.edgeA']} / {theirs['main.edgeB']})")
+    gsplit = ga / (ga + gb) if ga + gb else 0
+    se = math.sqrt(gsplit * (1 - gsplit) * (1 / max(a + b, 1) + 1 / max(ga + gb, 1)))
+    tol = max(0.05, 3 * se)
+    check(ga + gb > 0 and abs(split - gsplit) <= tol,
+          f"{name}: split by caller as Go's own profile shows it",
+          f"edgeA {split:.3f} of {a + b}, Go's own {gsplit:.3f} of {ga + gb} (tolerance {tol:.3f})")
     chain = sum(v for frames, kinds, v, _ in ours
                 if ct.has_chain([f for f, k in zip(frames, kinds) if k != KERNEL],
                                 [LEAF, "main.edgeA", "main.main.func1"]))
