@@ -191,6 +191,18 @@ static inline bool same_pcs(const uint64_t *a, const uint64_t *b, uint32_t n)
 	return true;
 }
 
+/* The deck's pending frames as one location appended to locs (none when
+ * the deck is empty): 0 or deck_emit's error. */
+static int deck_flush(struct goheap_builder *b, uint64_t *locs, size_t *nlocs)
+{
+	int rc = 0;
+	uint64_t id = deck_emit(b, false, &rc);
+
+	if (id)
+		locs[(*nlocs)++] = id;
+	return rc;
+}
+
 /* profileBuilder.appendLocsForStack */
 static int locs_for_stack(struct goheap_builder *b, const uint64_t *stk, uint32_t n, uint64_t *locs,
 			  size_t *nlocs)
@@ -215,9 +227,7 @@ static int locs_for_stack(struct goheap_builder *b, const uint64_t *stk, uint32_
 					continue;
 				}
 			}
-			if ((id = deck_emit(b, false, &rc)))
-				locs[(*nlocs)++] = id;
-			if (rc)
+			if ((rc = deck_flush(b, locs, nlocs)))
 				return rc;
 			/* deck_emit may have grown b->locs: index again. */
 			const struct loccache *l = &b->locs[li];
@@ -231,9 +241,7 @@ static int locs_for_stack(struct goheap_builder *b, const uint64_t *stk, uint32_
 		if (!pi)
 			return -ENOMEM;
 		if (pi->nfr == 0) {
-			if ((id = deck_emit(b, false, &rc)))
-				locs[(*nlocs)++] = id;
-			if (rc)
+			if ((rc = deck_flush(b, locs, nlocs)))
 				return rc;
 			if (!(id = raw_location(b, pc)))
 				return -ENOMEM;
@@ -242,9 +250,7 @@ static int locs_for_stack(struct goheap_builder *b, const uint64_t *stk, uint32_
 			continue;
 		}
 		if (!strcmp(pi->fr[0].function, "runtime.goexit")) {
-			if ((id = deck_emit(b, false, &rc)))
-				locs[(*nlocs)++] = id;
-			if (rc)
+			if ((rc = deck_flush(b, locs, nlocs)))
 				return rc;
 			i++;
 			continue;
@@ -255,9 +261,7 @@ static int locs_for_stack(struct goheap_builder *b, const uint64_t *stk, uint32_
 			i++;
 			continue;
 		}
-		if ((id = deck_emit(b, false, &rc)))
-			locs[(*nlocs)++] = id;
-		if (rc)
+		if ((rc = deck_flush(b, locs, nlocs)))
 			return rc;
 		deck_try_add(b, pc, &f0, inl, pidx); /* deck empty: succeeds */
 		i++;
