@@ -1,0 +1,129 @@
+#!/usr/bin/python3
+"""How the agent's cost grows with the node (docs/performance.md, "How cost
+grows"). Run as root with Debian's python3:
+
+  /usr/bin/python3 bench/scale.py [--axis processes,goprogs] [--freq 19]
+      [--interval 10s] [--windows 3] [--quick] [--build DIR] [--out DIR]
+
+Axes (each point a fresh population and a fresh agent, whole host, go_heap
+on with its defaults, pushing over gRPC to a local WriteRaw sink; the first
+window, which loads every process's symbols, is warm-up):
+
+  processes  100 / 1,000 / 5,000 extra processes: 2 busy (a C and a Go
+             CPU workload at nice 19, so that every window has samples),
+             10 idle Go programs with heap profiling on, the rest `sleep`
+             and `cat`;
+  goprogs    10 / 50 / 200 idle Go programs (bench/idle.go: a few thousand
+             live objects, heap profiling on) beside the 2 busy ones.
+
+Each row: agent CPU in % of one CPU over the steady windows, agent CPU per
+window, VmRSS without BPF map pages (own RSS), RssAnon, gzip pprof bytes
+per window, WriteRaw bytes per window. Printed as Markdown tables; the
+JSON goes to OUT/scale.json. --quick: 20 / 100 processes, 2 / 5 Go
+programs, 1 s windows: proves the script works, its figures mean little.
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import bench  # noqa: E402  (bench/bench.py: Population, node_run, Bench)
+
+
+def point(b, total, go_idle, freq, interval, windows):
+    busy_secs = 60 + windows * 2 * bench.interval_s(interval) + 120
+    t0 = time.time()
+    pop = bench.Population(b, total, 2, go_idle, busy_secs)
+    spawn = time.time() - t0
+    try:
+        r = bench.node_run(b, freq, interval, windows)
+    finally:
+        pop.stop()
+    steady = max(1, r.get("steady_windows") or 1)
+    return {
+        "extra_processes": total, "go_programs": go_idle, "spawn_s": round(spawn, 1),
+        "host_processes": r.get("host_processes"),
+        "cpu_pct_of_one": r.get("cpu_pct_of_one"),
+        "cpu_ms_per_window": (r.get("cpu_s") or 0) * 1e3 / steady,
+        "own_rss_kib": r.get("own_rss_kib"), "rss_anon_kib": r.get("rss_anon_kib"),
+        "gz_bytes_per_window": r.get("gz_bytes_per_window"),
+        "wire_bytes_per_window": r.get("wire_bytes_per_window"),
+        "samples": r.get("samples"), "rc": r.get("rc"),
+    }
+
+
+def table(title, rows, key, label):
+    out = [f"### {title}", "",
+           f"| {label} | host processes | agent CPU % of one CPU | CPU ms / window | "
+           "own RSS MiB | RssAnon MiB | gzip bytes / window | WriteRaw bytes / window |",
+           "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        def f(x, nd=2):
+            return "–" if x is None else f"{x:,.{nd}f}"
+        mib = lambda k: None if r.get(k) is None else r[k] / 1024  # noqa: E731
+        out.append(f"| {r[key]:,} | {r['host_processes'] or '–'} | {f(r['cpu_pct_of_one'], 3)} | "
+                   f"{f(r['cpu_ms_per_window'], 1)} | {f(mib('own_rss_kib'), 1)} | "
+                   f"{f(mib('rss_anon_kib'), 1)} | {f(r['gz_bytes_per_window'], 0)} | "
+                   f"{f(r['wire_bytes_per_window'], 0)} |")
+    return "\n".join(out)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--axis", default="processes,goprogs")
+    ap.add_argument("--freq", type=int, default=19)
+    ap.add_argument("--interval", default="10s")
+    ap.add_argument("--windows", type=int, default=3)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--build", default=os.path.join(bench.SRC, "build"))
+    ap.add_argument("--out", default=None)
+    a = ap.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("scale: run as root (BPF)")
+    a.no_diagnose = True
+    b = bench.Bench(a)
+    interval, windows = ("1s", 2) if a.quick else (a.interval, a.windows)
+    axes = a.axis.split(",")
+    res = {"started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+           "freq": a.freq, "interval": interval, "windows": windows,
+           "load_before": os.getloadavg()}
+    md = [f"Agent at {a.freq} Hz, {windows} steady windows of {interval}, started "
+          f"{res['started']}, load average before {res['load_before'][0]:.1f}."]
+    if "processes" in axes:
+        pts = [20, 100] if a.quick else [100, 1000, 5000]
+        rows = []
+        for n in pts:
+            bench.log(f"scale: {n} extra processes")
+            rows.append(point(b, n, min(10, n // 10), a.freq, interval, windows))
+            bench.log("  " + json.dumps(rows[-1]))
+        res["processes"] = rows
+        md.append(table("Processes on the node", rows, "extra_processes", "extra processes"))
+    if "goprogs" in axes:
+        pts = [2, 5] if a.quick else [10, 50, 200]
+        rows = []
+        for g in pts:
+            bench.log(f"scale: {g} Go programs")
+            rows.append(point(b, g + 2, g, a.freq, interval, windows))
+            bench.log("  " + json.dumps(rows[-1]))
+        res["goprogs"] = rows
+        md.append(table("Go programs tracked", rows, "go_programs", "Go programs"))
+        if len(rows) >= 2 and all(r["rss_anon_kib"] for r in (rows[0], rows[-1])):
+            dg = rows[-1]["go_programs"] - rows[0]["go_programs"]
+            per_kib = (rows[-1]["rss_anon_kib"] - rows[0]["rss_anon_kib"]) / dg
+            per_ms = (rows[-1]["cpu_ms_per_window"] - rows[0]["cpu_ms_per_window"]) / dg
+            md.append(f"\nPer Go program tracked ({rows[0]['go_programs']} → "
+                      f"{rows[-1]['go_programs']}): {per_kib:.1f} KiB of RssAnon, "
+                      f"{per_ms:.2f} ms of agent CPU per window.")
+    res["errors"] = b.errors
+    os.makedirs(b.out, exist_ok=True)
+    with open(os.path.join(b.out, "scale.json"), "w") as f:
+        json.dump(res, f, indent=1, default=str)
+    print("\n\n".join(md))
+    sys.exit(1 if b.errors else 0)
+
+
+if __name__ == "__main__":
+    main()
