@@ -292,6 +292,8 @@ class Bench:
                 f"cpu: {{frequency_hz: {freq}, interval: {interval}, "
                 f"kernel_stacks: {'true' if kernel_stacks else 'false'}}}\n"
                 f"go_heap: {{enabled: {'true' if go_heap else 'false'}}}\n")
+        # bench/scale.py --targeted: only the benchmark's own processes
+        text += getattr(self, "extra_config", "")
         if store:
             os.makedirs(store, exist_ok=True)
             text += f"local_store: {{directory: \"{store}\"}}\n"
@@ -662,6 +664,8 @@ def node_run(b, freq, interval, windows, kernel_stacks=True, diagnose=False):
             "bpf_map_bytes": map_bytes, "bpf_maps": len(maps),
             "host_processes": procs,
             "profiles_per_window": median([int(x.get("processes", 0)) for x in steady]),
+            "stacks_per_window": median([int(x.get("stacks", 0)) for x in steady]),
+            "samples_per_window": median([int(x.get("samples", 0)) for x in steady]),
             "gz_bytes_per_window": median([int(x.get("bytes", 0)) for x in steady]),
             "gz_bytes_per_sample": (sum(int(x.get("bytes", 0)) for x in steady) / samples)
             if samples else None,

@@ -14,12 +14,20 @@ window, which loads every process's symbols, is warm-up):
              10 idle Go programs with heap profiling on, the rest `sleep`
              and `cat`;
   goprogs    10 / 50 / 200 idle Go programs (bench/idle.go: a few thousand
-             live objects, heap profiling on) beside the 2 busy ones.
+             live objects, heap profiling on) beside the 2 busy ones;
+  stacks     ~1k / 10k / 100k distinct stacks per window: bench/stacks.c
+             on every CPU (2^BITS different call chains), at 99 Hz with
+             10 s windows (BITS 10), 1,000 Hz with 10 s windows (BITS 14)
+             and 1,000 Hz with 60 s windows (BITS 17): this 2-CPU machine
+             takes no more samples than that.
 
 Each row: agent CPU in % of one CPU over the steady windows, agent CPU per
 window, VmRSS without BPF map pages (own RSS), RssAnon, gzip pprof bytes
 per window, WriteRaw bytes per window. Printed as Markdown tables; the
-JSON goes to OUT/scale.json. --quick: 20 / 100 processes, 2 / 5 Go
+JSON goes to OUT/scale.json. --targeted profiles only the benchmark's
+processes (`targets:` by executable: its temporary directory, `sleep`,
+`cat`), so that other work on the machine (builds, other tests) is
+neither sampled nor symbolized; the agent still scans every process. --quick: 20 / 100 processes, 2 / 5 Go
 programs, 1 s windows: proves the script works, its figures mean little.
 """
 import argparse
@@ -55,6 +63,36 @@ def point(b, total, go_idle, freq, interval, windows):
     }
 
 
+def point_stacks(b, freq, interval, windows, bits):
+    exe = b.cc(os.path.join(HERE, "stacks.c"), "stacks", ("-O1", "-fno-optimize-sibling-calls"))
+    secs = 60 + (windows + 2) * bench.interval_s(interval)
+
+    def nice():
+        bench.die_with_parent()
+        os.nice(19)
+    workers = [bench.subprocess.Popen([exe, str(secs), str(bits)], preexec_fn=nice)
+               for _ in range(bench.NCPU)]
+    try:
+        r = bench.node_run(b, freq, interval, windows)
+    finally:
+        for w in workers:
+            w.kill()
+            w.wait()
+    steady = max(1, r.get("steady_windows") or 1)
+    return {
+        "bits": bits, "freq": freq, "interval": interval,
+        "stacks_per_window": r.get("stacks_per_window"),
+        "samples_per_window": r.get("samples_per_window"),
+        "host_processes": r.get("host_processes"),
+        "cpu_pct_of_one": r.get("cpu_pct_of_one"),
+        "cpu_ms_per_window": (r.get("cpu_s") or 0) * 1e3 / steady,
+        "own_rss_kib": r.get("own_rss_kib"), "rss_anon_kib": r.get("rss_anon_kib"),
+        "gz_bytes_per_window": r.get("gz_bytes_per_window"),
+        "wire_bytes_per_window": r.get("wire_bytes_per_window"),
+        "lost": r.get("lost"), "rc": r.get("rc"),
+    }
+
+
 def table(title, rows, key, label):
     out = [f"### {title}", "",
            f"| {label} | host processes | agent CPU % of one CPU | CPU ms / window | "
@@ -78,6 +116,7 @@ def main():
     ap.add_argument("--interval", default="10s")
     ap.add_argument("--windows", type=int, default=3)
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--targeted", action="store_true")
     ap.add_argument("--build", default=os.path.join(bench.SRC, "build"))
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
@@ -85,12 +124,17 @@ def main():
         sys.exit("scale: run as root (BPF)")
     a.no_diagnose = True
     b = bench.Bench(a)
+    if a.targeted:
+        b.extra_config = ("targets: [{exe_regex: '^(%s/|/usr/bin/sleep$|/usr/bin/cat$)'}]\n"
+                          % b.tmp.replace(".", "\\."))
     interval, windows = ("1s", 2) if a.quick else (a.interval, a.windows)
     axes = a.axis.split(",")
     res = {"started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
            "freq": a.freq, "interval": interval, "windows": windows,
            "load_before": os.getloadavg()}
-    md = [f"Agent at {a.freq} Hz, {windows} steady windows of {interval}, started "
+    res["targeted"] = a.targeted
+    md = [f"Agent at {a.freq} Hz, {windows} steady windows of {interval}, "
+          f"{'targeted at the benchmark processes' if a.targeted else 'whole host'}, started "
           f"{res['started']}, load average before {res['load_before'][0]:.1f}."]
     if "processes" in axes:
         pts = [20, 100] if a.quick else [100, 1000, 5000]
@@ -117,6 +161,24 @@ def main():
             md.append(f"\nPer Go program tracked ({rows[0]['go_programs']} → "
                       f"{rows[-1]['go_programs']}): {per_kib:.1f} KiB of RssAnon, "
                       f"{per_ms:.2f} ms of agent CPU per window.")
+    if "stacks" in axes:
+        pts = [(99, "1s", 8)] if a.quick else [(99, "10s", 10), (1000, "10s", 14),
+                                                (1000, "60s", 17)]
+        rows = []
+        for freq, iv, bits in pts:
+            bench.log(f"scale: stacks, {freq} Hz, {iv} windows, {bits} bits")
+            rows.append(point_stacks(b, freq, iv, 2 if a.quick else windows, bits))
+            bench.log("  " + json.dumps(rows[-1]))
+        res["stacks"] = rows
+        md.append("### Distinct stacks per window\n\n"
+                  "| Hz, window | stacks / window | samples / window | agent CPU % of one CPU | "
+                  "CPU ms / window | own RSS MiB | RssAnon MiB | gzip bytes / window | lost |\n"
+                  "|---|---|---|---|---|---|---|---|---|\n" + "\n".join(
+                      f"| {r['freq']} Hz, {r['interval']} | {r['stacks_per_window']:,} | "
+                      f"{r['samples_per_window']:,} | {r['cpu_pct_of_one'] or 0:.3f} | "
+                      f"{r['cpu_ms_per_window']:.1f} | {(r['own_rss_kib'] or 0) / 1024:.1f} | "
+                      f"{(r['rss_anon_kib'] or 0) / 1024:.1f} | {r['gz_bytes_per_window'] or 0:,.0f} | "
+                      f"{sum((r['lost'] or {}).values())} |" for r in rows))
     res["errors"] = b.errors
     os.makedirs(b.out, exist_ok=True)
     with open(os.path.join(b.out, "scale.json"), "w") as f:
