@@ -19,7 +19,12 @@ window, which loads every process's symbols, is warm-up):
              on every CPU (2^BITS different call chains), at 99 Hz with
              10 s windows (BITS 10), 1,000 Hz with 10 s windows (BITS 14)
              and 1,000 Hz with 60 s windows (BITS 17): this 2-CPU machine
-             takes no more samples than that.
+             takes no more samples than that;
+  rates      the window work at the sample rates of 16-, 64- and 256-CPU
+             nodes at 19 and 99 Hz: build/bench-replay (bench/replay.c)
+             records a window of this host (with the processes axis's
+             population of 100, 2 busy) and replays it, enlarged with
+             other thread ids, through cpu_profiles_build.
 
 Each row: agent CPU in % of one CPU over the steady windows, agent CPU per
 window, VmRSS without BPF map pages (own RSS), RssAnon, gzip pprof bytes
@@ -179,6 +184,22 @@ def main():
                       f"{r['cpu_ms_per_window']:.1f} | {(r['own_rss_kib'] or 0) / 1024:.1f} | "
                       f"{(r['rss_anon_kib'] or 0) / 1024:.1f} | {r['gz_bytes_per_window'] or 0:,.0f} | "
                       f"{sum((r['lost'] or {}).values())} |" for r in rows))
+    if "rates" in axes:
+        exe = os.path.join(b.build, "bench-replay")
+        pop = bench.Population(b, 20 if a.quick else 100, 2, 2 if a.quick else 10, 600)
+        try:
+            args = [exe, "--record-secs", "2" if a.quick else "10", "--rounds",
+                    "1" if a.quick else "3"]
+            if a.quick:
+                args += ["--cpus", "16", "--hz", "19"]
+            bench.log("scale: rates: " + " ".join(args))
+            out = bench.subprocess.run(args, capture_output=True, text=True, timeout=1200)
+        finally:
+            pop.stop()
+        if out.returncode != 0:
+            b.errors.append("bench-replay: " + out.stderr.strip()[-300:])
+        res["rates"] = out.stdout
+        md.append("### Samples per second (replayed windows)\n\n" + out.stdout.strip())
     res["errors"] = b.errors
     os.makedirs(b.out, exist_ok=True)
     with open(os.path.join(b.out, "scale.json"), "w") as f:
