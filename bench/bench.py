@@ -397,7 +397,7 @@ class Perf:
 class Population:
     """The extra processes of the node sections: busy (C and Go CPU
     workloads at nice 19, so other users of the machine keep their share),
-    idle Go programs with heap profiling on, and sleepers of two kinds."""
+    idle Go programs with heap profiling on, and idle `tail -f` sleepers."""
 
     def __init__(self, bench, total, busy, go_idle, busy_secs):
         self.procs = []
@@ -419,12 +419,19 @@ class Population:
                                  preexec_fn=die_with_parent)
             self.procs.append(p)
             self.go_pids.append(p.pid)
+        # the sleepers, forked by one shell in a session of its own (a
+        # Popen each took ~0.25 s at load 20: 5,000 took 20 min); each
+        # exits within 60 s of the shell (--pid), which dies with the driver
         rest = max(0, total - busy - go_idle)
-        for i in range(rest):
-            argv = ["sleep", "3600"] if i % 2 == 0 else ["cat"]
-            self.procs.append(subprocess.Popen(argv, stdin=subprocess.PIPE,
-                                               stdout=subprocess.DEVNULL,
-                                               preexec_fn=die_with_parent))
+        self.sleepers = None
+        if rest:
+            self.sleepers = subprocess.Popen(
+                ["sh", "-c", 'i=0; while [ $i -lt "$1" ]; do '
+                 'tail -f -s 60 --pid=$$ /dev/null & i=$((i+1)); done; echo ready; wait',
+                 "sh", str(rest)],
+                stdout=subprocess.PIPE, text=True, start_new_session=True,
+                preexec_fn=die_with_parent)
+            self.sleepers.stdout.readline()
         # the Go programs print "ready" once their heap is built
         for p in self.procs[busy:busy + go_idle]:
             p.stdout.readline()
@@ -435,6 +442,12 @@ class Population:
                 p.kill()
         for p in self.procs:
             p.wait()
+        if self.sleepers:
+            try:
+                os.killpg(self.sleepers.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.sleepers.wait()
 
 
 # ---------------------------------------------------------------- section 1

@@ -11,8 +11,8 @@ window, which loads every process's symbols, is warm-up):
 
   processes  100 / 1,000 / 5,000 extra processes: 2 busy (a C and a Go
              CPU workload at nice 19, so that every window has samples),
-             10 idle Go programs with heap profiling on, the rest `sleep`
-             and `cat`;
+             10 idle Go programs with heap profiling on, the rest idle
+             (`tail -f`);
   goprogs    10 / 50 / 200 idle Go programs (bench/idle.go: a few thousand
              live objects, heap profiling on) beside the 2 busy ones;
   stacks     ~1k / 10k / 100k distinct stacks per window: bench/stacks.c
@@ -30,8 +30,8 @@ Each row: agent CPU in % of one CPU over the steady windows, agent CPU per
 window, VmRSS without BPF map pages (own RSS), RssAnon, gzip pprof bytes
 per window, WriteRaw bytes per window. Printed as Markdown tables; the
 JSON goes to OUT/scale.json. --targeted profiles only the benchmark's
-processes (`targets:` by executable: its temporary directory, `sleep`,
-`cat`), so that other work on the machine (builds, other tests) is
+processes (`targets:` by executable: its temporary directory and `tail`, the
+sleepers), so that other work on the machine (builds, other tests) is
 neither sampled nor symbolized; the agent still scans every process. --quick: 20 / 100 processes, 2 / 5 Go
 programs, 1 s windows: proves the script works, its figures mean little.
 """
@@ -130,7 +130,7 @@ def main():
     a.no_diagnose = True
     b = bench.Bench(a)
     if a.targeted:
-        b.extra_config = ("targets: [{exe_regex: '^(%s/|/usr/bin/sleep$|/usr/bin/cat$)'}]\n"
+        b.extra_config = ("targets: [{exe_regex: '^(%s/|/usr/bin/tail$)'}]\n"
                           % b.tmp.replace(".", "\\."))
     interval, windows = ("1s", 2) if a.quick else (a.interval, a.windows)
     axes = a.axis.split(",")
