@@ -7,7 +7,8 @@ binary in turn, alternating, for --rounds rounds. Each run waits for window 1
 reads VmRSS, own RSS (VmRSS without the BPF maps it mmaps), RssAnon and Pss.
 
   sudo /usr/bin/python3 bench/mem_ab.py --build build \
-      --bin before=/tmp/base/pushprof --bin after=build/pushprof [--rounds 3]
+      --bin before=/tmp/base/pushprof --bin after=build/pushprof [--rounds 3] \
+      [--bin arena1=build/pushprof --env arena1:MALLOC_ARENA_MAX=1]
 
 Prints one line per run and a median per binary (KiB)."""
 import argparse
@@ -21,18 +22,27 @@ sys.path.insert(0, HERE)
 import bench as B  # noqa: E402 - the population, sink and agent helpers
 
 
-def one_run(b, binary, name, freq, interval, windows, top):
+def one_run(b, binary, name, freq, interval, windows, top, env):
     b.pushprof = binary
     rcv = B.Sink()
+    saved = dict(os.environ)
     try:
         cfg = b.config(name, freq, interval, remote=rcv.address, go_heap=True)
-        ag = B.Agent(b, cfg, name)
+        os.environ.update(env)
+        try:
+            ag = B.Agent(b, cfg, name)
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
         try:
             if not ag.started():
                 raise RuntimeError("agent did not start: " + ag.tail())
             first = len(ag.wait_windows(1, 120))
+            c0 = B.proc_cpu_s(ag.pid)
             ag.wait_windows(first + windows, 60 + 30 * windows)
             mem = B.proc_mem_kib(ag.pid)
+            # agent CPU (user+sys) over the steady windows (after window 1)
+            mem["cpu_s"] = B.proc_cpu_s(ag.pid) - c0
             if top:
                 mem["top"] = B.smaps_top(ag.pid, 10)
         finally:
@@ -48,6 +58,8 @@ def main():
     ap.add_argument("--build", default="build")
     ap.add_argument("--out", default="")
     ap.add_argument("--bin", action="append", required=True, help="label=path")
+    ap.add_argument("--env", action="append", default=[],
+                    help="label:KEY=VALUE, in that binary's environment (e.g. MALLOC_ARENA_MAX)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--windows", type=int, default=3)
     ap.add_argument("--freq", type=int, default=99)
@@ -57,7 +69,12 @@ def main():
     a.quick, a.no_diagnose = False, True
     b = B.Bench(a)
     bins = [x.split("=", 1) for x in a.bin]
-    keys = ("VmRSS", "OwnRss", "RssAnon", "Pss", "BpfMapRss")
+    envs = {lab: {} for lab, _ in bins}
+    for x in a.env:
+        lab, kv = x.split(":", 1)
+        k, v = kv.split("=", 1)
+        envs[lab][k] = v
+    keys = ("VmRSS", "OwnRss", "RssAnon", "Pss", "BpfMapRss", "cpu_s")
     pop = B.Population(b, 500, 20, 50, 60 + a.rounds * len(bins) * (40 + 12 * a.windows))
     res = {lab: [] for lab, _ in bins}
     try:
@@ -65,14 +82,14 @@ def main():
             order = bins if r % 2 == 0 else bins[::-1]
             for lab, path in order:
                 m = one_run(b, os.path.abspath(path), f"mem-{lab}", a.freq, a.interval,
-                            a.windows, a.top)
+                            a.windows, a.top, envs[lab])
                 res[lab].append(m)
                 print(json.dumps({"round": r, "bin": lab, **m}), flush=True)
     finally:
         pop.stop()
     for lab, _ in bins:
         med = {k: statistics.median(m.get(k, 0) for m in res[lab]) for k in keys}
-        print(f"{lab}: median KiB " + " ".join(f"{k}={v:.0f}" for k, v in med.items()))
+        print(f"{lab}: median KiB " + " ".join(f"{k}={v:.{3 if k == 'cpu_s' else 0}f}" for k, v in med.items()))
 
 
 if __name__ == "__main__":
