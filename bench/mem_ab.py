@@ -43,6 +43,7 @@ def one_run(b, binary, name, freq, interval, windows, top, env):
             mem = B.proc_mem_kib(ag.pid)
             # agent CPU (user+sys) over the steady windows (after window 1)
             mem["cpu_s"] = B.proc_cpu_s(ag.pid) - c0
+            mem["host_processes"] = B.host_processes()
             if top:
                 mem["top"] = B.smaps_top(ag.pid, 10)
         finally:
