@@ -132,8 +132,12 @@ int oom_watch_track_shared(struct oom_watch *w, pid_t pid, const struct gobin *s
 	/* BPF sees start_boottime without our time namespace's offset */
 	t->start_ticks = t->start_ticks >= w->timens_ticks ? t->start_ticks - w->timens_ticks : 0;
 	proc_comm(pid, t->comm, sizeof(t->comm));
-	snprintf(t->exe, sizeof(t->exe), "%s", t->g->exe ? t->g->exe : "");
-	proc_cgroup(pid, NULL, t->cgroup, sizeof(t->cgroup)); /* the label every profile uses */
+	char cg[1024]; /* the label every profile uses */
+	proc_cgroup(pid, NULL, cg, sizeof(cg));
+	if (!(t->cgroup = strdup(cg))) {
+		rc = pp_errf(err, -ENOMEM, "out of memory");
+		goto fail;
+	}
 	if (gobin_read_rate(t->g, &t->rate, NULL))
 		t->rate = -1;
 	if (t->rate == 0 && w->o.enable_profiling) {

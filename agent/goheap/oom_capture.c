@@ -81,7 +81,7 @@ static struct capture *get_capture(struct oom_watch *w, uint64_t id, uint32_t tg
 		c->t = t;
 		t->frozen = true;
 		memcpy(c->comm, t->comm, sizeof(c->comm));
-		snprintf(c->exe, sizeof(c->exe), "%s", t->exe);
+		snprintf(c->exe, sizeof(c->exe), "%s", t->g && t->g->exe ? t->g->exe : "");
 		snprintf(c->cgroup, sizeof(c->cgroup), "%s", t->cgroup);
 	} else {
 		/* best effort: the victim may still be there for a moment */

@@ -41,8 +41,9 @@ struct target {
 	uint64_t start_ticks;
 	struct gobin *g;
 	char comm[16];
-	char exe[4096];
-	char cgroup[1024];
+	/* the executable is g->exe; the cgroup path is heap-allocated (it was
+	 * two fixed 5 KiB arrays per tracked program) */
+	char *cgroup;
 	int64_t rate;
 	/* mirror, oldest first: e[n - 1] is the newest (the list head) */
 	struct mirror_ent *e;

@@ -232,6 +232,7 @@ void oom_target_free(struct target *t)
 	if (!t)
 		return;
 	gobin_free(t->g);
+	free(t->cgroup);
 	free(t->e);
 	free(t->pcs);
 	free(t);

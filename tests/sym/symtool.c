@@ -18,7 +18,8 @@
  *   symtool serve                      one symbolizer, commands on stdin:
  *       resolve PID ADDR... | kernel ADDR... | prepare PID | forget PID | stats
  *     each answer ends with a line "END". Options from the environment:
- *     SYMTOOL_REVALIDATE_MS, SYMTOOL_MAX_FILES, SYMTOOL_MAX_BYTES, SYMTOOL_MAPS_AGE_MS.
+ *     SYMTOOL_REVALIDATE_MS, SYMTOOL_MAX_FILES, SYMTOOL_MAX_BYTES, SYMTOOL_MAPS_AGE_MS,
+ *     SYMTOOL_KALLSYMS (a kallsyms file to read instead of /proc/kallsyms).
  * resolve/kernel print per address "pc ADDR N SOURCE VADDR" then the frames,
  * then "  @ path|start|limit|offset|build_id|kind|go_version|error".
  * Frames print as "  func<TAB>file<TAB>line<TAB>inlined".
@@ -172,6 +173,7 @@ static int serve(void)
 		.max_files = envnum("SYMTOOL_MAX_FILES"),
 		.max_bytes = envnum("SYMTOOL_MAX_BYTES"),
 		.maps_max_age_ms = (unsigned)envnum("SYMTOOL_MAPS_AGE_MS"),
+		.kallsyms_path = getenv("SYMTOOL_KALLSYMS"), /* NULL: /proc/kallsyms */
 	};
 	struct symbolizer *s;
 	struct pp_err err = { 0 };
