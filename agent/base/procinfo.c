@@ -159,11 +159,35 @@ static bool same_map(const struct pp_procmap_query *q, const struct proc_map *m,
 	       strcmp(q->vma_name_size ? name : "", m->path) == 0;
 }
 
+#define PP_COVERING_OR_NEXT 0x10
+
+/* One PROCMAP_QUERY: 1 answered (q filled), 0 no such vma, negative:
+ * -ENOTTY (no such ioctl) or the process is gone. */
+static int map_query(int fd, uint64_t addr, uint64_t flags, struct pp_procmap_query *q, char *name,
+		     size_t nlen)
+{
+	*q = (struct pp_procmap_query){
+		.size = sizeof(*q),
+		.query_flags = flags,
+		.query_addr = addr,
+		.vma_name_size = name ? (uint32_t)nlen : 0,
+		.vma_name_addr = (uint64_t)(uintptr_t)name,
+	};
+	if (ioctl(fd, PP_PROCMAP_QUERY, q) == 0) {
+		if (name)
+			name[nlen - 1] = '\0';
+		return 1;
+	}
+	int e = errno;
+	return e == ENOTTY || e == EINVAL || e == EOPNOTSUPP ? -ENOTTY : e == ENOENT ? 0 : gone(e);
+}
+
 int proc_maps_still(pid_t pid, const struct proc_maps *maps, const uint64_t *addrs, size_t n)
 {
 	char path[64], name[PATH_MAX + 32];
 	uint64_t asked[32]; /* mapping starts asked about: the few the addresses hit */
-	size_t nasked = 0;
+	size_t nasked = 0, queries = 0;
+	struct pp_procmap_query q;
 	int rc = 1;
 
 	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
@@ -172,36 +196,37 @@ int proc_maps_still(pid_t pid, const struct proc_maps *maps, const uint64_t *add
 		return gone(errno);
 	for (size_t i = 0; i < n && rc == 1; i++) {
 		const struct proc_map *m = proc_maps_find(maps, addrs[i]);
-		if (!m) {
-			rc = 0; /* maybe mapped since */
-			break;
-		}
 		bool seen = false;
-		for (size_t k = 0; k < nasked && !seen; k++)
+		for (size_t k = 0; m && k < nasked && !seen; k++)
 			seen = asked[k] == m->start;
 		if (seen)
 			continue;
+		if (++queries > 64) {
+			rc = 0; /* many to ask: one read of the maps is cheaper */
+			break;
+		}
+		if (!m) {
+			/* outside every mapping (a junk return address): still so
+			 * when nothing covers it now */
+			int r = map_query(fd, addrs[i], PP_COVERING_OR_NEXT, &q, NULL, 0);
+			rc = r < 0 ? r : r == 0 || q.vma_start > addrs[i] ? 1 : 0;
+			continue;
+		}
+		if (m->perms[2] != 'x' && !m->inode) {
+			/* anonymous data (heap, stack: they grow) holds no code
+			 * and names nothing: still so when what covers the address
+			 * now is anonymous data too */
+			int r = map_query(fd, addrs[i], 0, &q, NULL, 0);
+			rc = r < 0 ? r : r == 1 && !q.inode && !(q.vma_flags & PP_VMA_X) ? 1 : 0;
+			continue;
+		}
 		if (nasked == sizeof(asked) / sizeof(asked[0])) {
-			rc = 0; /* many mappings: one read of the maps is cheaper */
+			rc = 0;
 			break;
 		}
 		asked[nasked++] = m->start;
-		struct pp_procmap_query q = {
-			.size = sizeof(q),
-			.query_addr = m->start,
-			.vma_name_size = sizeof(name),
-			.vma_name_addr = (uint64_t)(uintptr_t)name,
-		};
-		if (ioctl(fd, PP_PROCMAP_QUERY, &q) < 0) {
-			int e = errno;
-			rc = e == ENOTTY || e == EINVAL || e == EOPNOTSUPP ? -ENOTTY
-			     : e == ENOENT				   ? 0
-									   : gone(e);
-			break;
-		}
-		name[sizeof(name) - 1] = '\0';
-		if (!same_map(&q, m, name))
-			rc = 0;
+		int r = map_query(fd, m->start, 0, &q, name, sizeof(name));
+		rc = r < 0 ? r : r == 1 && same_map(&q, m, name) ? 1 : 0;
 	}
 	close(fd);
 	return rc;

@@ -39,13 +39,15 @@ void proc_maps_free(struct proc_maps *m);
 /* The mapping holding addr, or NULL. */
 const struct proc_map *proc_maps_find(const struct proc_maps *m, uint64_t addr);
 /*
- * Whether maps (read earlier from pid) still holds for addrs: each address
- * lies in one of its mappings and the kernel reports that mapping the same
- * now (range, offset, permissions, device, inode, name), asked through the
- * PROCMAP_QUERY ioctl (Linux 6.11) once per mapping the addresses hit -
- * instead of formatting every line of /proc/PID/maps again. 1 yes, 0 no
- * (read the maps again), -ENOTTY when the kernel has no such query, other
- * negative codes when the process cannot be asked (gone).
+ * Whether maps (read earlier from pid) still holds for addrs, asked through
+ * the PROCMAP_QUERY ioctl (Linux 6.11) instead of formatting every line of
+ * /proc/PID/maps again: an address in a file or executable mapping needs the
+ * kernel to report that mapping the same now (range, offset, permissions,
+ * device, inode, name; one query per mapping); one in anonymous data (heap,
+ * stack, which grow) needs anonymous data there still; one outside every
+ * mapping needs nothing mapped there still. 1 yes, 0 no (read the maps
+ * again), -ENOTTY when the kernel has no such query, other negative codes
+ * when the process cannot be asked (gone).
  */
 int proc_maps_still(pid_t pid, const struct proc_maps *maps, const uint64_t *addrs, size_t n);
 /*

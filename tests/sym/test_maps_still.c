@@ -70,8 +70,29 @@ int main(void)
 	CHECK(munmap(x, 8192) == 0, "munmap");
 	CHECK(proc_maps_still(self, &m, &data, 1) == 0, "unmapped: not still");
 	uint64_t nowhere = 0x1000;
-	CHECK(proc_maps_still(self, &m, &nowhere, 1) == 0, "outside every mapping: not still");
+	CHECK(proc_maps_still(self, &m, &nowhere, 1) == 1, "outside every mapping, still: still");
 	proc_maps_free(&m);
+
+	/* an address outside every mapping, then mapped */
+	char *y = mmap(NULL, 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	CHECK(y != MAP_FAILED && munmap(y, 8192) == 0, "a free range");
+	CHECK(proc_maps_read(self, &m, &err) == 0, "maps: %s", err.msg);
+	uint64_t ya = (uint64_t)(uintptr_t)y + 8;
+	CHECK(proc_maps_still(self, &m, &ya, 1) == 1, "unmapped, still unmapped: still");
+	CHECK(mmap(y, 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1,
+		   0) == y,
+	      "map it");
+	CHECK(proc_maps_still(self, &m, &ya, 1) == 0, "mapped since: not still");
+	proc_maps_free(&m);
+	/* anonymous data changing shape (a heap or stack growing) names
+	 * nothing either way; turned into code it must be read again */
+	CHECK(proc_maps_read(self, &m, &err) == 0, "maps: %s", err.msg);
+	CHECK(mprotect(y + 4096, 4096, PROT_READ) == 0, "split the anonymous mapping");
+	CHECK(proc_maps_still(self, &m, &ya, 1) == 1, "anonymous data reshaped: still");
+	CHECK(mprotect(y, 4096, PROT_READ | PROT_EXEC) == 0, "anonymous data made executable");
+	CHECK(proc_maps_still(self, &m, &ya, 1) == 0, "anonymous code now: not still");
+	proc_maps_free(&m);
+	munmap(y, 8192);
 
 	/* the symbolizer: a steady process keeps its maps, a replaced file is
 	 * seen at once */
