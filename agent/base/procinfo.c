@@ -8,6 +8,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <stdbool.h>
+#include <sys/ioctl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -131,6 +132,104 @@ const struct proc_map *proc_maps_find(const struct proc_maps *m, uint64_t addr)
 			return &m->v[mid];
 	}
 	return NULL;
+}
+
+/* PROCMAP_QUERY (linux/fs.h since 6.11; older headers lack it). */
+struct pp_procmap_query {
+	uint64_t size, query_flags, query_addr;
+	uint64_t vma_start, vma_end, vma_flags, vma_page_size, vma_offset, inode;
+	uint32_t dev_major, dev_minor, vma_name_size, build_id_size;
+	uint64_t vma_name_addr, build_id_addr;
+};
+#define PP_PROCMAP_QUERY _IOWR('f', 17, struct pp_procmap_query)
+#define PP_VMA_R 0x01
+#define PP_VMA_W 0x02
+#define PP_VMA_X 0x04
+#define PP_VMA_SHARED 0x08
+
+/* Whether the kernel's answer q describes m exactly. */
+static bool same_map(const struct pp_procmap_query *q, const struct proc_map *m, const char *name)
+{
+	uint64_t want = (m->perms[0] == 'r' ? PP_VMA_R : 0) | (m->perms[1] == 'w' ? PP_VMA_W : 0) |
+			(m->perms[2] == 'x' ? PP_VMA_X : 0) |
+			(m->perms[3] == 's' ? PP_VMA_SHARED : 0);
+	return q->vma_start == m->start && q->vma_end == m->end && q->vma_offset == m->offset &&
+	       q->inode == m->inode && q->dev_major == m->dev_major &&
+	       q->dev_minor == m->dev_minor && (q->vma_flags & 0x0f) == want &&
+	       strcmp(q->vma_name_size ? name : "", m->path) == 0;
+}
+
+#define PP_COVERING_OR_NEXT 0x10
+
+/* One PROCMAP_QUERY: 1 answered (q filled), 0 no such vma, negative:
+ * -ENOTTY (no such ioctl) or the process is gone. */
+static int map_query(int fd, uint64_t addr, uint64_t flags, struct pp_procmap_query *q, char *name,
+		     size_t nlen)
+{
+	*q = (struct pp_procmap_query){
+		.size = sizeof(*q),
+		.query_flags = flags,
+		.query_addr = addr,
+		.vma_name_size = name ? (uint32_t)nlen : 0,
+		.vma_name_addr = (uint64_t)(uintptr_t)name,
+	};
+	if (ioctl(fd, PP_PROCMAP_QUERY, q) == 0) {
+		if (name)
+			name[nlen - 1] = '\0';
+		return 1;
+	}
+	int e = errno;
+	return e == ENOTTY || e == EINVAL || e == EOPNOTSUPP ? -ENOTTY : e == ENOENT ? 0 : gone(e);
+}
+
+int proc_maps_still(pid_t pid, const struct proc_maps *maps, const uint64_t *addrs, size_t n)
+{
+	char path[64], name[PATH_MAX + 32];
+	uint64_t asked[32]; /* mapping starts asked about: the few the addresses hit */
+	size_t nasked = 0, queries = 0;
+	struct pp_procmap_query q;
+	int rc = 1;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0)
+		return gone(errno);
+	for (size_t i = 0; i < n && rc == 1; i++) {
+		const struct proc_map *m = proc_maps_find(maps, addrs[i]);
+		bool seen = false;
+		for (size_t k = 0; m && k < nasked && !seen; k++)
+			seen = asked[k] == m->start;
+		if (seen)
+			continue;
+		if (++queries > 64) {
+			rc = 0; /* many to ask: one read of the maps is cheaper */
+			break;
+		}
+		if (!m) {
+			/* outside every mapping (a junk return address): still so
+			 * when nothing covers it now */
+			int r = map_query(fd, addrs[i], PP_COVERING_OR_NEXT, &q, NULL, 0);
+			rc = r < 0 ? r : r == 0 || q.vma_start > addrs[i] ? 1 : 0;
+			continue;
+		}
+		if (m->perms[2] != 'x' && !m->inode) {
+			/* anonymous data (heap, stack: they grow) holds no code
+			 * and names nothing: still so when what covers the address
+			 * now is anonymous data too */
+			int r = map_query(fd, addrs[i], 0, &q, NULL, 0);
+			rc = r < 0 ? r : r == 1 && !q.inode && !(q.vma_flags & PP_VMA_X) ? 1 : 0;
+			continue;
+		}
+		if (nasked == sizeof(asked) / sizeof(asked[0])) {
+			rc = 0;
+			break;
+		}
+		asked[nasked++] = m->start;
+		int r = map_query(fd, m->start, 0, &q, name, sizeof(name));
+		rc = r < 0 ? r : r == 1 && same_map(&q, m, name) ? 1 : 0;
+	}
+	close(fd);
+	return rc;
 }
 
 const struct proc_map *proc_maps_first_of(const struct proc_maps *m, const char *path)
@@ -270,6 +369,35 @@ int proc_cgroup(pid_t pid, const char *controller, char *buf, size_t len)
 	return p.found ? 0 : -ENOENT;
 }
 
+/* Fields 4..24 of a /proc/PID/stat line (after the last ')') into st. */
+static int stat_fields(const char *s, struct proc_stat *st)
+{
+	const char *p = strrchr(s, ')');
+	unsigned long long f[21]; /* fields 4..24 */
+	if (!p || p[1] != ' ' || !p[2])
+		return -EINVAL;
+	st->state = p[2];
+	const char *q = p + 3;
+	for (int i = 0; i < 21; i++) {
+		char *end;
+		while (*q == ' ')
+			q++;
+		errno = 0;
+		long long sv = strtoll(q, &end, 10); /* some fields are signed */
+		if (end == q || errno)
+			return -EINVAL;
+		f[i] = (unsigned long long)sv;
+		q = end;
+	}
+	st->flags = f[9 - 4];
+	st->utime = f[14 - 4];
+	st->stime = f[15 - 4];
+	st->start_time = f[22 - 4];
+	st->vsize = f[23 - 4];
+	st->rss_pages = f[24 - 4];
+	return 0;
+}
+
 int proc_stat(pid_t pid, struct proc_stat *st)
 {
 	char path[64], *s;
@@ -281,33 +409,40 @@ int proc_stat(pid_t pid, struct proc_stat *st)
 		return rc;
 	/* comm may hold spaces and parentheses: fields restart after the last
 	 * ')', with field 3 (state) first */
-	char *p = strrchr(s, ')');
-	unsigned long long f[21]; /* fields 4..24 */
-	rc = -EINVAL;
-	if (p && p[1] == ' ' && p[2]) {
-		st->state = p[2];
-		char *q = p + 3;
-		int i;
-		for (i = 0; i < 21; i++) {
-			char *end;
-			while (*q == ' ')
-				q++;
-			errno = 0;
-			long long sv = strtoll(q, &end, 10); /* some fields are signed */
-			if (end == q || errno)
-				break;
-			f[i] = (unsigned long long)sv;
-			q = end;
+	rc = stat_fields(s, st);
+	free(s);
+	return rc;
+}
+
+int proc_comm_start(pid_t pid, char *comm, size_t len, uint64_t *ticks)
+{
+	char path[64], *s;
+	struct proc_stat st;
+	int rc;
+
+	if (len == 0)
+		return -EINVAL;
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	rc = slurp(path, &s, NULL);
+	if (rc)
+		return rc;
+	/* comm sits between the first '(' and the last ')' (it may hold
+	 * both); /proc/PID/stat shows it raw, /proc/PID/comm escapes '\n'
+	 * and '\\' (fs/proc/array.c proc_task_name): escape alike */
+	const char *open = strchr(s, '('), *close = strrchr(s, ')');
+	rc = stat_fields(s, &st);
+	if (rc == 0 && open && close > open) {
+		size_t k = 0;
+		for (const char *c = open + 1; c < close && k + 1 < len; c++) {
+			bool esc = *c == '\n' || *c == '\\';
+			comm[k++] = esc ? '\\' : *c;
+			if (esc && k + 1 < len)
+				comm[k++] = *c == '\n' ? 'n' : '\\';
 		}
-		if (i == 21) {
-			st->flags = f[9 - 4];
-			st->utime = f[14 - 4];
-			st->stime = f[15 - 4];
-			st->start_time = f[22 - 4];
-			st->vsize = f[23 - 4];
-			st->rss_pages = f[24 - 4];
-			rc = 0;
-		}
+		comm[k] = '\0';
+		*ticks = st.start_time;
+	} else if (rc == 0) {
+		rc = -EINVAL;
 	}
 	free(s);
 	return rc;

@@ -39,6 +39,18 @@ void proc_maps_free(struct proc_maps *m);
 /* The mapping holding addr, or NULL. */
 const struct proc_map *proc_maps_find(const struct proc_maps *m, uint64_t addr);
 /*
+ * Whether maps (read earlier from pid) still holds for addrs, asked through
+ * the PROCMAP_QUERY ioctl (Linux 6.11) instead of formatting every line of
+ * /proc/PID/maps again: an address in a file or executable mapping needs the
+ * kernel to report that mapping the same now (range, offset, permissions,
+ * device, inode, name; one query per mapping); one in anonymous data (heap,
+ * stack, which grow) needs anonymous data there still; one outside every
+ * mapping needs nothing mapped there still. 1 yes, 0 no (read the maps
+ * again), -ENOTTY when the kernel has no such query, other negative codes
+ * when the process cannot be asked (gone).
+ */
+int proc_maps_still(pid_t pid, const struct proc_maps *maps, const uint64_t *addrs, size_t n);
+/*
  * Load bias of the file mapped at path: the runtime address minus the ELF
  * virtual address, i.e. (map.start - map.offset) of its lowest mapping
  * when the first PT_LOAD has p_offset == p_vaddr alignment as usual.
@@ -75,6 +87,11 @@ int proc_stat(pid_t pid, struct proc_stat *st);
 /* Start time in clock ticks since boot (field 22 of /proc/PID/stat):
  * with the pid it identifies a process across pid reuse. */
 int proc_start_time(pid_t pid, uint64_t *ticks);
+/* proc_comm() and proc_start_time() from one read of /proc/PID/stat (a
+ * process's facts are re-read often: one open instead of two). comm is as
+ * /proc/PID/comm shows it: '\n' and '\\' escaped, cut to len - 1 bytes.
+ * -ESRCH/-ENOENT when the process is gone. */
+int proc_comm_start(pid_t pid, char *comm, size_t len, uint64_t *ticks);
 /* tgid from /proc/PID/status (for thread ids). */
 int proc_tgid(pid_t pid, pid_t *tgid);
 /* Path under /proc/PID/root for a file named in the process's mount namespace. */

@@ -88,6 +88,16 @@ static uint64_t cpu_time_ns(void)
 	       (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000ull;
 }
 
+/* The calling thread's own CPU time: the window work without what the
+ * other threads (Go heap worker, OOM watcher, pushes) did meanwhile. */
+static uint64_t thread_cpu_ns(void)
+{
+	struct rusage ru;
+	getrusage(RUSAGE_THREAD, &ru);
+	return (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000ull +
+	       (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000ull;
+}
+
 static void on_target_change(pid_t pid, bool matched, void *arg)
 {
 	struct agent *a = arg;
@@ -232,7 +242,7 @@ static void on_unresolved(pid_t pid, const struct sym_mapping *m, void *arg)
 static void window(struct agent *a)
 {
 	struct pp_err err = { 0 };
-	uint64_t cpu0 = cpu_time_ns();
+	uint64_t cpu0 = cpu_time_ns(), tcpu0 = thread_cpu_ns();
 	uint64_t end_mono = pp_mono_ns();
 	int64_t start_real = a->window_start_real;
 	int64_t dur = (int64_t)(end_mono - a->window_start_mono);
@@ -358,6 +368,9 @@ static void window(struct agent *a)
 		   (double)cpu_sampler_ncpus(a->cpu));
 	/* user frames the BPF walk stored, per sample (before symbolization
 	 * drops or adds any): what bench/bpf_ab.py sets the walk's cost against */
+	struct sym_stats sst = { 0 };
+	if (a->sym)
+		sym_get_stats(a->sym, &sst);
 	uint64_t user_frames = 0;
 	for (size_t i = 0; i < a->win.nrecs; i++) {
 		uint32_t len = 0;
@@ -375,7 +388,8 @@ static void window(struct agent *a)
 	       "frameless_mid=%llu "
 	       "frameless_fault=%llu g0_switch=%llu g0_fail=%llu "
 	       "targets=%zu/%zu "
-	       "locations=%llu named=%llu cpus=%u duration_ms=%lld agent_cpu_ms=%.1f%s%s",
+	       "locations=%llu named=%llu cpus=%u duration_ms=%lld agent_cpu_ms=%.1f "
+	       "loop_cpu_ms=%.1f maps_read=%llu maps_kept=%llu%s%s",
 	       (unsigned long long)a->windows, (unsigned long long)a->win.samples,
 	       (unsigned long long)user_frames, ps.profiles, (unsigned long long)ps.bytes,
 	       (unsigned long long)s[CPU_STAT_LOST_COUNTS_FULL],
@@ -391,8 +405,9 @@ static void window(struct agent *a)
 	       (unsigned long long)s[CPU_STAT_G0_SWITCH], (unsigned long long)s[CPU_STAT_G0_FAIL],
 	       matched, procs, (unsigned long long)ps.frames, (unsigned long long)ps.frames_named,
 	       cpu_sampler_ncpus(a->cpu), (long long)(dur / 1000000),
-	       (double)(cpu_time_ns() - cpu0) / 1e6, fr < 0 ? " flush_error=" : "",
-	       fr < 0 ? pp_q(err.msg) : "");
+	       (double)(cpu_time_ns() - cpu0) / 1e6, (double)(thread_cpu_ns() - tcpu0) / 1e6,
+	       (unsigned long long)sst.maps_reads, (unsigned long long)sst.maps_kept,
+	       fr < 0 ? " flush_error=" : "", fr < 0 ? pp_q(err.msg) : "");
 }
 
 /*

@@ -310,7 +310,8 @@ static int add_stack(struct proc_ctx *c, const struct cpu_window *w, uint64_t id
 }
 
 static int set_series_labels(struct pp_labels *l, const struct cpu_profile_opts *o, pid_t pid,
-			     const struct target_proc *tp, const char *thread_comm)
+			     const struct target_proc *tp, uint64_t live_start,
+			     const char *thread_comm)
 {
 	char buf[32];
 	int r = 0;
@@ -331,7 +332,7 @@ static int set_series_labels(struct pp_labels *l, const struct cpu_profile_opts 
 	/* Parca Agent's executable labels, for relabel_configs only (every
 	 * __meta_* label is gone after relabelling) */
 	struct sym_exe x;
-	if (o->sym && tp && tp->exe && sym_exe_info(o->sym, pid, tp->exe, &x) == 0) {
+	if (o->sym && tp && tp->exe && sym_exe_info_st(o->sym, pid, live_start, tp->exe, &x) == 0) {
 		if (x.build_id[0])
 			r |= pp_labels_set(l, "__meta_process_executable_build_id", x.build_id);
 		if (x.compiler[0])
@@ -361,6 +362,9 @@ static int build_one(const struct cpu_window *w, struct cpu_record *const *recs,
 	int r;
 
 	const struct target_proc *tp = targets_refresh(t, pid);
+	/* targets_refresh() has just read the start time of a live process:
+	 * the symbolizer need not read it again */
+	uint64_t live_start = tp && !tp->gone ? tp->start_time : 0;
 	memset(&user, 0, sizeof(user));
 	sym_batch_init(&user.b);
 	if (kern)
@@ -372,7 +376,8 @@ static int build_one(const struct cpu_window *w, struct cpu_record *const *recs,
 			goto out;
 		}
 		user.resolved = user.n &&
-				sym_resolve_user(o->sym, pid, user.a, user.n, &user.b, NULL) == 0 &&
+				sym_resolve_user_st(o->sym, pid, live_start, user.a, user.n,
+						    &user.b, NULL) == 0 &&
 				user.b.n == user.n;
 		c.user = &user;
 		if (user.resolved && o->unresolved)
@@ -436,7 +441,7 @@ static int build_one(const struct cpu_window *w, struct cpu_record *const *recs,
 		samples += rec->count;
 	}
 
-	if (set_series_labels(&labels, o, pid, tp, recs[0]->key.comm) < 0) {
+	if (set_series_labels(&labels, o, pid, tp, live_start, recs[0]->key.comm) < 0) {
 		r = pp_errf(err, -ENOMEM, "out of memory");
 		goto out;
 	}

@@ -231,7 +231,9 @@ static void fentry_load(struct symbolizer *s, struct fentry *f, pid_t pid, const
 	if (fd >= 0) {
 		struct elffile *ef = NULL;
 		id = elfshare_id(&st);
-		if (elffile_new(&(struct elffile_opts){ .from = ELFFILE_FROM_FD, .fd = fd }, &ef, &err) < 0 || elfshare_load(ef, &id, &f->e, &err) < 0)
+		if (elffile_new(&(struct elffile_opts){ .from = ELFFILE_FROM_FD, .fd = fd }, &ef,
+				&err) < 0 ||
+		    elfshare_load(ef, &id, &f->e, &err) < 0)
 			snprintf(why, sizeof(why), "%.250s", err.msg);
 		elffile_free(ef);
 		close(fd);
@@ -312,16 +314,21 @@ static struct elfsym *vdso_get(struct symbolizer *s)
 	const struct proc_map *m = proc_maps_find(&mm, base);
 	if (m && !strcmp(m->path, "[vdso]"))
 		elfsym_new(&(struct elfsym_opts){ .buf = (const void *)(uintptr_t)m->start,
-					       .len = m->end - m->start, .gap_prefix = "[vdso]" },
+						  .len = m->end - m->start,
+						  .gap_prefix = "[vdso]" },
 			   &s->vdso, NULL);
 	proc_maps_free(&mm);
 	return s->vdso;
 }
 
 /* The process entry for pid with maps at most max_age old (or the last
- * maps seen when the process is gone). NULL + rc when unknown. */
-static struct pentry *proc_get(struct symbolizer *s, pid_t pid, uint64_t now, uint64_t max_age,
-			       int *rc, struct pp_err *err)
+ * maps seen when the process is gone). addrs (n of them; NULL: none): the
+ * addresses about to be resolved: stale maps the kernel still reports the
+ * same for each of them (proc_maps_still()) are kept, not read again.
+ * NULL + rc when unknown. */
+static struct pentry *proc_get_for(struct symbolizer *s, pid_t pid, uint64_t now, uint64_t max_age,
+				   uint64_t known_start, const uint64_t *addrs, size_t n, int *rc,
+				   struct pp_err *err)
 {
 	struct pentry *p = NULL;
 	for (size_t i = 0; i < s->nprocs; i++)
@@ -329,8 +336,10 @@ static struct pentry *proc_get(struct symbolizer *s, pid_t pid, uint64_t now, ui
 			p = &s->procs[i];
 			break;
 		}
-	uint64_t st;
-	bool alive = proc_start_time(pid, &st) == 0;
+	/* known_start: the caller read it just now (the process was alive),
+	 * one read of /proc/PID/stat fewer */
+	uint64_t st = known_start;
+	bool alive = known_start || proc_start_time(pid, &st) == 0;
 	if (p && (!alive || (p->start_time == st && now - p->read_ms < max_age))) {
 		p->used = ++s->proc_tick;
 		return p;
@@ -339,6 +348,18 @@ static struct pentry *proc_get(struct symbolizer *s, pid_t pid, uint64_t now, ui
 		*rc = pp_errf(err, -ESRCH, "symbolize: process %d is gone", (int)pid);
 		return NULL;
 	}
+	if (p && p->start_time == st && addrs && n && !s->no_maps_query) {
+		int q = proc_maps_still(pid, &p->maps, addrs, n);
+		if (q == -ENOTTY)
+			s->no_maps_query = true; /* before Linux 6.11: read them */
+		if (q == 1) {
+			s->st.maps_kept++;
+			p->read_ms = now;
+			p->used = ++s->proc_tick;
+			return p;
+		}
+	}
+	s->st.maps_reads++;
 	struct proc_maps mm;
 	int r = proc_maps_read(pid, &mm, err);
 	if (r == 0 && mm.n == 0) {
@@ -384,6 +405,12 @@ static struct pentry *proc_get(struct symbolizer *s, pid_t pid, uint64_t now, ui
 	return p;
 }
 
+static struct pentry *proc_get(struct symbolizer *s, pid_t pid, uint64_t now, uint64_t max_age,
+			       uint64_t known_start, int *rc, struct pp_err *err)
+{
+	return proc_get_for(s, pid, now, max_age, known_start, NULL, 0, rc, err);
+}
+
 void sym_forget(struct symbolizer *s, pid_t pid)
 {
 	for (size_t i = 0; i < s->nprocs; i++)
@@ -398,13 +425,19 @@ void sym_forget(struct symbolizer *s, pid_t pid)
 
 int sym_exe_info(struct symbolizer *s, pid_t pid, const char *exe, struct sym_exe *out)
 {
+	return sym_exe_info_st(s, pid, 0, exe, out);
+}
+
+int sym_exe_info_st(struct symbolizer *s, pid_t pid, uint64_t start_time, const char *exe,
+		    struct sym_exe *out)
+{
 	uint64_t now = (pp_mono_ns() / 1000000);
 	int rc = 0;
 
 	memset(out, 0, sizeof(*out));
 	if (!exe || !*exe)
 		return -ENOENT;
-	struct pentry *p = proc_get(s, pid, now, s->o.maps_max_age_ms, &rc, NULL);
+	struct pentry *p = proc_get(s, pid, now, s->o.maps_max_age_ms, start_time, &rc, NULL);
 	if (!p)
 		return rc ? rc : -ENOENT;
 	for (size_t i = 0; i < p->maps.n; i++) {
@@ -436,7 +469,7 @@ static struct pentry *prepare(struct symbolizer *s, pid_t pid, uint64_t now, int
 			      struct pp_err *err)
 {
 	s->gen++;
-	struct pentry *p = proc_get(s, pid, now, 0, rc, err);
+	struct pentry *p = proc_get(s, pid, now, 0, 0, rc, err);
 	if (!p)
 		return NULL;
 	for (size_t i = 0; i < p->maps.n; i++) {
@@ -610,13 +643,20 @@ static int fill_mapping(struct batch_priv *bp, struct sym_mapping *sm, const str
 int sym_resolve_user(struct symbolizer *s, pid_t pid, const uint64_t *addrs, size_t n,
 		     struct sym_batch *out, struct pp_err *err)
 {
+	return sym_resolve_user_st(s, pid, 0, addrs, n, out, err);
+}
+
+int sym_resolve_user_st(struct symbolizer *s, pid_t pid, uint64_t start_time, const uint64_t *addrs,
+			size_t n, struct sym_batch *out, struct pp_err *err)
+{
 	if (sym_batch_reset(out, n) < 0)
 		return pp_errf(err, -ENOMEM, "symbolize: out of memory");
 	struct batch_priv *bp = out->priv;
 	uint64_t now = (pp_mono_ns() / 1000000);
 	int rc = 0;
 	s->gen++;
-	struct pentry *p = proc_get(s, pid, now, s->o.maps_max_age_ms, &rc, err);
+	struct pentry *p =
+		proc_get_for(s, pid, now, s->o.maps_max_age_ms, start_time, addrs, n, &rc, err);
 	if (!p)
 		return rc;
 	/* An address outside every mapping may be in one mapped since: read
@@ -624,7 +664,7 @@ int sym_resolve_user(struct symbolizer *s, pid_t pid, const uint64_t *addrs, siz
 	if (now != p->read_ms) {
 		for (size_t i = 0; i < n; i++)
 			if (!proc_maps_find(&p->maps, addrs[i])) {
-				p = proc_get(s, pid, now, 0, &rc, err);
+				p = proc_get(s, pid, now, 0, start_time, &rc, err);
 				if (!p)
 					return rc;
 				break;

@@ -31,7 +31,11 @@
  * remembered for retry_ms. Least-recently used files are evicted past
  * max_files or max_bytes. /proc/PID/maps is kept per process so a process
  * that exited shortly before its window is resolved still resolves (when
- * its files are cached; sym_prepare() makes sure they are).
+ * its files are cached; sym_prepare() makes sure they are). Maps older than
+ * maps_max_age_ms are not read again in full when the kernel reports every
+ * mapping the call's addresses fall in unchanged (PROCMAP_QUERY, Linux
+ * 6.11; range, offset, permissions, device, inode and name compared): a
+ * steady process costs a few ioctls instead of its whole maps text.
  *
  * Typical use, per window:
  *   sym_prepare(s, pid) when a pid is first seen (keeps short-lived ones
@@ -141,6 +145,9 @@ struct sym_stats {
 	size_t kernel_symbols, kernel_bytes;	/* kallsyms table held */
 	size_t perfmap_bytes;			/* perf maps held */
 	uint64_t perfmap_loads, perfmap_errors; /* (re)reads with new entries; unusable files */
+	/* /proc/PID/maps read in full; stale maps kept because the kernel
+	 * reported every mapping the addresses hit unchanged */
+	uint64_t maps_reads, maps_kept;
 };
 
 struct symbolizer;
@@ -161,6 +168,16 @@ void sym_batch_free(struct sym_batch *b);
  */
 int sym_resolve_user(struct symbolizer *s, pid_t pid, const uint64_t *addrs, size_t n,
 		     struct sym_batch *out, struct pp_err *err);
+
+/*
+ * sym_resolve_user() for a caller that has just read pid's start time
+ * (proc_start_time(), or the targets' facts re-read for this window) and
+ * found the process alive: start_time spares the symbolizer its own read
+ * of /proc/PID/stat, the check that tells a reused pid from the process
+ * whose maps it keeps. 0: unknown, read it (sym_resolve_user()).
+ */
+int sym_resolve_user_st(struct symbolizer *s, pid_t pid, uint64_t start_time, const uint64_t *addrs,
+			size_t n, struct sym_batch *out, struct pp_err *err);
 
 /* Kernel addresses via kallsyms (loaded on first use, reloaded when an
  * address misses and the table is older than a minute). -EPERM when
@@ -203,6 +220,9 @@ struct sym_exe {
  * at offset 0 under that path, from the cache when it is there. -ENOENT
  * when the process has no such mapping or the file is not a readable ELF. */
 int sym_exe_info(struct symbolizer *s, pid_t pid, const char *exe, struct sym_exe *out);
+/* The same with pid's start time as sym_resolve_user_st() takes it. */
+int sym_exe_info_st(struct symbolizer *s, pid_t pid, uint64_t start_time, const char *exe,
+		    struct sym_exe *out);
 
 void sym_get_stats(const struct symbolizer *s, struct sym_stats *st);
 

@@ -114,6 +114,7 @@ struct symbolizer {
 	/* vdso */
 	struct elfsym *vdso;
 	bool vdso_tried;
+	bool no_maps_query; /* the kernel has no PROCMAP_QUERY */
 	struct sym_stats st;
 };
 

@@ -210,11 +210,12 @@ static int evaluate(struct targets *t, struct target_proc *p, bool match)
 {
 	char comm[16], exe[4096], cg[4096];
 	uint64_t st = 0;
-	int r = proc_comm(p->pid, comm, sizeof(comm));
+	/* comm and start time from one read of /proc/PID/stat: this runs for
+	 * every sampled process at each window, and on every scan */
+	int r = proc_comm_start(p->pid, comm, sizeof(comm), &st);
 	if (r < 0)
 		return r;
-	if (proc_start_time(p->pid, &st) == 0)
-		p->start_time = st;
+	p->start_time = st;
 	if (proc_exe(p->pid, exe, sizeof(exe)) < 0)
 		exe[0] = '\0'; /* kernel thread, or raced with exit */
 	if (proc_cgroup(p->pid, NULL, cg, sizeof(cg)) < 0)
