@@ -1,7 +1,7 @@
 /*
  * agent.c - the run loop (see agent.h).
  *
- * Why ~850 lines in one file: it is one concept, the loop's lifetime.
+ * Why ~800 lines in one file: it is one concept, the loop's lifetime.
  * agent_run() brings the modules up in dependency order (outbox before
  * its producers, symbolizer before the sampler, HTTP once there is
  * something to report), runs the one poll() loop that schedules every
@@ -10,7 +10,8 @@
  * deadlines; the target callbacks and window() act on the same struct
  * agent. Split up, the start-up and teardown orders could no longer be
  * read side by side. What is not about the loop lives beside it: the
- * series labels in agent_labels.c, the snapshot API in agent_snapshot.c.
+ * series labels in agent_labels.c, the snapshot API in agent_snapshot.c,
+ * a window's metrics and log line in agent_window.c.
  */
 #include "agent.h"
 
@@ -31,6 +32,7 @@
 
 #include "agent_labels.h"
 #include "agent_snapshot.h"
+#include "agent_window.h"
 #include "cpu.h"
 #include "containers.h"
 #include "nodemeta.h"
@@ -297,117 +299,24 @@ static void window(struct agent *a)
 	int fr = outbox_flush(a->outbox, &err);
 	targets_forget_gone(a->targets, forget_pid, a);
 
-	const uint64_t *s = a->win.stats;
 	size_t matched = 0, procs = targets_count(a->targets, &matched);
-	static const struct {
-		int stat;
-		const char *cause;
-	} lost[] = {
-		{ CPU_STAT_LOST_COUNTS_FULL, "cause=\"counts_map_full\"" },
-		{ CPU_STAT_STACK_ERR, "cause=\"stack_error\"" },
-		{ CPU_STAT_STACKS_FULL, "cause=\"stacks_map_full\"" },
-		{ CPU_STAT_COLLISION, "cause=\"hash_collision\"" },
-		{ CPU_STAT_TRUNCATED, "cause=\"truncated\"" },
-	};
-	metric_inc("pushprof_cpu_windows_total", "CPU windows built.", NULL, 1);
-	metric_inc("pushprof_cpu_samples_total", "On-CPU samples drained from BPF.", NULL,
-		   (double)a->win.samples);
-	metric_inc("pushprof_cpu_samples_filtered_total",
-		   "Samples of untargeted processes, dropped in the kernel.", NULL,
-		   (double)s[CPU_STAT_FILTERED]);
-	for (size_t i = 0; i < sizeof(lost) / sizeof(lost[0]); i++)
-		metric_inc("pushprof_cpu_lost_total",
-			   "Samples (counts_map_full) or stacks (others) lost or cut, by cause.",
-			   lost[i].cause, (double)s[lost[i].stat]);
-	metric_inc("pushprof_cpu_lost_total",
-		   "Samples (counts_map_full) or stacks (others) lost or cut, by cause.",
-		   "cause=\"junk_frame\"", (double)ps.junk_cut);
-	metric_inc("pushprof_cpu_lost_total",
-		   "Samples (counts_map_full) or stacks (others) lost or cut, by cause.",
-		   "cause=\"stack_evicted\"", (double)a->win.lost_evicted);
-	metric_inc("pushprof_cpu_profiles_total", "Per-process CPU profiles handed over.", NULL,
-		   (double)ps.profiles);
-	metric_inc("pushprof_cpu_profile_bytes_total", "Bytes of CPU profiles handed over.", NULL,
-		   (double)ps.bytes);
-	metric_set(metric_get("pushprof_cpu_targets", "Processes currently targeted.", METRIC_GAUGE,
-			      NULL),
-		   (double)matched);
-	uint32_t cap_counts, cap_stacks;
-	cpu_sampler_capacity(a->cpu, &cap_counts, &cap_stacks);
-	metric_set(metric_get("pushprof_bpf_map_entries",
-			      "Entries used in the last window, by map.", METRIC_GAUGE,
-			      "map=\"cpu_counts\""),
-		   (double)a->win.nrecs);
-	metric_set(metric_get("pushprof_bpf_map_entries",
-			      "Entries used in the last window, by map.", METRIC_GAUGE,
-			      "map=\"cpu_stacks\""),
-		   (double)a->win.stacks_stored);
-	metric_set(metric_get("pushprof_bpf_map_capacity", "Entries each BPF map holds, by map.",
-			      METRIC_GAUGE, "map=\"cpu_counts\""),
-		   (double)cap_counts);
-	metric_set(metric_get("pushprof_bpf_map_capacity", "Entries each BPF map holds, by map.",
-			      METRIC_GAUGE, "map=\"cpu_stacks\""),
-		   (double)cap_stacks);
-	if (a->fl) {
-		size_t fp, fb, fw;
-		frameless_counts(a->fl, &fp, &fb, &fw);
-		metric_set(metric_get("pushprof_cpu_frameless_processes",
-				      "Processes whose frameless Go leaves or C/C++ prologues, "
-				      "epilogues and frameless leaves BPF corrects.",
-				      METRIC_GAUGE, NULL),
-			   (double)fp);
-		metric_set(
-			metric_get(
-				"pushprof_cpu_frameless_pool_words",
-				"Bitmap and window words of the leaf tables in BPF (pool: 524288).",
-				METRIC_GAUGE, NULL),
-			(double)fw);
-	}
-	metric_set(metric_get("pushprof_cpu_sampled_cpus", "CPUs with a perf event attached.",
-			      METRIC_GAUGE, NULL),
-		   (double)cpu_sampler_ncpus(a->cpu));
-	/* user frames the BPF walk stored, per sample (before symbolization
-	 * drops or adds any): what bench/bpf_ab.py sets the walk's cost against */
 	struct sym_stats sst = { 0 };
 	if (a->sym)
 		sym_get_stats(a->sym, &sst);
-	uint64_t user_frames = 0;
-	for (size_t i = 0; i < a->win.nrecs; i++) {
-		uint32_t len = 0;
-		if (cpu_window_stack(&a->win, a->win.recs[i].key.user_stack, &len))
-			user_frames += (uint64_t)len * a->win.recs[i].count;
-	}
-	pp_log(PP_INFO, "cpu window",
-	       "window=%llu samples=%llu user_frames=%llu processes=%zu bytes=%llu "
-	       "lost_map_full=%llu "
-	       "lost_stack_err=%llu lost_stacks_full=%llu lost_collision=%llu "
-	       "lost_stack_evicted=%llu "
-	       "truncated=%llu stacks=%zu stacks_new=%llu stacks_read=%zu stacks_from_copy=%zu "
-	       "stacks_evicted=%zu stacks_stored=%zu "
-	       "truncated_junk=%llu filtered=%llu frameless_leaf=%llu go_edge=%llu "
-	       "frameless_mid=%llu "
-	       "frameless_fault=%llu g0_switch=%llu g0_fail=%llu "
-	       "targets=%zu/%zu "
-	       "locations=%llu named=%llu cpus=%u duration_ms=%lld agent_cpu_ms=%.1f "
-	       "loop_cpu_ms=%.1f maps_read=%llu maps_kept=%llu%s%s",
-	       (unsigned long long)a->windows, (unsigned long long)a->win.samples,
-	       (unsigned long long)user_frames, ps.profiles, (unsigned long long)ps.bytes,
-	       (unsigned long long)s[CPU_STAT_LOST_COUNTS_FULL],
-	       (unsigned long long)s[CPU_STAT_STACK_ERR],
-	       (unsigned long long)s[CPU_STAT_STACKS_FULL],
-	       (unsigned long long)s[CPU_STAT_COLLISION], (unsigned long long)a->win.lost_evicted,
-	       (unsigned long long)s[CPU_STAT_TRUNCATED], a->win.nstacks,
-	       (unsigned long long)s[CPU_STAT_STACK_NEW], a->win.stacks_read,
-	       a->win.stacks_from_copy, a->win.stacks_evicted, a->win.stacks_stored,
-	       (unsigned long long)ps.junk_cut, (unsigned long long)s[CPU_STAT_FILTERED],
-	       (unsigned long long)s[CPU_STAT_FL_LEAF], (unsigned long long)s[CPU_STAT_GO_EDGE],
-	       (unsigned long long)s[CPU_STAT_FL_MID], (unsigned long long)s[CPU_STAT_FL_FAULT],
-	       (unsigned long long)s[CPU_STAT_G0_SWITCH], (unsigned long long)s[CPU_STAT_G0_FAIL],
-	       matched, procs, (unsigned long long)ps.frames, (unsigned long long)ps.frames_named,
-	       cpu_sampler_ncpus(a->cpu), (long long)(dur / 1000000),
-	       (double)(cpu_time_ns() - cpu0) / 1e6, (double)(thread_cpu_ns() - tcpu0) / 1e6,
-	       (unsigned long long)sst.maps_reads, (unsigned long long)sst.maps_kept,
-	       fr < 0 ? " flush_error=" : "", fr < 0 ? pp_q(err.msg) : "");
+	agent_window_report(&(struct window_report){
+		.window = a->windows,
+		.win = &a->win,
+		.cpu = a->cpu,
+		.fl = a->fl,
+		.ps = &ps,
+		.matched = matched,
+		.procs = procs,
+		.dur_ns = dur,
+		.cpu_ms = (double)(cpu_time_ns() - cpu0) / 1e6,
+		.loop_cpu_ms = (double)(thread_cpu_ns() - tcpu0) / 1e6,
+		.sst = &sst,
+		.flush_error = fr < 0 ? err.msg : NULL,
+	});
 }
 
 /*
