@@ -9,10 +9,9 @@
  * Every entity lives in a growable array; its id is index + 1. A small
  * open-addressing hash table per entity kind maps a key to that index, so
  * interning is O(1) and identical samples (same location ids, same labels
- * in the same order) merge by adding values. The variable-length parts
- * (a sample's location ids, values and labels; a location's lines) live in
- * shared pools indexed by offset: a 100,000-sample heap profile is a few
- * large arrays, not 300,000 small mallocs.
+ * in the same order) merge by adding values. Samples' keys and values and
+ * locations' lines live in shared pools indexed by offset: a 100,000-sample
+ * heap profile is a few large arrays, not 300,000 small mallocs.
  */
 #include "pprof.h"
 
@@ -21,6 +20,7 @@
 #include <string.h>
 
 #include "grow.h"
+#include <zlib.h>
 
 /* Ids and string indexes are kept in uint32 slots in the hash tables. */
 #define PPROF_MAX_ENTRIES 0x7fffffffu
@@ -157,13 +157,14 @@ struct slabel {
 	int64_t key, str, num, num_unit;
 };
 
-/* A sample's location ids are kept as the packed varints they are sent
- * as (one or two bytes each in a heap profile, compared and hashed as
- * bytes, copied as they are by the encoder). Values are
- * p->vals[i * nstypes ...] for sample i. */
+/* A sample's key is kept as the bytes it is sent as: its location ids as
+ * packed varints (one or two bytes each in a heap profile), then its
+ * labels as encoded Label fields. Keys are hashed and compared as bytes
+ * (the encoding is canonical) and copied as they are by the encoder.
+ * Values are p->vals[i * nstypes ...] for sample i. */
 struct sample {
-	uint32_t loc_off, loc_len; /* bytes in p->sloc */
-	uint32_t lab_off, nlabels; /* in p->slab */
+	uint32_t key_off;	   /* in p->skey */
+	uint32_t loc_len, lab_len; /* bytes of ids, then of labels */
 };
 
 struct value_type {
@@ -200,12 +201,10 @@ struct pprof {
 	struct sample *samples;
 	size_t nsamples, capsamples;
 	struct htab sampletab;
-	uint8_t *sloc; /* every sample's location ids, packed varints */
-	size_t nsloc, capsloc;
+	uint8_t *skey; /* every sample's key bytes */
+	size_t nskey, capskey;
 	int64_t *vals; /* nstypes per sample */
 	size_t capvals;
-	struct slabel *slab; /* every sample's labels */
-	size_t nslab, capslab;
 };
 
 /* ---- strings ---------------------------------------------------------- */
@@ -258,22 +257,11 @@ void pprof_free(struct pprof *p)
 		return;
 	for (size_t i = 0; i < p->nstrs; i++)
 		free(p->strs[i]);
-	free(p->strs);
-	free(p->strtab.s);
-	free(p->stypes);
-	free(p->comments);
-	free(p->maps);
-	free(p->maptab.s);
-	free(p->funcs);
-	free(p->functab.s);
-	free(p->locs);
-	free(p->loctab.s);
-	free(p->lines);
-	free(p->samples);
-	free(p->sloc);
-	free(p->vals);
-	free(p->slab);
-	free(p->sampletab.s);
+	void *arrays[] = { p->strs,	p->strtab.s, p->stypes,	   p->comments, p->maps,
+			   p->maptab.s, p->funcs,    p->functab.s, p->locs,	p->loctab.s,
+			   p->lines,	p->samples,  p->skey,	   p->vals,	p->sampletab.s };
+	for (size_t i = 0; i < sizeof(arrays) / sizeof(arrays[0]); i++)
+		free(arrays[i]);
 	free(p);
 }
 
@@ -285,9 +273,8 @@ int pprof_add_sample_type(struct pprof *p, const char *type, const char *unit)
 	if (p->nsamples)
 		return -EINVAL;
 	int64_t t = intern(p, type), u = intern(p, unit);
-	if (t < 0 || u < 0)
-		return -ENOMEM;
-	if (vec_reserve((void **)&p->stypes, &p->capstypes, p->nstypes, sizeof(*p->stypes)))
+	if (t < 0 || u < 0 ||
+	    vec_reserve((void **)&p->stypes, &p->capstypes, p->nstypes, sizeof(*p->stypes)))
 		return -ENOMEM;
 	p->stypes[p->nstypes++] = (struct value_type){ t, u };
 	return 0;
@@ -314,9 +301,8 @@ int pprof_add_comment(struct pprof *p, const char *comment)
 {
 	int64_t c = intern(p, comment);
 
-	if (c < 0)
-		return -ENOMEM;
-	if (vec_reserve((void **)&p->comments, &p->capcomments, p->ncomments, sizeof(*p->comments)))
+	if (c < 0 ||
+	    vec_reserve((void **)&p->comments, &p->capcomments, p->ncomments, sizeof(*p->comments)))
 		return -ENOMEM;
 	p->comments[p->ncomments++] = c;
 	return 0;
@@ -455,10 +441,8 @@ uint64_t pprof_location(struct pprof *p, uint64_t mapping_id, uint64_t address,
 /* ---- samples ---------------------------------------------------------- */
 
 struct sample_key {
-	const uint8_t *locb; /* packed varints */
-	size_t loc_len;
-	const struct slabel *labels;
-	size_t nlabels;
+	const uint8_t *key;
+	size_t loc_len, lab_len;
 };
 
 static int sample_eq(const struct pprof *p, uint32_t idx, const void *key)
@@ -466,61 +450,66 @@ static int sample_eq(const struct pprof *p, uint32_t idx, const void *key)
 	const struct sample_key *k = key;
 	const struct sample *s = &p->samples[idx];
 
-	if (s->loc_len != k->loc_len || s->nlabels != k->nlabels ||
-	    (k->loc_len && memcmp(p->sloc + s->loc_off, k->locb, k->loc_len)))
-		return 0;
-	return !k->nlabels ||
-	       memcmp(p->slab + s->lab_off, k->labels, k->nlabels * sizeof(*k->labels)) == 0;
+	return s->loc_len == k->loc_len && s->lab_len == k->lab_len &&
+	       memcmp(p->skey + s->key_off, k->key, k->loc_len + k->lab_len) == 0;
+}
+
+/* A varint field, left out when zero (proto3). */
+static uint8_t *put_field(uint8_t *o, uint32_t f, uint64_t v)
+{
+	return v ? put_v(put_v(o, (uint64_t)f << 3), v) : o;
+}
+
+/* Label field 3 of a Sample: at most 2 + 4 * 11 bytes. */
+static uint8_t *put_label(uint8_t *o, const struct slabel *l)
+{
+	uint8_t body[48], *e = body;
+	e = put_field(e, 1, (uint64_t)l->key);
+	e = put_field(e, 2, (uint64_t)l->str);
+	e = put_field(e, 3, (uint64_t)l->num);
+	e = put_field(e, 4, (uint64_t)l->num_unit);
+	*o++ = (3 << 3) | 2;
+	*o++ = (uint8_t)(e - body);
+	memcpy(o, body, (size_t)(e - body));
+	return o + (e - body);
 }
 
 int pprof_add_sample(struct pprof *p, const uint64_t *locs, size_t nlocs, const int64_t *values,
 		     const struct pprof_label *labels, size_t nlabels)
 {
-	struct slabel lbuf[16], *lab = lbuf;
-	int rc = 0;
-
-	if (!p->nstypes || !values || (nlocs && !locs) || (nlabels && !labels))
+	if (!p->nstypes || !values || (nlocs && !locs) || (nlabels && !labels) ||
+	    nlocs > (1u << 24) || nlabels > (1u << 16))
 		return -EINVAL;
 	for (size_t i = 0; i < nlocs; i++)
 		if (!locs[i] || locs[i] > p->nlocs)
 			return -EINVAL;
-	if (nlabels > sizeof(lbuf) / sizeof(lbuf[0])) {
-		lab = calloc(nlabels, sizeof(*lab));
-		if (!lab)
-			return -ENOMEM;
-	}
-	for (size_t i = 0; i < nlabels; i++) {
-		memset(&lab[i], 0, sizeof(lab[i]));
-		if (!labels[i].key || !*labels[i].key) {
-			rc = -EINVAL;
-			goto out;
-		}
-		lab[i].key = intern(p, labels[i].key);
-		if (labels[i].str) {
-			lab[i].str = intern(p, labels[i].str);
-		} else {
-			lab[i].num = labels[i].num;
-			if (labels[i].num_unit)
-				lab[i].num_unit = intern(p, labels[i].num_unit);
-		}
-		if (lab[i].key < 0 || lab[i].str < 0 || lab[i].num_unit < 0) {
-			rc = -ENOMEM;
-			goto out;
-		}
-	}
-
-	/* The ids packed at the pool's end: kept there if the sample is new. */
-	if (vec_reserve((void **)&p->sloc, &p->capsloc, p->nsloc + 10 * nlocs, sizeof(*p->sloc))) {
-		rc = -ENOMEM;
-		goto out;
-	}
-	uint8_t *lb = p->sloc + p->nsloc, *le = lb;
+	/* The key is written at the pool's end: kept there if the sample is new. */
+	if (vec_reserve((void **)&p->skey, &p->capskey, p->nskey + 5 * nlocs + 48 * nlabels,
+			sizeof(*p->skey)))
+		return -ENOMEM;
+	uint8_t *kb = p->skey + p->nskey, *ke = kb;
 	for (size_t j = 0; j < nlocs; j++)
-		le = put_v(le, locs[j]);
-	size_t loc_len = (size_t)(le - lb);
-	uint64_t h = hash_bytes(4, lb, loc_len);
-	h = hash_bytes(h, nlabels ? (const void *)lab : "", nlabels * sizeof(*lab));
-	struct sample_key k = { lb, loc_len, lab, nlabels };
+		ke = put_v(ke, locs[j]); /* ids < 2^31: at most 5 bytes */
+	size_t loc_len = (size_t)(ke - kb);
+	for (size_t i = 0; i < nlabels; i++) {
+		struct slabel l = { 0 };
+		if (!labels[i].key || !*labels[i].key)
+			return -EINVAL;
+		l.key = intern(p, labels[i].key);
+		if (labels[i].str) {
+			l.str = intern(p, labels[i].str);
+		} else {
+			l.num = labels[i].num;
+			if (labels[i].num_unit)
+				l.num_unit = intern(p, labels[i].num_unit);
+		}
+		if (l.key < 0 || l.str < 0 || l.num_unit < 0)
+			return -ENOMEM;
+		/* intern may not move skey: kb and ke stay valid. */
+		ke = put_label(ke, &l);
+	}
+	struct sample_key k = { kb, loc_len, (size_t)(ke - kb) - loc_len };
+	uint64_t h = hash_bytes(4, kb, (size_t)(ke - kb)) ^ loc_len;
 	int64_t i = ht_find(&p->sampletab, (uint32_t)h, sample_eq, p, &k);
 	if (i >= 0) {
 		/* Saturating: values can come from hostile memory (a Go heap's
@@ -530,31 +519,20 @@ int pprof_add_sample(struct pprof *p, const uint64_t *locs, size_t nlocs, const 
 			if (__builtin_add_overflow(*acc, values[v], acc))
 				*acc = values[v] > 0 ? INT64_MAX : INT64_MIN;
 		}
-		goto out;
+		return 0;
 	}
 	/* Room first, so a failure leaves the profile as it was. */
-	if ((nlabels && vec_reserve((void **)&p->slab, &p->capslab, p->nslab + nlabels - 1,
-				    sizeof(*p->slab))) ||
-	    vec_reserve((void **)&p->vals, &p->capvals, (p->nsamples + 1) * p->nstypes - 1,
+	if (vec_reserve((void **)&p->vals, &p->capvals, (p->nsamples + 1) * p->nstypes - 1,
 			sizeof(*p->vals)) ||
 	    vec_reserve((void **)&p->samples, &p->capsamples, p->nsamples, sizeof(*p->samples)) ||
-	    ht_insert(&p->sampletab, (uint32_t)h, p->nsamples)) {
-		rc = -ENOMEM;
-		goto out;
-	}
-	struct sample *s = &p->samples[p->nsamples];
-	*s = (struct sample){ (uint32_t)p->nsloc, (uint32_t)loc_len, (uint32_t)p->nslab,
-			      (uint32_t)nlabels };
-	p->nsloc += loc_len;
+	    ht_insert(&p->sampletab, (uint32_t)h, p->nsamples))
+		return -ENOMEM;
+	p->samples[p->nsamples] =
+		(struct sample){ (uint32_t)p->nskey, (uint32_t)k.loc_len, (uint32_t)k.lab_len };
+	p->nskey += k.loc_len + k.lab_len;
 	memcpy(p->vals + p->nsamples * p->nstypes, values, p->nstypes * sizeof(*values));
-	if (nlabels)
-		memcpy(p->slab + p->nslab, lab, nlabels * sizeof(*lab));
-	p->nslab += nlabels;
 	p->nsamples++;
-out:
-	if (lab != lbuf)
-		free(lab);
-	return rc;
+	return 0;
 }
 
 size_t pprof_sample_count(const struct pprof *p)
@@ -570,6 +548,13 @@ size_t pprof_sample_count(const struct pprof *p)
 struct pbw {
 	uint8_t *buf; /* NULL: count only */
 	size_t n;
+	/* Streaming to gzip: buf is a chunk of cap bytes handed to deflate
+	 * whenever the next message may not fit (no whole plain copy). */
+	z_stream *z;
+	size_t cap;
+	uint8_t *out; /* the gzip bytes, total_out of outcap used */
+	size_t outcap;
+	bool failed;
 };
 
 static inline void w_v(struct pbw *w, uint64_t v)
@@ -605,12 +590,53 @@ static inline bool w_fl(struct pbw *w, uint32_t f, size_t n)
 	return w->buf != NULL;
 }
 
+/* Hand the chunk to deflate (all of it, or finish the stream). */
+static bool w_deflate(struct pbw *w, int flush)
+{
+	z_stream *z = w->z;
+	int zrc;
+	z->next_in = w->buf;
+	z->avail_in = (uInt)w->n;
+	do {
+		if (w->outcap - z->total_out < 4096 &&
+		    pp_grow(&w->out, &w->outcap, w->outcap + 4096, 1, 64 << 10))
+			return !(w->failed = true);
+		z->next_out = w->out + z->total_out;
+		z->avail_out = (uInt)(w->outcap - z->total_out);
+		zrc = deflate(z, flush);
+		if (zrc != Z_OK && zrc != Z_STREAM_END && zrc != Z_BUF_ERROR)
+			return !(w->failed = true);
+	} while (z->avail_in || (flush == Z_FINISH && zrc != Z_STREAM_END));
+	w->n = 0;
+	return true;
+}
+
+/* Room for `need` more bytes in the chunk when streaming (a message may
+ * span chunks: deflate sees one byte stream). Bounds: key and length 6
+ * bytes, a varint 11. */
+static bool w_room(struct pbw *w, size_t need)
+{
+	if (!w->z || w->n + need <= w->cap)
+		return true;
+	if (w->n && !w_deflate(w, Z_NO_FLUSH))
+		return false;
+	if (need > w->cap) {
+		uint8_t *nb = realloc(w->buf, need);
+		if (!nb)
+			return !(w->failed = true);
+		w->buf = nb;
+		w->cap = need;
+	}
+	return true;
+}
+
 /* Label, ValueType, Mapping, Line and Function are messages of varint
  * fields 1..n: v[0..n-1]. */
 static void w_msg(struct pbw *w, uint32_t f, const uint64_t *v, size_t n)
 {
 	size_t len = 0;
-
+	if (!w_room(w, 6 + 11 * n))
+		return;
 	for (size_t i = 0; i < n; i++)
 		len += fv_len((uint32_t)i + 1, v[i]);
 	if (w_fl(w, f, len))
@@ -623,37 +649,27 @@ static void w_vtype(struct pbw *w, uint32_t f, const struct value_type *t)
 	w_msg(w, f, (const uint64_t[]){ (uint64_t)t->type, (uint64_t)t->unit }, 2);
 }
 
-static void w_label(struct pbw *w, const struct slabel *l)
-{
-	w_msg(w, 3,
-	      (const uint64_t[]){ (uint64_t)l->key, (uint64_t)l->str, (uint64_t)l->num,
-				  (uint64_t)l->num_unit },
-	      4);
-}
-
 static void w_sample(struct pbw *w, const struct pprof *p, size_t i)
 {
 	const struct sample *s = &p->samples[i];
 	const int64_t *v = p->vals + i * p->nstypes;
 	size_t lb = s->loc_len, vb = 0;
-	struct pbw lw = { NULL, 0 };
 
 	for (size_t j = 0; j < p->nstypes; j++)
 		vb += vlen((uint64_t)v[j]);
-	for (uint32_t j = 0; j < s->nlabels; j++)
-		w_label(&lw, &p->slab[s->lab_off + j]);
-	size_t n = (lb ? fv_len(1, lb) + lb : 0) + (vb ? fv_len(2, vb) + vb : 0) + lw.n;
-	if (!w_fl(w, 2, n))
+	/* Fields 1 and 2 have one key byte. */
+	size_t n = (lb ? 1 + vlen(lb) + lb : 0) + (vb ? 1 + vlen(vb) + vb : 0) + s->lab_len;
+	if (!w_room(w, 3 * 6 + n) || !w_fl(w, 2, n))
 		return;
 	if (lb && w_fl(w, 1, lb)) {
-		memcpy(w->buf + w->n, p->sloc + s->loc_off, lb);
+		memcpy(w->buf + w->n, p->skey + s->key_off, lb);
 		w->n += lb;
 	}
 	if (vb && w_fl(w, 2, vb))
 		for (size_t j = 0; j < p->nstypes; j++)
 			w_v(w, (uint64_t)v[j]);
-	for (uint32_t j = 0; j < s->nlabels; j++)
-		w_label(w, &p->slab[s->lab_off + j]);
+	memcpy(w->buf + w->n, p->skey + s->key_off + lb, s->lab_len);
+	w->n += s->lab_len;
 }
 
 static void w_mapping(struct pbw *w, const struct mapping *m, uint64_t id)
@@ -670,11 +686,12 @@ static void w_location(struct pbw *w, const struct pprof *p, size_t i)
 {
 	const struct location *l = &p->locs[i];
 	const struct pprof_line *ln = p->lines + l->line_off;
-	struct pbw lw = { NULL, 0 };
+	struct pbw lw = { 0 };
 
 	for (uint32_t j = 0; j < l->nlines; j++)
 		w_msg(&lw, 4, (const uint64_t[]){ ln[j].function_id, (uint64_t)ln[j].line }, 2);
-	if (!w_fl(w, 4, fv_len(1, i + 1) + fv_len(2, l->mapping_id) + fv_len(3, l->address) + lw.n))
+	if (!w_room(w, 6 + 3 * 11 + lw.n) ||
+	    !w_fl(w, 4, fv_len(1, i + 1) + fv_len(2, l->mapping_id) + fv_len(3, l->address) + lw.n))
 		return;
 	w_fv(w, 1, i + 1);
 	w_fv(w, 2, l->mapping_id);
@@ -707,11 +724,13 @@ static void encode_to(const struct pprof *p, struct pbw *w)
 		w_function(w, &p->funcs[i], i + 1);
 	for (size_t i = 0; i < p->nstrs; i++) {
 		size_t sl = strlen(p->strs[i]);
-		if (w_fl(w, 6, sl)) {
+		if (w_room(w, 6 + sl) && w_fl(w, 6, sl)) {
 			memcpy(w->buf + w->n, p->strs[i], sl);
 			w->n += sl;
 		}
 	}
+	if (!w_room(w, 6 * 11 + 3 * 6 + 2 * 11 + 11 * p->ncomments))
+		return;
 	w_fv(w, 9, (uint64_t)p->time_nanos);
 	w_fv(w, 10, (uint64_t)p->duration_nanos);
 	if (p->period_type.type || p->period_type.unit || p->period)
@@ -725,13 +744,41 @@ static void encode_to(const struct pprof *p, struct pbw *w)
 	w_fv(w, 14, (uint64_t)p->default_sample_type);
 }
 
+/* Gzip level 1 (as pprof_gzip), the profile streamed through a 64 KiB
+ * chunk. */
+static int encode_gzip(const struct pprof *p, uint8_t **out, size_t *len, struct pp_err *err)
+{
+	z_stream zs = { 0 };
+	struct pbw w = { .z = &zs, .cap = 64 << 10 };
+	int rc = 0;
+	if (deflateInit2(&zs, 1, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+		return pp_errf(err, -ENOMEM, "gzip: deflateInit failed");
+	if (!(w.buf = malloc(w.cap)))
+		w.failed = true;
+	else
+		encode_to(p, &w);
+	if (!w.failed)
+		w_deflate(&w, Z_FINISH);
+	if (w.failed) {
+		rc = pp_errf(err, -ENOMEM, "pprof: out of memory compressing %zu samples",
+			     p->nsamples);
+		free(w.out);
+	} else {
+		*out = w.out;
+		*len = zs.total_out;
+	}
+	deflateEnd(&zs);
+	free(w.buf);
+	return rc;
+}
+
 int pprof_encode(const struct pprof *p, bool gzip, uint8_t **out, size_t *len, struct pp_err *err)
 {
-	struct pbw w = { NULL, 0 };
-	int rc;
-
+	struct pbw w = { 0 };
 	*out = NULL;
 	*len = 0;
+	if (gzip)
+		return encode_gzip(p, out, len, err);
 	encode_to(p, &w);
 	size_t n = w.n;
 	if (!(w.buf = malloc(n ? n : 1)))
@@ -744,12 +791,7 @@ int pprof_encode(const struct pprof *p, bool gzip, uint8_t **out, size_t *len, s
 		free(w.buf);
 		return pp_errf(err, -EIO, "pprof: encoded size mismatch");
 	}
-	if (!gzip) {
-		*out = w.buf;
-		*len = n;
-		return 0;
-	}
-	rc = pprof_gzip(w.buf, n, out, len, err);
-	free(w.buf);
-	return rc;
+	*out = w.buf;
+	*len = n;
+	return 0;
 }
