@@ -396,7 +396,7 @@ static int loc_eq(const struct pprof *p, uint32_t idx, const void *key)
 		return l->address == k->address && l->mapping_id == k->mapping_id;
 	if (l->address || l->mapping_id != k->mapping_id || l->nlines != k->nlines)
 		return 0;
-	const struct pprof_line *ll = p->lines + l->line_off;
+	const struct pprof_line *ll = l->nlines ? p->lines + l->line_off : NULL;
 	for (size_t i = 0; i < k->nlines; i++)
 		if (ll[i].function_id != k->lines[i].function_id || ll[i].line != k->lines[i].line)
 			return 0;
@@ -685,7 +685,8 @@ static void w_mapping(struct pbw *w, const struct mapping *m, uint64_t id)
 static void w_location(struct pbw *w, const struct pprof *p, size_t i)
 {
 	const struct location *l = &p->locs[i];
-	const struct pprof_line *ln = p->lines + l->line_off;
+	/* NULL + 0 is undefined: no lines at all leaves p->lines NULL. */
+	const struct pprof_line *ln = l->nlines ? p->lines + l->line_off : NULL;
 	struct pbw lw = { 0 };
 
 	for (uint32_t j = 0; j < l->nlines; j++)
