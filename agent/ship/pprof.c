@@ -1,13 +1,17 @@
 /*
- * pprof.c - in-memory pprof builder with interning, and its protobuf-c
- * encoding (pprof_encode reads the builder's arrays directly). What is done
- * with a finished profile's bytes (gzip, gunzip, validation) is in
- * pprof_bytes.c.
+ * pprof.c - in-memory pprof builder with interning, and its encoding:
+ * pprof_encode writes the protobuf wire format straight from the builder's
+ * arrays into one exactly sized buffer (the bytes protobuf-c's pack would
+ * write: fields in number order, proto3 zeros left out, repeated scalars
+ * packed), with no intermediate message tree. What is done with a finished
+ * profile's bytes (gzip, gunzip, validation) is in pprof_bytes.c.
  *
  * Every entity lives in a growable array; its id is index + 1. A small
  * open-addressing hash table per entity kind maps a key to that index, so
  * interning is O(1) and identical samples (same location ids, same labels
- * in the same order) merge by adding values.
+ * in the same order) merge by adding values. Samples' keys and values and
+ * locations' lines live in shared pools indexed by offset: a 100,000-sample
+ * heap profile is a few large arrays, not 300,000 small mallocs.
  */
 #include "pprof.h"
 
@@ -15,13 +19,28 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "proto/profile.pb-c.h"
 #include "grow.h"
+#include <zlib.h>
 
 /* Ids and string indexes are kept in uint32 slots in the hash tables. */
 #define PPROF_MAX_ENTRIES 0x7fffffffu
 
-/* ---- hashing ---------------------------------------------------------- */
+/* ---- varints and hashing --------------------------------------------- */
+
+static inline size_t vlen(uint64_t v)
+{
+	return (size_t)(63 - __builtin_clzll(v | 1)) / 7 + 1;
+}
+
+static inline uint8_t *put_v(uint8_t *o, uint64_t v)
+{
+	while (v >= 0x80) {
+		*o++ = (uint8_t)(v | 0x80);
+		v >>= 7;
+	}
+	*o++ = (uint8_t)v;
+	return o;
+}
 
 static uint64_t mix64(uint64_t h, uint64_t v)
 {
@@ -131,20 +150,21 @@ struct function {
 
 struct location {
 	uint64_t mapping_id, address;
-	struct pprof_line *lines;
-	size_t nlines;
+	uint32_t line_off, nlines; /* in p->lines */
 };
 
 struct slabel {
 	int64_t key, str, num, num_unit;
 };
 
+/* A sample's key is kept as the bytes it is sent as: its location ids as
+ * packed varints (one or two bytes each in a heap profile), then its
+ * labels as encoded Label fields. Keys are hashed and compared as bytes
+ * (the encoding is canonical) and copied as they are by the encoder.
+ * Values are p->vals[i * nstypes ...] for sample i. */
 struct sample {
-	uint64_t *locs;
-	size_t nlocs;
-	int64_t *values;
-	struct slabel *labels;
-	size_t nlabels;
+	uint32_t key_off;	   /* in p->skey */
+	uint32_t loc_len, lab_len; /* bytes of ids, then of labels */
 };
 
 struct value_type {
@@ -175,9 +195,16 @@ struct pprof {
 	size_t nlocs, caplocs;
 	struct htab loctab;
 
+	struct pprof_line *lines; /* every location's lines */
+	size_t nlines, caplines;
+
 	struct sample *samples;
 	size_t nsamples, capsamples;
 	struct htab sampletab;
+	uint8_t *skey; /* every sample's key bytes */
+	size_t nskey, capskey;
+	int64_t *vals; /* nstypes per sample */
+	size_t capvals;
 };
 
 /* ---- strings ---------------------------------------------------------- */
@@ -230,25 +257,11 @@ void pprof_free(struct pprof *p)
 		return;
 	for (size_t i = 0; i < p->nstrs; i++)
 		free(p->strs[i]);
-	free(p->strs);
-	free(p->strtab.s);
-	free(p->stypes);
-	free(p->comments);
-	free(p->maps);
-	free(p->maptab.s);
-	free(p->funcs);
-	free(p->functab.s);
-	for (size_t i = 0; i < p->nlocs; i++)
-		free(p->locs[i].lines);
-	free(p->locs);
-	free(p->loctab.s);
-	for (size_t i = 0; i < p->nsamples; i++) {
-		free(p->samples[i].locs);
-		free(p->samples[i].values);
-		free(p->samples[i].labels);
-	}
-	free(p->samples);
-	free(p->sampletab.s);
+	void *arrays[] = { p->strs,	p->strtab.s, p->stypes,	   p->comments, p->maps,
+			   p->maptab.s, p->funcs,    p->functab.s, p->locs,	p->loctab.s,
+			   p->lines,	p->samples,  p->skey,	   p->vals,	p->sampletab.s };
+	for (size_t i = 0; i < sizeof(arrays) / sizeof(arrays[0]); i++)
+		free(arrays[i]);
 	free(p);
 }
 
@@ -260,9 +273,8 @@ int pprof_add_sample_type(struct pprof *p, const char *type, const char *unit)
 	if (p->nsamples)
 		return -EINVAL;
 	int64_t t = intern(p, type), u = intern(p, unit);
-	if (t < 0 || u < 0)
-		return -ENOMEM;
-	if (vec_reserve((void **)&p->stypes, &p->capstypes, p->nstypes, sizeof(*p->stypes)))
+	if (t < 0 || u < 0 ||
+	    vec_reserve((void **)&p->stypes, &p->capstypes, p->nstypes, sizeof(*p->stypes)))
 		return -ENOMEM;
 	p->stypes[p->nstypes++] = (struct value_type){ t, u };
 	return 0;
@@ -289,9 +301,8 @@ int pprof_add_comment(struct pprof *p, const char *comment)
 {
 	int64_t c = intern(p, comment);
 
-	if (c < 0)
-		return -ENOMEM;
-	if (vec_reserve((void **)&p->comments, &p->capcomments, p->ncomments, sizeof(*p->comments)))
+	if (c < 0 ||
+	    vec_reserve((void **)&p->comments, &p->capcomments, p->ncomments, sizeof(*p->comments)))
 		return -ENOMEM;
 	p->comments[p->ncomments++] = c;
 	return 0;
@@ -385,9 +396,9 @@ static int loc_eq(const struct pprof *p, uint32_t idx, const void *key)
 		return l->address == k->address && l->mapping_id == k->mapping_id;
 	if (l->address || l->mapping_id != k->mapping_id || l->nlines != k->nlines)
 		return 0;
+	const struct pprof_line *ll = l->nlines ? p->lines + l->line_off : NULL;
 	for (size_t i = 0; i < k->nlines; i++)
-		if (l->lines[i].function_id != k->lines[i].function_id ||
-		    l->lines[i].line != k->lines[i].line)
+		if (ll[i].function_id != k->lines[i].function_id || ll[i].line != k->lines[i].line)
 			return 0;
 	return 1;
 }
@@ -414,29 +425,24 @@ uint64_t pprof_location(struct pprof *p, uint64_t mapping_id, uint64_t address,
 	int64_t i = ht_find(&p->loctab, (uint32_t)h, loc_eq, p, &k);
 	if (i >= 0)
 		return i + 1;
-	struct pprof_line *copy = NULL;
-	if (nlines) {
-		copy = malloc(nlines * sizeof(*copy));
-		if (!copy)
-			return 0;
-		memcpy(copy, lines, nlines * sizeof(*copy));
-	}
-	if (vec_reserve((void **)&p->locs, &p->caplocs, p->nlocs, sizeof(*p->locs)) ||
-	    ht_insert(&p->loctab, (uint32_t)h, p->nlocs)) {
-		free(copy);
+	if ((nlines && vec_reserve((void **)&p->lines, &p->caplines, p->nlines + nlines - 1,
+				   sizeof(*p->lines))) ||
+	    vec_reserve((void **)&p->locs, &p->caplocs, p->nlocs, sizeof(*p->locs)) ||
+	    ht_insert(&p->loctab, (uint32_t)h, p->nlocs))
 		return 0;
-	}
-	p->locs[p->nlocs] = (struct location){ mapping_id, address, copy, nlines };
+	if (nlines)
+		memcpy(p->lines + p->nlines, lines, nlines * sizeof(*lines));
+	p->locs[p->nlocs] =
+		(struct location){ mapping_id, address, (uint32_t)p->nlines, (uint32_t)nlines };
+	p->nlines += nlines;
 	return ++p->nlocs;
 }
 
 /* ---- samples ---------------------------------------------------------- */
 
 struct sample_key {
-	const uint64_t *locs;
-	size_t nlocs;
-	const struct slabel *labels;
-	size_t nlabels;
+	const uint8_t *key;
+	size_t loc_len, lab_len;
 };
 
 static int sample_eq(const struct pprof *p, uint32_t idx, const void *key)
@@ -444,87 +450,89 @@ static int sample_eq(const struct pprof *p, uint32_t idx, const void *key)
 	const struct sample_key *k = key;
 	const struct sample *s = &p->samples[idx];
 
-	return s->nlocs == k->nlocs && s->nlabels == k->nlabels &&
-	       (!k->nlocs || memcmp(s->locs, k->locs, k->nlocs * sizeof(*k->locs)) == 0) &&
-	       (!k->nlabels || memcmp(s->labels, k->labels, k->nlabels * sizeof(*k->labels)) == 0);
+	return s->loc_len == k->loc_len && s->lab_len == k->lab_len &&
+	       memcmp(p->skey + s->key_off, k->key, k->loc_len + k->lab_len) == 0;
+}
+
+/* A varint field, left out when zero (proto3). */
+static uint8_t *put_field(uint8_t *o, uint32_t f, uint64_t v)
+{
+	return v ? put_v(put_v(o, (uint64_t)f << 3), v) : o;
+}
+
+/* Label field 3 of a Sample: at most 2 + 4 * 11 bytes. */
+static uint8_t *put_label(uint8_t *o, const struct slabel *l)
+{
+	uint8_t body[48], *e = body;
+	e = put_field(e, 1, (uint64_t)l->key);
+	e = put_field(e, 2, (uint64_t)l->str);
+	e = put_field(e, 3, (uint64_t)l->num);
+	e = put_field(e, 4, (uint64_t)l->num_unit);
+	*o++ = (3 << 3) | 2;
+	*o++ = (uint8_t)(e - body);
+	memcpy(o, body, (size_t)(e - body));
+	return o + (e - body);
 }
 
 int pprof_add_sample(struct pprof *p, const uint64_t *locs, size_t nlocs, const int64_t *values,
 		     const struct pprof_label *labels, size_t nlabels)
 {
-	struct slabel lbuf[16], *lab = lbuf;
-	int rc = 0;
-
-	if (!p->nstypes || !values || (nlocs && !locs) || (nlabels && !labels))
+	if (!p->nstypes || !values || (nlocs && !locs) || (nlabels && !labels) ||
+	    nlocs > (1u << 24) || nlabels > (1u << 16))
 		return -EINVAL;
 	for (size_t i = 0; i < nlocs; i++)
 		if (!locs[i] || locs[i] > p->nlocs)
 			return -EINVAL;
-	if (nlabels > sizeof(lbuf) / sizeof(lbuf[0])) {
-		lab = calloc(nlabels, sizeof(*lab));
-		if (!lab)
-			return -ENOMEM;
-	}
+	/* The key is written at the pool's end: kept there if the sample is new. */
+	if (vec_reserve((void **)&p->skey, &p->capskey, p->nskey + 5 * nlocs + 48 * nlabels,
+			sizeof(*p->skey)))
+		return -ENOMEM;
+	uint8_t *kb = p->skey + p->nskey, *ke = kb;
+	for (size_t j = 0; j < nlocs; j++)
+		ke = put_v(ke, locs[j]); /* ids < 2^31: at most 5 bytes */
+	size_t loc_len = (size_t)(ke - kb);
 	for (size_t i = 0; i < nlabels; i++) {
-		memset(&lab[i], 0, sizeof(lab[i]));
-		if (!labels[i].key || !*labels[i].key) {
-			rc = -EINVAL;
-			goto out;
-		}
-		lab[i].key = intern(p, labels[i].key);
+		struct slabel l = { 0 };
+		if (!labels[i].key || !*labels[i].key)
+			return -EINVAL;
+		l.key = intern(p, labels[i].key);
 		if (labels[i].str) {
-			lab[i].str = intern(p, labels[i].str);
+			l.str = intern(p, labels[i].str);
 		} else {
-			lab[i].num = labels[i].num;
+			l.num = labels[i].num;
 			if (labels[i].num_unit)
-				lab[i].num_unit = intern(p, labels[i].num_unit);
+				l.num_unit = intern(p, labels[i].num_unit);
 		}
-		if (lab[i].key < 0 || lab[i].str < 0 || lab[i].num_unit < 0) {
-			rc = -ENOMEM;
-			goto out;
-		}
+		if (l.key < 0 || l.str < 0 || l.num_unit < 0)
+			return -ENOMEM;
+		/* intern may not move skey: kb and ke stay valid. */
+		ke = put_label(ke, &l);
 	}
-
-	uint64_t h = hash_bytes(4, locs ? (const void *)locs : "", nlocs * sizeof(*locs));
-	h = hash_bytes(h, nlabels ? (const void *)lab : "", nlabels * sizeof(*lab));
-	struct sample_key k = { locs, nlocs, lab, nlabels };
+	struct sample_key k = { kb, loc_len, (size_t)(ke - kb) - loc_len };
+	uint64_t h = hash_bytes(4, kb, (size_t)(ke - kb)) ^ loc_len;
 	int64_t i = ht_find(&p->sampletab, (uint32_t)h, sample_eq, p, &k);
 	if (i >= 0) {
 		/* Saturating: values can come from hostile memory (a Go heap's
 		 * counts) and signed overflow is undefined. */
 		for (size_t v = 0; v < p->nstypes; v++) {
-			int64_t *acc = &p->samples[i].values[v];
+			int64_t *acc = &p->vals[(size_t)i * p->nstypes + v];
 			if (__builtin_add_overflow(*acc, values[v], acc))
 				*acc = values[v] > 0 ? INT64_MAX : INT64_MIN;
 		}
-		goto out;
+		return 0;
 	}
-
-	struct sample s = { 0 };
-	s.nlocs = nlocs;
-	s.nlabels = nlabels;
-	s.locs = malloc(nlocs ? nlocs * sizeof(*locs) : 1);
-	s.values = malloc(p->nstypes * sizeof(*values));
-	s.labels = malloc(nlabels ? nlabels * sizeof(*lab) : 1);
-	if (!s.locs || !s.values || !s.labels ||
+	/* Room first, so a failure leaves the profile as it was. */
+	if (vec_reserve((void **)&p->vals, &p->capvals, (p->nsamples + 1) * p->nstypes - 1,
+			sizeof(*p->vals)) ||
 	    vec_reserve((void **)&p->samples, &p->capsamples, p->nsamples, sizeof(*p->samples)) ||
-	    ht_insert(&p->sampletab, (uint32_t)h, p->nsamples)) {
-		free(s.locs);
-		free(s.values);
-		free(s.labels);
-		rc = -ENOMEM;
-		goto out;
-	}
-	if (nlocs)
-		memcpy(s.locs, locs, nlocs * sizeof(*locs));
-	memcpy(s.values, values, p->nstypes * sizeof(*values));
-	if (nlabels)
-		memcpy(s.labels, lab, nlabels * sizeof(*lab));
-	p->samples[p->nsamples++] = s;
-out:
-	if (lab != lbuf)
-		free(lab);
-	return rc;
+	    ht_insert(&p->sampletab, (uint32_t)h, p->nsamples))
+		return -ENOMEM;
+	p->samples[p->nsamples] =
+		(struct sample){ (uint32_t)p->nskey, (uint32_t)k.loc_len, (uint32_t)k.lab_len };
+	p->nskey += k.loc_len + k.lab_len;
+	memcpy(p->vals + p->nsamples * p->nstypes, values, p->nstypes * sizeof(*values));
+	p->nsamples++;
+	return 0;
 }
 
 size_t pprof_sample_count(const struct pprof *p)
@@ -532,172 +540,259 @@ size_t pprof_sample_count(const struct pprof *p)
 	return p->nsamples;
 }
 
-/* ---- encoding --------------------------------------------------------- */
+/* ---- encoding ----------------------------------------------------------
+ * One pass function, run twice: with w->buf NULL it only counts bytes,
+ * then it writes into a buffer of exactly that size. Field numbers are
+ * proto/profile.proto's. */
+
+struct pbw {
+	uint8_t *buf; /* NULL: count only */
+	size_t n;
+	/* Streaming to gzip: buf is a chunk of cap bytes handed to deflate
+	 * whenever the next message may not fit (no whole plain copy). */
+	z_stream *z;
+	size_t cap;
+	uint8_t *out; /* the gzip bytes, total_out of outcap used */
+	size_t outcap;
+	bool failed;
+};
+
+static inline void w_v(struct pbw *w, uint64_t v)
+{
+	if (w->buf)
+		w->n = (size_t)(put_v(w->buf + w->n, v) - w->buf);
+	else
+		w->n += vlen(v);
+}
+
+/* A varint field; proto3 leaves zeros out. int64s go as their uint64. */
+static inline size_t fv_len(uint32_t f, uint64_t v)
+{
+	return v ? vlen((uint64_t)f << 3) + vlen(v) : 0;
+}
+
+static inline void w_fv(struct pbw *w, uint32_t f, uint64_t v)
+{
+	if (v) {
+		w_v(w, (uint64_t)f << 3);
+		w_v(w, v);
+	}
+}
+
+/* A length-delimited field of body length n: key and length written, the
+ * body is the caller's. false when counting (the body counted too). */
+static inline bool w_fl(struct pbw *w, uint32_t f, size_t n)
+{
+	w_v(w, ((uint64_t)f << 3) | 2);
+	w_v(w, n);
+	if (!w->buf)
+		w->n += n;
+	return w->buf != NULL;
+}
+
+/* Hand the chunk to deflate (all of it, or finish the stream). */
+static bool w_deflate(struct pbw *w, int flush)
+{
+	z_stream *z = w->z;
+	int zrc;
+	z->next_in = w->buf;
+	z->avail_in = (uInt)w->n;
+	do {
+		if (w->outcap - z->total_out < 4096 &&
+		    pp_grow(&w->out, &w->outcap, w->outcap + 4096, 1, 64 << 10))
+			return !(w->failed = true);
+		z->next_out = w->out + z->total_out;
+		z->avail_out = (uInt)(w->outcap - z->total_out);
+		zrc = deflate(z, flush);
+		if (zrc != Z_OK && zrc != Z_STREAM_END && zrc != Z_BUF_ERROR)
+			return !(w->failed = true);
+	} while (z->avail_in || (flush == Z_FINISH && zrc != Z_STREAM_END));
+	w->n = 0;
+	return true;
+}
+
+/* Room for `need` more bytes in the chunk when streaming (a message may
+ * span chunks: deflate sees one byte stream). Bounds: key and length 6
+ * bytes, a varint 11. */
+static bool w_room(struct pbw *w, size_t need)
+{
+	if (!w->z || w->n + need <= w->cap)
+		return true;
+	if (w->n && !w_deflate(w, Z_NO_FLUSH))
+		return false;
+	if (need > w->cap) {
+		uint8_t *nb = realloc(w->buf, need);
+		if (!nb)
+			return !(w->failed = true);
+		w->buf = nb;
+		w->cap = need;
+	}
+	return true;
+}
+
+/* Label, ValueType, Mapping, Line and Function are messages of varint
+ * fields 1..n: v[0..n-1]. */
+static void w_msg(struct pbw *w, uint32_t f, const uint64_t *v, size_t n)
+{
+	size_t len = 0;
+	if (!w_room(w, 6 + 11 * n))
+		return;
+	for (size_t i = 0; i < n; i++)
+		len += fv_len((uint32_t)i + 1, v[i]);
+	if (w_fl(w, f, len))
+		for (size_t i = 0; i < n; i++)
+			w_fv(w, (uint32_t)i + 1, v[i]);
+}
+
+static void w_vtype(struct pbw *w, uint32_t f, const struct value_type *t)
+{
+	w_msg(w, f, (const uint64_t[]){ (uint64_t)t->type, (uint64_t)t->unit }, 2);
+}
+
+static void w_sample(struct pbw *w, const struct pprof *p, size_t i)
+{
+	const struct sample *s = &p->samples[i];
+	const int64_t *v = p->vals + i * p->nstypes;
+	size_t lb = s->loc_len, vb = 0;
+
+	for (size_t j = 0; j < p->nstypes; j++)
+		vb += vlen((uint64_t)v[j]);
+	/* Fields 1 and 2 have one key byte. */
+	size_t n = (lb ? 1 + vlen(lb) + lb : 0) + (vb ? 1 + vlen(vb) + vb : 0) + s->lab_len;
+	if (!w_room(w, 3 * 6 + n) || !w_fl(w, 2, n))
+		return;
+	if (lb && w_fl(w, 1, lb)) {
+		memcpy(w->buf + w->n, p->skey + s->key_off, lb);
+		w->n += lb;
+	}
+	if (vb && w_fl(w, 2, vb))
+		for (size_t j = 0; j < p->nstypes; j++)
+			w_v(w, (uint64_t)v[j]);
+	memcpy(w->buf + w->n, p->skey + s->key_off + lb, s->lab_len);
+	w->n += s->lab_len;
+}
+
+static void w_mapping(struct pbw *w, const struct mapping *m, uint64_t id)
+{
+	/* has_filenames and has_inline_frames go as has_line_numbers. */
+	w_msg(w, 3,
+	      (const uint64_t[]){ id, m->start, m->limit, m->offset, (uint64_t)m->file,
+				  (uint64_t)m->build_id, m->has_functions, m->has_line_numbers,
+				  m->has_line_numbers, m->has_line_numbers },
+	      10);
+}
+
+static void w_location(struct pbw *w, const struct pprof *p, size_t i)
+{
+	const struct location *l = &p->locs[i];
+	/* NULL + 0 is undefined: no lines at all leaves p->lines NULL. */
+	const struct pprof_line *ln = l->nlines ? p->lines + l->line_off : NULL;
+	struct pbw lw = { 0 };
+
+	for (uint32_t j = 0; j < l->nlines; j++)
+		w_msg(&lw, 4, (const uint64_t[]){ ln[j].function_id, (uint64_t)ln[j].line }, 2);
+	if (!w_room(w, 6 + 3 * 11 + lw.n) ||
+	    !w_fl(w, 4, fv_len(1, i + 1) + fv_len(2, l->mapping_id) + fv_len(3, l->address) + lw.n))
+		return;
+	w_fv(w, 1, i + 1);
+	w_fv(w, 2, l->mapping_id);
+	w_fv(w, 3, l->address);
+	for (uint32_t j = 0; j < l->nlines; j++)
+		w_msg(w, 4, (const uint64_t[]){ ln[j].function_id, (uint64_t)ln[j].line }, 2);
+}
+
+static void w_function(struct pbw *w, const struct function *f, uint64_t id)
+{
+	w_msg(w, 5,
+	      (const uint64_t[]){ id, (uint64_t)f->name, (uint64_t)f->system_name,
+				  (uint64_t)f->filename, (uint64_t)f->start_line },
+	      5);
+}
+
+static void encode_to(const struct pprof *p, struct pbw *w)
+{
+	size_t cb = 0;
+
+	for (size_t i = 0; i < p->nstypes; i++)
+		w_vtype(w, 1, &p->stypes[i]);
+	for (size_t i = 0; i < p->nsamples; i++)
+		w_sample(w, p, i);
+	for (size_t i = 0; i < p->nmaps; i++)
+		w_mapping(w, &p->maps[i], i + 1);
+	for (size_t i = 0; i < p->nlocs; i++)
+		w_location(w, p, i);
+	for (size_t i = 0; i < p->nfuncs; i++)
+		w_function(w, &p->funcs[i], i + 1);
+	for (size_t i = 0; i < p->nstrs; i++) {
+		size_t sl = strlen(p->strs[i]);
+		if (w_room(w, 6 + sl) && w_fl(w, 6, sl)) {
+			memcpy(w->buf + w->n, p->strs[i], sl);
+			w->n += sl;
+		}
+	}
+	if (!w_room(w, 6 * 11 + 3 * 6 + 2 * 11 + 11 * p->ncomments))
+		return;
+	w_fv(w, 9, (uint64_t)p->time_nanos);
+	w_fv(w, 10, (uint64_t)p->duration_nanos);
+	if (p->period_type.type || p->period_type.unit || p->period)
+		w_vtype(w, 11, &p->period_type);
+	w_fv(w, 12, (uint64_t)p->period);
+	for (size_t i = 0; i < p->ncomments; i++)
+		cb += vlen((uint64_t)p->comments[i]);
+	if (cb && w_fl(w, 13, cb))
+		for (size_t i = 0; i < p->ncomments; i++)
+			w_v(w, (uint64_t)p->comments[i]);
+	w_fv(w, 14, (uint64_t)p->default_sample_type);
+}
+
+/* Gzip level 1 (as pprof_gzip), the profile streamed through a 64 KiB
+ * chunk. */
+static int encode_gzip(const struct pprof *p, uint8_t **out, size_t *len, struct pp_err *err)
+{
+	z_stream zs = { 0 };
+	struct pbw w = { .z = &zs, .cap = 64 << 10 };
+	int rc = 0;
+	if (deflateInit2(&zs, 1, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+		return pp_errf(err, -ENOMEM, "gzip: deflateInit failed");
+	if (!(w.buf = malloc(w.cap)))
+		w.failed = true;
+	else
+		encode_to(p, &w);
+	if (!w.failed)
+		w_deflate(&w, Z_FINISH);
+	if (w.failed) {
+		rc = pp_errf(err, -ENOMEM, "pprof: out of memory compressing %zu samples",
+			     p->nsamples);
+		free(w.out);
+	} else {
+		*out = w.out;
+		*len = zs.total_out;
+	}
+	deflateEnd(&zs);
+	free(w.buf);
+	return rc;
+}
 
 int pprof_encode(const struct pprof *p, bool gzip, uint8_t **out, size_t *len, struct pp_err *err)
 {
-	Perftools__Profiles__Profile prof = PERFTOOLS__PROFILES__PROFILE__INIT;
-	Perftools__Profiles__ValueType period_type = PERFTOOLS__PROFILES__VALUE_TYPE__INIT;
-	Perftools__Profiles__ValueType *vt = NULL, **vtp = NULL;
-	Perftools__Profiles__Sample *sm = NULL, **smp = NULL;
-	Perftools__Profiles__Label *lb = NULL, **lbp = NULL;
-	Perftools__Profiles__Mapping *mp = NULL, **mpp = NULL;
-	Perftools__Profiles__Location *lc = NULL, **lcp = NULL;
-	Perftools__Profiles__Line *ln = NULL, **lnp = NULL;
-	Perftools__Profiles__Function *fn = NULL, **fnp = NULL;
-	uint8_t *buf = NULL;
-	size_t nlab = 0, nline = 0;
-	int rc = -ENOMEM;
-
+	struct pbw w = { 0 };
 	*out = NULL;
 	*len = 0;
-	for (size_t i = 0; i < p->nsamples; i++)
-		nlab += p->samples[i].nlabels;
-	for (size_t i = 0; i < p->nlocs; i++)
-		nline += p->locs[i].nlines;
-
-#define ALLOC(arr, ptrs, n)                                  \
-	do {                                                 \
-		arr = calloc((n) ? (n) : 1, sizeof(*arr));   \
-		ptrs = calloc((n) ? (n) : 1, sizeof(*ptrs)); \
-		if (!arr || !ptrs)                           \
-			goto fail;                           \
-	} while (0)
-	ALLOC(vt, vtp, p->nstypes);
-	ALLOC(sm, smp, p->nsamples);
-	ALLOC(lb, lbp, nlab);
-	ALLOC(mp, mpp, p->nmaps);
-	ALLOC(lc, lcp, p->nlocs);
-	ALLOC(ln, lnp, nline);
-	ALLOC(fn, fnp, p->nfuncs);
-#undef ALLOC
-
-	for (size_t i = 0; i < p->nstypes; i++) {
-		perftools__profiles__value_type__init(&vt[i]);
-		vt[i].type = p->stypes[i].type;
-		vt[i].unit = p->stypes[i].unit;
-		vtp[i] = &vt[i];
+	if (gzip)
+		return encode_gzip(p, out, len, err);
+	encode_to(p, &w);
+	size_t n = w.n;
+	if (!(w.buf = malloc(n ? n : 1)))
+		return pp_errf(err, -ENOMEM,
+			       "pprof: out of memory encoding %zu samples (%zu bytes)", p->nsamples,
+			       n);
+	w.n = 0;
+	encode_to(p, &w);
+	if (w.n != n) {
+		free(w.buf);
+		return pp_errf(err, -EIO, "pprof: encoded size mismatch");
 	}
-	size_t li = 0;
-	for (size_t i = 0; i < p->nsamples; i++) {
-		const struct sample *s = &p->samples[i];
-		perftools__profiles__sample__init(&sm[i]);
-		sm[i].n_location_id = s->nlocs;
-		sm[i].location_id = s->locs;
-		sm[i].n_value = p->nstypes;
-		sm[i].value = s->values;
-		sm[i].n_label = s->nlabels;
-		sm[i].label = &lbp[li];
-		for (size_t j = 0; j < s->nlabels; j++, li++) {
-			perftools__profiles__label__init(&lb[li]);
-			lb[li].key = s->labels[j].key;
-			lb[li].str = s->labels[j].str;
-			lb[li].num = s->labels[j].num;
-			lb[li].num_unit = s->labels[j].num_unit;
-			lbp[li] = &lb[li];
-		}
-		smp[i] = &sm[i];
-	}
-	for (size_t i = 0; i < p->nmaps; i++) {
-		const struct mapping *m = &p->maps[i];
-		perftools__profiles__mapping__init(&mp[i]);
-		mp[i].id = i + 1;
-		mp[i].memory_start = m->start;
-		mp[i].memory_limit = m->limit;
-		mp[i].file_offset = m->offset;
-		mp[i].filename = m->file;
-		mp[i].build_id = m->build_id;
-		mp[i].has_functions = m->has_functions;
-		mp[i].has_filenames = m->has_line_numbers;
-		mp[i].has_line_numbers = m->has_line_numbers;
-		mp[i].has_inline_frames = m->has_line_numbers;
-		mpp[i] = &mp[i];
-	}
-	li = 0;
-	for (size_t i = 0; i < p->nlocs; i++) {
-		const struct location *l = &p->locs[i];
-		perftools__profiles__location__init(&lc[i]);
-		lc[i].id = i + 1;
-		lc[i].mapping_id = l->mapping_id;
-		lc[i].address = l->address;
-		lc[i].n_line = l->nlines;
-		lc[i].line = &lnp[li];
-		for (size_t j = 0; j < l->nlines; j++, li++) {
-			perftools__profiles__line__init(&ln[li]);
-			ln[li].function_id = l->lines[j].function_id;
-			ln[li].line = l->lines[j].line;
-			lnp[li] = &ln[li];
-		}
-		lcp[i] = &lc[i];
-	}
-	for (size_t i = 0; i < p->nfuncs; i++) {
-		perftools__profiles__function__init(&fn[i]);
-		fn[i].id = i + 1;
-		fn[i].name = p->funcs[i].name;
-		fn[i].system_name = p->funcs[i].system_name;
-		fn[i].filename = p->funcs[i].filename;
-		fn[i].start_line = p->funcs[i].start_line;
-		fnp[i] = &fn[i];
-	}
-
-	prof.n_sample_type = p->nstypes;
-	prof.sample_type = vtp;
-	prof.n_sample = p->nsamples;
-	prof.sample = smp;
-	prof.n_mapping = p->nmaps;
-	prof.mapping = mpp;
-	prof.n_location = p->nlocs;
-	prof.location = lcp;
-	prof.n_function = p->nfuncs;
-	prof.function = fnp;
-	prof.n_string_table = p->nstrs;
-	prof.string_table = p->strs;
-	prof.time_nanos = p->time_nanos;
-	prof.duration_nanos = p->duration_nanos;
-	if (p->period_type.type || p->period_type.unit || p->period) {
-		period_type.type = p->period_type.type;
-		period_type.unit = p->period_type.unit;
-		prof.period_type = &period_type;
-	}
-	prof.period = p->period;
-	prof.n_comment = p->ncomments;
-	prof.comment = p->comments;
-	prof.default_sample_type = p->default_sample_type;
-
-	size_t n = perftools__profiles__profile__get_packed_size(&prof);
-	buf = malloc(n ? n : 1);
-	if (!buf)
-		goto fail;
-	if (perftools__profiles__profile__pack(&prof, buf) != n) {
-		rc = pp_errf(err, -EIO, "pprof: packed size mismatch");
-		goto done;
-	}
-	if (gzip) {
-		rc = pprof_gzip(buf, n, out, len, err);
-	} else {
-		*out = buf;
-		*len = n;
-		buf = NULL;
-		rc = 0;
-	}
-	goto done;
-fail:
-	rc = pp_errf(err, -ENOMEM, "pprof: out of memory encoding %zu samples", p->nsamples);
-done:
-	free(buf);
-	free(vt);
-	free(vtp);
-	free(sm);
-	free(smp);
-	free(lb);
-	free(lbp);
-	free(mp);
-	free(mpp);
-	free(lc);
-	free(lcp);
-	free(ln);
-	free(lnp);
-	free(fn);
-	free(fnp);
-	return rc;
+	*out = w.buf;
+	*len = n;
+	return 0;
 }

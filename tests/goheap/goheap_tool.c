@@ -27,6 +27,7 @@
 #include "gobin.h"
 #include "goheap.h"
 #include "pprof.h"
+#include "proto/profile.pb-c.h"
 
 static const char *src_name(enum gobin_source s)
 {
@@ -36,7 +37,7 @@ static const char *src_name(enum gobin_source s)
 static int cmd_vars(const char *path)
 {
 	struct gobin *g;
-	struct pp_err err = {0};
+	struct pp_err err = { 0 };
 	int rc = gobin_new(&(struct gobin_opts){ .path = path }, &g, &err);
 	if (rc) {
 		printf("rc=%d msg=%s\n", rc, err.msg);
@@ -69,7 +70,7 @@ static char proc_state(pid_t pid)
 static int cmd_kill_then_read(pid_t pid)
 {
 	struct gobin *g;
-	struct pp_err err = {0};
+	struct pp_err err = { 0 };
 	int rc = gobin_new(&(struct gobin_opts){ .pid = pid }, &g, &err);
 	if (rc) {
 		printf("attach rc=%d msg=%s\n", rc, err.msg);
@@ -106,7 +107,7 @@ static int dcmp(const void *a, const void *b)
 static int cmd_bench(pid_t pid, int iters, uint32_t max_buckets)
 {
 	struct gobin *g;
-	struct pp_err err = {0};
+	struct pp_err err = { 0 };
 	struct timespec t0, t1;
 	if (iters < 1 || iters > 1000)
 		iters = 5;
@@ -118,8 +119,10 @@ static int cmd_bench(pid_t pid, int iters, uint32_t max_buckets)
 		return 1;
 	}
 	double attach = ms(&t0, &t1);
-	double *rd = calloc((size_t)iters, sizeof(double)), *sn = calloc((size_t)iters, sizeof(double));
-	double *rdc = calloc((size_t)iters, sizeof(double)), *snc = calloc((size_t)iters, sizeof(double));
+	double *rd = calloc((size_t)iters, sizeof(double)),
+	       *sn = calloc((size_t)iters, sizeof(double));
+	double *rdc = calloc((size_t)iters, sizeof(double)),
+	       *snc = calloc((size_t)iters, sizeof(double));
 	struct timespec c0, c1;
 	size_t buckets = 0, samples = 0, len = 0;
 	uint64_t reads = 0;
@@ -172,9 +175,11 @@ static int cmd_bench(pid_t pid, int iters, uint32_t max_buckets)
 	}
 	for (int i = 0; i < iters; i++) {
 		struct goheap_snapshot s;
-		struct goheap_snapshot_opts o = {.view = GOHEAP_VIEW_RUNTIME,
-						 .max_buckets = max_buckets, .max_depth = 128,
-						 .trigger = "on_demand", .node = "bench"};
+		struct goheap_snapshot_opts o = { .view = GOHEAP_VIEW_RUNTIME,
+						  .max_buckets = max_buckets,
+						  .max_depth = 128,
+						  .trigger = "on_demand",
+						  .node = "bench" };
 		clock_gettime(CLOCK_MONOTONIC, &t0);
 		clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
 		rc = goheap_snapshot(pid, g, &o, &s, &err);
@@ -212,6 +217,56 @@ static int cmd_bench(pid_t pid, int iters, uint32_t max_buckets)
 	return 0;
 }
 
+/* canon PID: the heap profile pprof_encode writes (straight to the wire
+ * format) must be the bytes protobuf-c packs for the same message: unpack,
+ * repack, compare. Prints "canon ok bytes=N samples=N" or what differs. */
+static int cmd_canon(pid_t pid)
+{
+	struct gobin *g;
+	struct pp_err err = { 0 };
+	struct go_heap h;
+	struct pprof *p = NULL;
+	uint8_t *buf = NULL, *re = NULL;
+	size_t len = 0;
+	if (gobin_new(&(struct gobin_opts){ .pid = pid }, &g, &err)) {
+		printf("open: %s\n", err.msg);
+		return 1;
+	}
+	goheap_init(&h);
+	if (goheap_read(pid, g, 1000000, 128, &h, &err) ||
+	    goheap_to_pprof(&h, g, GOHEAP_VIEW_RUNTIME, &p, &err) ||
+	    pprof_encode(p, false, &buf, &len, &err)) {
+		printf("build: %s\n", err.msg);
+		return 1;
+	}
+	Perftools__Profiles__Profile *pr = perftools__profiles__profile__unpack(NULL, len, buf);
+	int rc = 1;
+	if (!pr) {
+		printf("canon: protobuf-c cannot unpack %zu bytes\n", len);
+	} else {
+		size_t n = perftools__profiles__profile__get_packed_size(pr);
+		re = malloc(n ? n : 1);
+		if (re && perftools__profiles__profile__pack(pr, re) == n && n == len &&
+		    !memcmp(re, buf, len)) {
+			printf("canon ok bytes=%zu samples=%zu\n", len, pprof_sample_count(p));
+			rc = 0;
+		} else {
+			size_t i = 0;
+			while (re && i < n && i < len && re[i] == buf[i])
+				i++;
+			printf("canon: differs: ours %zu bytes, protobuf-c %zu, first at %zu\n",
+			       len, n, i);
+		}
+		perftools__profiles__profile__free_unpacked(pr, NULL);
+	}
+	free(re);
+	free(buf);
+	pprof_free(p);
+	goheap_free(&h);
+	gobin_free(g);
+	return rc;
+}
+
 /* gobin_share: analyze pid1, share with pid2; both snapshots must equal
  * fresh ones. Prints "bias1=.. bias2=.. same_vars=B" and writes 4 files. */
 static int write_file(const char *path, const uint8_t *buf, size_t len)
@@ -227,7 +282,7 @@ static int write_file(const char *path, const uint8_t *buf, size_t len)
 static int cmd_share(pid_t p1, pid_t p2, const char *prefix)
 {
 	struct gobin *g1, *g2, *fresh;
-	struct pp_err err = {0};
+	struct pp_err err = { 0 };
 	if (gobin_new(&(struct gobin_opts){ .pid = p1 }, &g1, &err)) {
 		printf("open: %s\n", err.msg);
 		return 1;
@@ -245,12 +300,14 @@ static int cmd_share(pid_t p1, pid_t p2, const char *prefix)
 	printf("bias1=0x%" PRIx64 " bias2=0x%" PRIx64 " same_vars=%d\n", g1->bias, g2->bias,
 	       g2->mbuckets_addr == fresh->mbuckets_addr && g2->rate_addr == fresh->rate_addr &&
 		       g2->cycle_addr == fresh->cycle_addr && g2->bias == fresh->bias);
-	gobin_free(g1);	/* the shared analysis must outlive it */
-	const struct gobin *gs[2] = {g2, fresh};
+	gobin_free(g1); /* the shared analysis must outlive it */
+	const struct gobin *gs[2] = { g2, fresh };
 	for (int i = 0; i < 2; i++) {
 		struct goheap_snapshot s;
-		struct goheap_snapshot_opts o = {.view = GOHEAP_VIEW_RUNTIME, .max_buckets = 100000,
-						 .max_depth = 128, .trigger = "on_demand"};
+		struct goheap_snapshot_opts o = { .view = GOHEAP_VIEW_RUNTIME,
+						  .max_buckets = 100000,
+						  .max_depth = 128,
+						  .trigger = "on_demand" };
 		char path[4096];
 		if (goheap_snapshot(p2, gs[i], &o, &s, &err)) {
 			printf("snapshot: %s\n", err.msg);
@@ -268,7 +325,7 @@ static int cmd_share(pid_t p1, pid_t p2, const char *prefix)
 static int cmd_enable(pid_t pid)
 {
 	struct gobin *g;
-	struct pp_err err = {0};
+	struct pp_err err = { 0 };
 	int rc = gobin_new(&(struct gobin_opts){ .pid = pid }, &g, &err);
 	if (rc) {
 		printf("attach rc=%d msg=%s\n", rc, err.msg);
@@ -297,7 +354,7 @@ static uint64_t rnd(uint64_t *s)
 static int cmd_fuzz_profile(const char *path, int iters)
 {
 	struct gobin *g;
-	struct pp_err err = {0};
+	struct pp_err err = { 0 };
 	if (gobin_new(&(struct gobin_opts){ .path = path }, &g, &err)) {
 		printf("open: %s\n", err.msg);
 		return 1;
@@ -317,9 +374,9 @@ static int cmd_fuzz_profile(const char *path, int iters)
 				uint64_t r = rnd(&seed);
 				stk[k] = r % 4 == 0 ? r : g->text_vaddr + r % (g->text_memsz + 64);
 				if (k && r % 5 == 0)
-					stk[k] = stk[k - 1];	/* recursion */
+					stk[k] = stk[k - 1]; /* recursion */
 				if (r % 11 == 0)
-					stk[k] = r % 22 ? 0 : 1;	/* null PCs */
+					stk[k] = r % 22 ? 0 : 1; /* null PCs */
 			}
 			struct go_memrec a, f[3];
 			uint64_t *m = &a.allocs;
@@ -330,8 +387,8 @@ static int cmd_fuzz_profile(const char *path, int iters)
 				for (int k = 0; k < 4; k++)
 					m[k] = rnd(&seed) % 1000;
 			}
-			if (goheap_add_bucket(&h, 0x1000 + 8 * i, rnd(&seed) % 100000, stk, n, n > 30,
-					      &a, f)) {
+			if (goheap_add_bucket(&h, 0x1000 + 8 * i, rnd(&seed) % 100000, stk, n,
+					      n > 30, &a, f)) {
 				printf("add_bucket failed\n");
 				return 1;
 			}
@@ -342,8 +399,10 @@ static int cmd_fuzz_profile(const char *path, int iters)
 			struct pprof *p = NULL;
 			uint8_t *buf = NULL;
 			size_t len = 0;
-			if (goheap_to_pprof(&h, g, v ? GOHEAP_VIEW_LATEST : GOHEAP_VIEW_RUNTIME, &p, &err) ||
-			    pprof_encode(p, false, &buf, &len, &err) || pprof_validate(buf, len, &err)) {
+			if (goheap_to_pprof(&h, g, v ? GOHEAP_VIEW_LATEST : GOHEAP_VIEW_RUNTIME, &p,
+					    &err) ||
+			    pprof_encode(p, false, &buf, &len, &err) ||
+			    pprof_validate(buf, len, &err)) {
 				printf("iteration %d: %s\n", it, err.msg);
 				return 1;
 			}
@@ -393,9 +452,11 @@ int main(int argc, char **argv)
 				 argc >= 5 ? (uint32_t)strtoul(argv[4], NULL, 10) : 1000000);
 	if (argc >= 5 && !strcmp(argv[1], "share"))
 		return cmd_share(atoi(argv[2]), atoi(argv[3]), argv[4]);
+	if (argc >= 3 && !strcmp(argv[1], "canon"))
+		return cmd_canon(atoi(argv[2]));
 	if (argc >= 3 && !strcmp(argv[1], "enable"))
 		return cmd_enable(atoi(argv[2]));
 	fprintf(stderr, "usage: goheap_tool vars FILE | kill-then-read PID | "
-			"bench PID ITERATIONS [MAX_BUCKETS] | enable PID\n");
+			"bench PID ITERATIONS [MAX_BUCKETS] | canon PID | enable PID\n");
 	return 2;
 }

@@ -25,6 +25,10 @@ with ghlib.Workload(binary, [str(N), own], os.path.join(tmp, "ready"),
                         "--max-buckets", "1000000")
     rp = pptest.pushprof("snapshot", "--pid", str(w.pid), "--output", part, "--config", cfg)
     rd = pptest.pushprof("snapshot", "--pid", str(w.pid), "--output", part + ".def")
+    # pprof_encode writes the wire format itself: the bytes must be the ones
+    # protobuf-c packs for the same message (unpacked and repacked).
+    rc_ = pptest.run([ghlib.TOOL, "canon", str(w.pid)], timeout=300)
+check("canon ok" in rc_.stdout, "the encoding equals protobuf-c's packing", rc_.stdout + rc_.stderr)
 
 if check(r.returncode == 0, "snapshot of >100,000 buckets exits 0", r.stderr):
     st = ghlib.snapshot_stats(r.stderr)
