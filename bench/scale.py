@@ -55,16 +55,23 @@ def point(b, total, go_idle, freq, interval, windows):
         r = bench.node_run(b, freq, interval, windows)
     finally:
         pop.stop()
+    return {"extra_processes": total, "go_programs": go_idle, "spawn_s": round(spawn, 1),
+            **figures(r)}
+
+
+def figures(r):
+    """A point's row from a bench.node_run() result."""
     steady = max(1, r.get("steady_windows") or 1)
     return {
-        "extra_processes": total, "go_programs": go_idle, "spawn_s": round(spawn, 1),
         "host_processes": r.get("host_processes"),
         "cpu_pct_of_one": r.get("cpu_pct_of_one"),
         "cpu_ms_per_window": (r.get("cpu_s") or 0) * 1e3 / steady,
         "own_rss_kib": r.get("own_rss_kib"), "rss_anon_kib": r.get("rss_anon_kib"),
         "gz_bytes_per_window": r.get("gz_bytes_per_window"),
         "wire_bytes_per_window": r.get("wire_bytes_per_window"),
-        "samples": r.get("samples"), "rc": r.get("rc"),
+        "stacks_per_window": r.get("stacks_per_window"),
+        "samples_per_window": r.get("samples_per_window"),
+        "samples": r.get("samples"), "lost": r.get("lost"), "rc": r.get("rc"),
     }
 
 
@@ -83,19 +90,7 @@ def point_stacks(b, freq, interval, windows, bits):
         for w in workers:
             w.kill()
             w.wait()
-    steady = max(1, r.get("steady_windows") or 1)
-    return {
-        "bits": bits, "freq": freq, "interval": interval,
-        "stacks_per_window": r.get("stacks_per_window"),
-        "samples_per_window": r.get("samples_per_window"),
-        "host_processes": r.get("host_processes"),
-        "cpu_pct_of_one": r.get("cpu_pct_of_one"),
-        "cpu_ms_per_window": (r.get("cpu_s") or 0) * 1e3 / steady,
-        "own_rss_kib": r.get("own_rss_kib"), "rss_anon_kib": r.get("rss_anon_kib"),
-        "gz_bytes_per_window": r.get("gz_bytes_per_window"),
-        "wire_bytes_per_window": r.get("wire_bytes_per_window"),
-        "lost": r.get("lost"), "rc": r.get("rc"),
-    }
+    return {"bits": bits, "freq": freq, "interval": interval, **figures(r)}
 
 
 def table(title, rows, key, label):
