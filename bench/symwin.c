@@ -9,7 +9,8 @@
  *   cc -O2 -Iagent/base -Iagent/sym -Iagent/targets -Iagent/config -Ibuild \
  *      bench/symwin.c build/libpushprof.a -lelf -lz -lpthread ... (see
  *      bench/window_ab.py's docstring); symwin ROUNDS PID...
- * -DOLD_API builds it against a tree without sym_resolve_user_st (the
+ * -DOLD_API builds it against a tree before 2026-12-02 whose
+ * sym_resolve_user() and sym_exe_info() take no start time (the
  * start time read again by the symbolizer), for before/after runs.
  */
 #include <stdio.h>
@@ -78,9 +79,9 @@ int main(int argc, char **argv)
 				sym_exe_info(s, pids[i], tp->exe, &x);
 #else
 			uint64_t st = tp->gone ? 0 : tp->start_time;
-			sym_resolve_user_st(s, pids[i], st, addrs[i], na[i], &b, NULL);
+			sym_resolve_user(s, pids[i], st, addrs[i], na[i], &b, NULL);
 			if (tp->exe)
-				sym_exe_info_st(s, pids[i], st, tp->exe, &x);
+				sym_exe_info(s, pids[i], st, tp->exe, &x);
 #endif
 		}
 		double c1 = cpu_ms();

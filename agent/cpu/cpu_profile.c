@@ -332,7 +332,7 @@ static int set_series_labels(struct pp_labels *l, const struct cpu_profile_opts 
 	/* Parca Agent's executable labels, for relabel_configs only (every
 	 * __meta_* label is gone after relabelling) */
 	struct sym_exe x;
-	if (o->sym && tp && tp->exe && sym_exe_info_st(o->sym, pid, live_start, tp->exe, &x) == 0) {
+	if (o->sym && tp && tp->exe && sym_exe_info(o->sym, pid, live_start, tp->exe, &x) == 0) {
 		if (x.build_id[0])
 			r |= pp_labels_set(l, "__meta_process_executable_build_id", x.build_id);
 		if (x.compiler[0])
@@ -376,8 +376,8 @@ static int build_one(const struct cpu_window *w, struct cpu_record *const *recs,
 			goto out;
 		}
 		user.resolved = user.n &&
-				sym_resolve_user_st(o->sym, pid, live_start, user.a, user.n,
-						    &user.b, NULL) == 0 &&
+				sym_resolve_user(o->sym, pid, live_start, user.a, user.n, &user.b,
+						 NULL) == 0 &&
 				user.b.n == user.n;
 		c.user = &user;
 		if (user.resolved && o->unresolved)

@@ -423,13 +423,8 @@ void sym_forget(struct symbolizer *s, pid_t pid)
 		}
 }
 
-int sym_exe_info(struct symbolizer *s, pid_t pid, const char *exe, struct sym_exe *out)
-{
-	return sym_exe_info_st(s, pid, 0, exe, out);
-}
-
-int sym_exe_info_st(struct symbolizer *s, pid_t pid, uint64_t start_time, const char *exe,
-		    struct sym_exe *out)
+int sym_exe_info(struct symbolizer *s, pid_t pid, uint64_t start_time, const char *exe,
+		 struct sym_exe *out)
 {
 	uint64_t now = (pp_mono_ns() / 1000000);
 	int rc = 0;
@@ -640,14 +635,8 @@ static int fill_mapping(struct batch_priv *bp, struct sym_mapping *sm, const str
 	return 0;
 }
 
-int sym_resolve_user(struct symbolizer *s, pid_t pid, const uint64_t *addrs, size_t n,
-		     struct sym_batch *out, struct pp_err *err)
-{
-	return sym_resolve_user_st(s, pid, 0, addrs, n, out, err);
-}
-
-int sym_resolve_user_st(struct symbolizer *s, pid_t pid, uint64_t start_time, const uint64_t *addrs,
-			size_t n, struct sym_batch *out, struct pp_err *err)
+int sym_resolve_user(struct symbolizer *s, pid_t pid, uint64_t start_time, const uint64_t *addrs,
+		     size_t n, struct sym_batch *out, struct pp_err *err)
 {
 	if (sym_batch_reset(out, n) < 0)
 		return pp_errf(err, -ENOMEM, "symbolize: out of memory");

@@ -41,7 +41,7 @@
  *   sym_prepare(s, pid) when a pid is first seen (keeps short-lived ones
  *     resolvable after exit; optional);
  *   for each pid: collect its unique user addresses (sampled PC as is,
- *     return addresses - 1), sym_resolve_user(s, pid, addrs, n, &batch),
+ *     return addresses - 1), sym_resolve_user(s, pid, 0, addrs, n, &batch),
  *     turn batch.r[i] / batch.mappings into pprof Locations / Mappings;
  *   kernel addresses of all pids: sym_resolve_kernel() once;
  *   sym_forget(s, pid) for pids that exited.
@@ -162,22 +162,17 @@ void sym_batch_free(struct sym_batch *b);
  * Resolve user-space addresses of pid. Addresses are looked up exactly as
  * given: for a return address (every frame but the sampled PC) pass
  * addr - 1 so the call instruction, not the next line, is named.
+ * start_time: pid's start time when the caller has just read it and found
+ * the process alive (proc_start_time(), or the targets' facts re-read for
+ * this window): it spares the symbolizer its own read of /proc/PID/stat,
+ * the check that tells a reused pid from the process whose maps it keeps;
+ * 0: unknown, the symbolizer reads it.
  * Returns 0 (per-address failures are results with nframes == 0), or a
  * negative code when nothing could be done (-ESRCH: process gone and its
  * maps were never seen; -ENOMEM).
  */
-int sym_resolve_user(struct symbolizer *s, pid_t pid, const uint64_t *addrs, size_t n,
-		     struct sym_batch *out, struct pp_err *err);
-
-/*
- * sym_resolve_user() for a caller that has just read pid's start time
- * (proc_start_time(), or the targets' facts re-read for this window) and
- * found the process alive: start_time spares the symbolizer its own read
- * of /proc/PID/stat, the check that tells a reused pid from the process
- * whose maps it keeps. 0: unknown, read it (sym_resolve_user()).
- */
-int sym_resolve_user_st(struct symbolizer *s, pid_t pid, uint64_t start_time, const uint64_t *addrs,
-			size_t n, struct sym_batch *out, struct pp_err *err);
+int sym_resolve_user(struct symbolizer *s, pid_t pid, uint64_t start_time, const uint64_t *addrs,
+		     size_t n, struct sym_batch *out, struct pp_err *err);
 
 /* Kernel addresses via kallsyms (loaded on first use, reloaded when an
  * address misses and the table is older than a minute). -EPERM when
@@ -218,11 +213,10 @@ struct sym_exe {
 };
 /* exe is the path as the process sees it (/proc/PID/exe): the file mapped
  * at offset 0 under that path, from the cache when it is there. -ENOENT
- * when the process has no such mapping or the file is not a readable ELF. */
-int sym_exe_info(struct symbolizer *s, pid_t pid, const char *exe, struct sym_exe *out);
-/* The same with pid's start time as sym_resolve_user_st() takes it. */
-int sym_exe_info_st(struct symbolizer *s, pid_t pid, uint64_t start_time, const char *exe,
-		    struct sym_exe *out);
+ * when the process has no such mapping or the file is not a readable ELF.
+ * start_time as sym_resolve_user() takes it. */
+int sym_exe_info(struct symbolizer *s, pid_t pid, uint64_t start_time, const char *exe,
+		 struct sym_exe *out);
 
 void sym_get_stats(const struct symbolizer *s, struct sym_stats *st);
 

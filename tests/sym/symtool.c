@@ -200,7 +200,7 @@ static int serve(void)
 			addrs[n++] = strtoull(a, NULL, 16);
 		int rc = 0;
 		if (!strcmp(cmd, "resolve")) {
-			rc = sym_resolve_user(s, pid, addrs, n, &b, &err);
+			rc = sym_resolve_user(s, pid, 0, addrs, n, &b, &err);
 			print_batch(&b);
 		} else if (!strcmp(cmd, "kernel")) {
 			rc = sym_resolve_kernel(s, addrs, n, &b, &err);
@@ -250,19 +250,19 @@ static int symbolizer_cmd(int argc, char **argv)
 		rc = sym_resolve_kernel(s, addrs, n, &b, &err);
 		print_batch(&b);
 	} else if (!strcmp(cmd, "resolve")) {
-		rc = sym_resolve_user(s, atoi(argv[2]), addrs, n, &b, &err);
+		rc = sym_resolve_user(s, atoi(argv[2]), 0, addrs, n, &b, &err);
 		print_batch(&b);
 	} else {
 		pid_t pid = atoi(argv[2]);
 		int rounds = atoi(argv[3]);
 		double t0 = now_s();
-		rc = sym_resolve_user(s, pid, addrs, n, &b, &err);
+		rc = sym_resolve_user(s, pid, 0, addrs, n, &b, &err);
 		double t1 = now_s();
 		size_t resolved = 0;
 		for (size_t i = 0; i < b.n; i++)
 			resolved += b.r[i].nframes > 0;
 		for (int k = 0; k < rounds && rc == 0; k++)
-			rc = sym_resolve_user(s, pid, addrs, n, &b, &err);
+			rc = sym_resolve_user(s, pid, 0, addrs, n, &b, &err);
 		double t2 = now_s();
 		struct sym_stats st;
 		sym_get_stats(s, &st);

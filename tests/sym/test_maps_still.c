@@ -105,12 +105,12 @@ int main(void)
 	struct stat sa, sb;
 	CHECK(fstat(fa, &sa) == 0 && fstat(fb, &sb) == 0, "fstat");
 	uint64_t addrs[2] = { code, data };
-	CHECK(sym_resolve_user(s, self, addrs, 2, &b, &err) == 0, "resolve: %s", err.msg);
+	CHECK(sym_resolve_user(s, self, 0, addrs, 2, &b, &err) == 0, "resolve: %s", err.msg);
 	CHECK(b.n == 2 && b.r[0].nframes > 0 && b.r[1].mapping >= 0, "resolved");
 	CHECK(b.r[1].mapping >= 0 && b.mappings[b.r[1].mapping].inode == (uint64_t)sa.st_ino,
 	      "file a named");
 	usleep(5000);
-	CHECK(sym_resolve_user(s, self, addrs, 2, &b, &err) == 0, "resolve again");
+	CHECK(sym_resolve_user(s, self, 0, addrs, 2, &b, &err) == 0, "resolve again");
 	struct sym_stats st;
 	sym_get_stats(s, &st);
 	CHECK(st.maps_kept == 1 && st.maps_reads == 1, "steady: maps kept (read %llu kept %llu)",
@@ -119,7 +119,7 @@ int main(void)
 	      b.r[0].nframes ? b.r[0].frames[0].func : "-");
 	CHECK(mmap(x, 8192, PROT_READ, MAP_PRIVATE | MAP_FIXED, fb, 0) == x, "map b over a");
 	usleep(5000);
-	CHECK(sym_resolve_user(s, self, addrs, 2, &b, &err) == 0, "resolve after replace");
+	CHECK(sym_resolve_user(s, self, 0, addrs, 2, &b, &err) == 0, "resolve after replace");
 	sym_get_stats(s, &st);
 	CHECK(st.maps_reads == 2, "replaced: maps read again (%llu)",
 	      (unsigned long long)st.maps_reads);
