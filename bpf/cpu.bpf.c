@@ -384,8 +384,8 @@ __noinline __u64 pp_leaf_find(const struct cpu_fl_proc *fl, __u64 ip, struct fl_
 {
 	if (!fl || !cache || !fl->ntab || ip < fl->start || ip >= fl->end)
 		return 0;
-	__u64 off = ip - fl->start, chunk = off >> CPU_FL_CHUNK_SHIFT;
-	struct fl_slot *c = cache->slots[(chunk ^ (chunk >> 6) ^ fl->tab) & (CPU_FL_SETS - 1)];
+	__u64 off = ip - fl->start, blk = off >> CPU_FL_SET_SHIFT;
+	struct fl_slot *c = cache->slots[(blk ^ (blk >> 7) ^ fl->tab) & (CPU_FL_SETS - 1)];
 
 	if (c[0].gen == gen && c[0].tab == fl->tab && off >= c[0].lo && off < c[0].hi)
 		return c[0].e;
@@ -396,6 +396,7 @@ __noinline __u64 pp_leaf_find(const struct cpu_fl_proc *fl, __u64 ip, struct fl_
 		c[0] = t;
 		return t.e;
 	}
+	count(CPU_STAT_FL_SEARCH);
 	__u64 lo = 0, hi = 0, e = fl_search(fl, ip, &lo, &hi);
 	if (hi > lo) {
 		c[1] = c[0];

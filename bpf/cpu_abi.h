@@ -147,7 +147,7 @@
  * a hot leaf is sampled in the same few ranges again and again. So the
  * per-CPU scratch value keeps the last answers: CPU_FL_SETS sets of
  * CPU_FL_WAYS slots (one 64-byte line per set, so a lookup touches one
- * line), the set picked by the PC's chunk, the most recent answer first,
+ * line), the set picked by the PC's 256-byte block, the most recent answer first,
  * each "in the table at tab, offsets [lo, hi) have entry e" (a range, the
  * gap between two ranges, or a run of chunks without any, so that a
  * function body is one answer, not one per chunk); and, when the whole
@@ -162,6 +162,14 @@
  * samples in 1 (the sampled process changes); then 0.18, 0.24 and,
  * keeping only the process before, 0.17; in a later run (busier host)
  * the slots by tgid took the lookups from 0.26 to 0.12 per sample.
+ * Counted since (CPU_STAT_FL_SEARCH, `fl_search` in the window line):
+ * gcstack.go, targeted, 99 Hz, 2026-12-02, searches per sample with 16
+ * sets picked by the 32-byte chunk 0.74 (frames returning into
+ * the mid-stack span look up too, and one answer, a function body, was
+ * kept once per chunk sampled in it); 64 sets 0.40; by 128-byte block 64
+ * sets 0.24, 256 sets 0.11; by 256-byte block 128 sets 0.14-0.16, 256
+ * sets 0.12; by 512-byte block 64 sets 0.28. 128 sets by 256-byte block
+ * here: 8 KiB per CPU (a percpu value may not pass 32 KiB).
  * A slot or the process is used only while its generation equals fl_gen
  * (.bss), which user space bumps after every write to fl_bits, fl_cfa,
  * fl_procs or allowed_tgids values: a table's pool space is reused
@@ -169,7 +177,8 @@
  * answer never outlives what it was read from.
  */
 #define CPU_PROC_SLOTS 8			      /* power of two */
-#define CPU_FL_SETS 16				      /* power of two */
+#define CPU_FL_SETS 128				      /* power of two */
+#define CPU_FL_SET_SHIFT 8			      /* set by 256-byte block */
 #define CPU_FL_WAYS 2				      /* slots per set: 64 bytes */
 #define CPU_FL_CHUNK_SHIFT 5			      /* 32-byte chunks */
 #define CPU_FL_WORD_BYTES (64u << CPU_FL_CHUNK_SHIFT) /* text per word: 2 KiB */
@@ -286,6 +295,7 @@ enum cpu_stat {
 	CPU_STAT_G0_SWITCH, /* caller of systemstack/asmcgocall from curg.sched.sp */
 	CPU_STAT_G0_FAIL,   /* a g0 switch site, but g0/m/curg did not check out */
 	CPU_STAT_GO_EDGE,   /* Go leaf in a prologue/epilogue: caller from the stack */
+	CPU_STAT_FL_SEARCH, /* leaf tables searched: no answer in the per-CPU cache */
 	CPU_STAT_MAX,
 };
 

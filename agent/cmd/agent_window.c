@@ -94,7 +94,7 @@ void agent_window_report(const struct window_report *r)
 	       "stacks_evicted=%zu stacks_stored=%zu "
 	       "truncated_junk=%llu filtered=%llu frameless_leaf=%llu go_edge=%llu "
 	       "frameless_mid=%llu "
-	       "frameless_fault=%llu g0_switch=%llu g0_fail=%llu "
+	       "frameless_fault=%llu g0_switch=%llu g0_fail=%llu fl_search=%llu "
 	       "targets=%zu/%zu "
 	       "locations=%llu named=%llu cpus=%u duration_ms=%lld agent_cpu_ms=%.1f "
 	       "loop_cpu_ms=%.1f maps_read=%llu maps_kept=%llu%s%s",
@@ -111,6 +111,7 @@ void agent_window_report(const struct window_report *r)
 	       (unsigned long long)s[CPU_STAT_FL_LEAF], (unsigned long long)s[CPU_STAT_GO_EDGE],
 	       (unsigned long long)s[CPU_STAT_FL_MID], (unsigned long long)s[CPU_STAT_FL_FAULT],
 	       (unsigned long long)s[CPU_STAT_G0_SWITCH], (unsigned long long)s[CPU_STAT_G0_FAIL],
+	       (unsigned long long)s[CPU_STAT_FL_SEARCH],
 	       r->matched, r->procs, (unsigned long long)r->ps->frames,
 	       (unsigned long long)r->ps->frames_named, cpu_sampler_ncpus(r->cpu),
 	       (long long)(r->dur_ns / 1000000), r->cpu_ms, r->loop_cpu_ms,
