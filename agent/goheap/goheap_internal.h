@@ -29,9 +29,15 @@ struct goheap_stream {
 	/* 0, -errno, or GOHEAP_STOP after setting h incomplete (h is the
 	 * walk's: fn may mark it) to end the walk without an error. */
 	int (*fn)(struct goheap_stream *st, struct go_heap *h, const struct go_bucket *b);
+	/* false: loops are found with a sampled set (goheap_walk.c), and a
+	 * loop makes the walk return GOHEAP_REWALK (some buckets were passed
+	 * to fn twice): walk again, from a fresh consumer, with exact true
+	 * (a set of every bucket: the walk stops at the first repeat). */
+	bool exact;
 };
 
 #define GOHEAP_STOP 1
+#define GOHEAP_REWALK 2
 
 /* The walk's share of a budget: limits, the absolute deadline, and what
  * was spent (out). */
@@ -44,7 +50,7 @@ struct goheap_walk_budget {
 };
 
 /* st NULL: store the buckets in h (goheap_read); wb NULL: no budget.
- * Errors as goheap_read(). */
+ * Errors as goheap_read(); GOHEAP_REWALK (streamed only, see above). */
 int goheap_walk(pid_t pid, const struct gobin *g, uint32_t max_buckets, uint32_t max_depth,
 		struct go_heap *h, struct goheap_stream *st, struct goheap_walk_budget *wb,
 		struct pp_err *err);

@@ -308,6 +308,11 @@ static int builder_fill(struct goheap_builder *b, const struct gobin *g, int64_t
 	if (!b->p || !b->lcache || !b->stkbuf || u64map_init(&b->pcmap, 4096) ||
 	    u64map_init(&b->locmap, 4096))
 		return -ENOMEM;
+	/* writeHeapProto writes one sample per bucket and merges none: the
+	 * same here, without pprof's merge table (100,000 buckets are
+	 * 100,000 samples either way: buckets that share a stack differ in
+	 * size, hence in the "bytes" label). */
+	pprof_set_merge(b->p, false);
 	if (pprof_add_sample_type(b->p, "alloc_objects", "count") ||
 	    pprof_add_sample_type(b->p, "alloc_space", "bytes") ||
 	    pprof_add_sample_type(b->p, "inuse_objects", "count") ||

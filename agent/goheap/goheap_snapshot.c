@@ -105,7 +105,10 @@ static int snapshot_locked(pid_t pid, const struct gobin *g, const struct goheap
 	memset(out, 0, sizeof(*out));
 	if (o->budget.max_duration_ns)
 		wb.deadline_ns = t0 + (int64_t)o->budget.max_duration_ns;
-	for (int pass = 0; pass < 2; pass++) {
+	/* At most three walks: a second with every cycle (below), and one
+	 * more, exact about loops, if a walk met a loop (GOHEAP_REWALK). */
+	bool all_cycles = false, exact = false;
+	for (;;) {
 		goheap_init(&h);
 		goheap_builder_free(b);
 		b = NULL;
@@ -113,18 +116,26 @@ static int snapshot_locked(pid_t pid, const struct gobin *g, const struct goheap
 		 * passes the rate on, period and time are set at the end. */
 		if ((rc = goheap_builder_new(&(struct goheap_builder_opts){ .g = g }, &b, NULL)))
 			goto nomem;
-		struct snap_stream ss = {
-			.st.fn = snap_fn, .b = b, .view = o->view, .all_cycles = pass == 1
-		};
+		struct snap_stream ss = { .st = { .fn = snap_fn, .exact = exact },
+					  .b = b,
+					  .view = o->view,
+					  .all_cycles = all_cycles };
 		b->max_pcs = o->budget.max_locations;
 		wb.frames = 0;
 		wb.cut = false;
-		if ((rc = goheap_walk(pid, g, o->max_buckets, o->max_depth, &h, &ss.st, &wb, err)))
+		rc = goheap_walk(pid, g, o->max_buckets, o->max_depth, &h, &ss.st, &wb, err);
+		if (rc == GOHEAP_REWALK && !exact) {
+			exact = true;
+			continue;
+		}
+		if (rc)
 			goto out;
 		/* runtime.MemProfile's "clear" case: nothing published by any GC
 		 * yet, so it reports every cycle - walk again, adding them all. */
-		if (o->view == GOHEAP_VIEW_RUNTIME && !ss.any_active && h.n && pass == 0)
+		if (o->view == GOHEAP_VIEW_RUNTIME && !ss.any_active && h.n && !all_cycles) {
+			all_cycles = true;
 			continue;
+		}
 		break;
 	}
 	if ((rc = goheap_builder_comments(b, &h, o->view)))

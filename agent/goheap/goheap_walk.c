@@ -171,6 +171,40 @@ static bool drop_repeats(struct go_heap *h)
 
 #define BUDGET_CHECK_EVERY 64 /* buckets between clock reads */
 
+/*
+ * Streamed loops without a set of every bucket (100,000 buckets made it
+ * 3 MB of hash table, touched anew each snapshot): every LOOP_SAMPLE-th
+ * bucket goes into a small set. A list that closes a loop at step r (its
+ * first repeat) revisits a sampled bucket by step r + LOOP_SAMPLE - 1: the
+ * first sampled step j >= the loop's start is within LOOP_SAMPLE of it and
+ * comes round again one loop length later. By then up to LOOP_SAMPLE - 1
+ * repeats were streamed, so the walk returns GOHEAP_REWALK and the caller
+ * walks again with st->exact (the set of every bucket: the walk stops at
+ * the first repeat). A walk that stops for another reason (the bucket
+ * limit, a budget) first follows up to LOOP_SAMPLE - 1 more allnext
+ * pointers (8-byte reads), so a loop closed before the stop is still found
+ * and the result is the exact walk's. Loops are a hostile target's: a Go
+ * runtime's list never loops, and then the sampled set is all it costs.
+ */
+#define LOOP_SAMPLE 32
+
+/* From b (the walk's step `step`, already checked): does the list repeat
+ * a sampled bucket within LOOP_SAMPLE - 1 more steps? */
+static bool loop_ahead(struct rmem *rd, struct u64map *seen, uint64_t b, uint64_t step)
+{
+	for (uint64_t i = 1; i < LOOP_SAMPLE && b; i++) {
+		uint64_t next;
+		if (b & 7 || rmem_read(rd, b + GO_BUCKET_ALLNEXT, &next, sizeof(next), NULL))
+			return false;
+		if (next && u64map_get(seen, next, NULL))
+			return true;
+		if ((step + i) % LOOP_SAMPLE == 0 && next && u64map_put(seen, next, 1))
+			return false;
+		b = next;
+	}
+	return false;
+}
+
 int goheap_walk(pid_t pid, const struct gobin *g, uint32_t max_buckets, uint32_t max_depth,
 		struct go_heap *h, struct goheap_stream *st, struct goheap_walk_budget *wb,
 		struct pp_err *err)
@@ -207,22 +241,28 @@ int goheap_walk(pid_t pid, const struct gobin *g, uint32_t max_buckets, uint32_t
 	/* Loops: stored, Brent's cycle detection costs nothing per bucket and
 	 * once it fires the repeated tail is cut exactly (drop_repeats);
 	 * streamed, nothing can be taken back: a set of the buckets seen. */
-	uint64_t saved = 0, power = 1, lam = 0;
+	uint64_t saved = 0, power = 1, lam = 0, step = 0, stop_at = 0;
 	struct u64map seen = { 0 };
-	if (st && u64map_init(&seen, 4096)) {
+	bool exact = st && st->exact;
+	if (st && u64map_init(&seen, exact ? 4096 : 256)) {
 		free(buf);
 		return -ENOMEM;
 	}
 	rc = 0;
-	for (uint64_t b = head; b;) {
+	for (uint64_t b = head; b; step++) {
 		if (st) {
 			if (u64map_get(&seen, b, NULL)) {
+				if (!exact) {
+					rc = GOHEAP_REWALK;
+					break;
+				}
 				goheap_set_incomplete(h, "the bucket list loops (at 0x%" PRIx64 ")",
 						      b);
 				break;
 			}
-			if ((rc = u64map_put(&seen, b, 1)))
+			if ((exact || step % LOOP_SAMPLE == 0) && (rc = u64map_put(&seen, b, 1)))
 				break;
+			stop_at = b; /* the walk stops here unless it goes on */
 		} else if (b == saved) {
 			drop_repeats(h);
 			goheap_set_incomplete(h, "the bucket list loops (at 0x%" PRIx64 ")", b);
@@ -332,7 +372,12 @@ int goheap_walk(pid_t pid, const struct gobin *g, uint32_t max_buckets, uint32_t
 			break;
 		}
 		b = gb.allnext;
+		stop_at = 0;
 	}
+	/* Stopped early (not at the list's end, not at a loop): a loop closed
+	 * just before is found by looking a few buckets ahead. */
+	if (st && !exact && !rc && stop_at && loop_ahead(&rd, &seen, stop_at, step))
+		rc = GOHEAP_REWALK;
 	u64map_free(&seen);
 	if (wb)
 		wb->read_bytes += rd.bytes;

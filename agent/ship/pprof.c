@@ -1,46 +1,35 @@
 /*
- * pprof.c - in-memory pprof builder with interning, and its encoding:
- * pprof_encode writes the protobuf wire format straight from the builder's
- * arrays into one exactly sized buffer (the bytes protobuf-c's pack would
- * write: fields in number order, proto3 zeros left out, repeated scalars
- * packed), with no intermediate message tree. What is done with a finished
- * profile's bytes (gzip, gunzip, validation) is in pprof_bytes.c.
+ * pprof.c - in-memory pprof builder with interning. Its encoding is
+ * pprof_encode.c's: the protobuf wire format written straight from the
+ * builder's arrays into one exactly sized buffer (the bytes protobuf-c's
+ * pack would write: fields in number order, proto3 zeros left out,
+ * repeated scalars packed), with no intermediate message tree. What is
+ * done with a finished profile's bytes (gzip, gunzip, validation) is in
+ * pprof_bytes.c. The state both share is pprof_internal.h.
  *
  * Every entity lives in a growable array; its id is index + 1. A small
  * open-addressing hash table per entity kind maps a key to that index, so
  * interning is O(1) and identical samples (same location ids, same labels
  * in the same order) merge by adding values. Samples' keys and values and
  * locations' lines live in shared pools indexed by offset: a 100,000-sample
- * heap profile is a few large arrays, not 300,000 small mallocs.
+ * heap profile is a few large arrays, not 300,000 small mallocs. A
+ * profile that does not merge (pprof_set_merge) keeps each sample only as
+ * its encoded bytes in one mmap'd buffer: no table, no keys, no values.
  */
 #include "pprof.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "grow.h"
-#include <zlib.h>
+#include "pprof_internal.h"
 
 /* Ids and string indexes are kept in uint32 slots in the hash tables. */
 #define PPROF_MAX_ENTRIES 0x7fffffffu
 
 /* ---- varints and hashing --------------------------------------------- */
-
-static inline size_t vlen(uint64_t v)
-{
-	return (size_t)(63 - __builtin_clzll(v | 1)) / 7 + 1;
-}
-
-static inline uint8_t *put_v(uint8_t *o, uint64_t v)
-{
-	while (v >= 0x80) {
-		*o++ = (uint8_t)(v | 0x80);
-		v >>= 7;
-	}
-	*o++ = (uint8_t)v;
-	return o;
-}
 
 static uint64_t mix64(uint64_t h, uint64_t v)
 {
@@ -64,17 +53,6 @@ static uint64_t hash_bytes(uint64_t h, const void *data, size_t len)
 	memcpy(&v, p, len);
 	return mix64(h, v ^ ((uint64_t)len << 56));
 }
-
-struct ht_slot {
-	uint32_t idx1; /* index + 1; 0 = empty */
-	uint32_t h;
-};
-
-struct htab {
-	struct ht_slot *s;
-	uint32_t mask; /* capacity - 1 (power of two), 0 when unallocated */
-	uint32_t n;
-};
 
 typedef int (*ht_eq_fn)(const struct pprof *p, uint32_t idx, const void *key);
 
@@ -136,77 +114,6 @@ static int vec_reserve(void **v, size_t *cap, size_t n, size_t elem)
 	return pp_grow(v, cap, n + 1, elem, 16);
 }
 
-/* ---- builder state ---------------------------------------------------- */
-
-struct mapping {
-	uint64_t start, limit, offset;
-	int64_t file, build_id;
-	bool has_functions, has_line_numbers;
-};
-
-struct function {
-	int64_t name, system_name, filename, start_line;
-};
-
-struct location {
-	uint64_t mapping_id, address;
-	uint32_t line_off, nlines; /* in p->lines */
-};
-
-struct slabel {
-	int64_t key, str, num, num_unit;
-};
-
-/* A sample's key is kept as the bytes it is sent as: its location ids as
- * packed varints (one or two bytes each in a heap profile), then its
- * labels as encoded Label fields. Keys are hashed and compared as bytes
- * (the encoding is canonical) and copied as they are by the encoder.
- * Values are p->vals[i * nstypes ...] for sample i. */
-struct sample {
-	uint32_t key_off;	   /* in p->skey */
-	uint32_t loc_len, lab_len; /* bytes of ids, then of labels */
-};
-
-struct value_type {
-	int64_t type, unit;
-};
-
-struct pprof {
-	char **strs;
-	size_t nstrs, capstrs;
-	struct htab strtab;
-
-	struct value_type *stypes;
-	size_t nstypes, capstypes;
-	struct value_type period_type;
-	int64_t period, time_nanos, duration_nanos, default_sample_type;
-	int64_t *comments;
-	size_t ncomments, capcomments;
-
-	struct mapping *maps;
-	size_t nmaps, capmaps;
-	struct htab maptab;
-
-	struct function *funcs;
-	size_t nfuncs, capfuncs;
-	struct htab functab;
-
-	struct location *locs;
-	size_t nlocs, caplocs;
-	struct htab loctab;
-
-	struct pprof_line *lines; /* every location's lines */
-	size_t nlines, caplines;
-
-	struct sample *samples;
-	size_t nsamples, capsamples;
-	struct htab sampletab;
-	uint8_t *skey; /* every sample's key bytes */
-	size_t nskey, capskey;
-	int64_t *vals; /* nstypes per sample */
-	size_t capvals;
-};
-
 /* ---- strings ---------------------------------------------------------- */
 
 static int str_eq(const struct pprof *p, uint32_t idx, const void *key)
@@ -262,6 +169,8 @@ void pprof_free(struct pprof *p)
 			   p->lines,	p->samples,  p->skey,	   p->vals,	p->sampletab.s };
 	for (size_t i = 0; i < sizeof(arrays) / sizeof(arrays[0]); i++)
 		free(arrays[i]);
+	if (p->sbuf)
+		munmap(p->sbuf, p->capsbuf);
 	free(p);
 }
 
@@ -474,6 +383,83 @@ static uint8_t *put_label(uint8_t *o, const struct slabel *l)
 	return o + (e - body);
 }
 
+int pprof_set_merge(struct pprof *p, bool merge)
+{
+	if (p->nsamples)
+		return -EINVAL;
+	p->nomerge = !merge;
+	return 0;
+}
+
+/* Room for n more bytes in sbuf. mmap/mremap: growing moves page tables,
+ * never copies (realloc copies once malloc's dynamic mmap threshold has
+ * risen past the size, as it does after the first large free). */
+static int sbuf_room(struct pprof *p, size_t n)
+{
+	if (p->nsbuf + n <= p->capsbuf)
+		return 0;
+	size_t cap = p->capsbuf ? p->capsbuf : 64 << 10;
+	while (cap < p->nsbuf + n)
+		if ((cap *= 2) > ((size_t)1 << 40))
+			return -ENOMEM;
+	void *nb = p->sbuf ? mremap(p->sbuf, p->capsbuf, cap, MREMAP_MAYMOVE)
+			   : mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+				  -1, 0);
+	if (nb == MAP_FAILED)
+		return -ENOMEM;
+	p->sbuf = nb;
+	p->capsbuf = cap;
+	return 0;
+}
+
+/* An unmerged sample, encoded now as w_sample would: the body is written
+ * 6 bytes on (the most its key and length take), then moved behind them. */
+static int add_unmerged(struct pprof *p, const uint64_t *locs, size_t nlocs, const int64_t *values,
+			const struct pprof_label *labels, size_t nlabels)
+{
+	size_t lb = 0, vb = 0;
+	for (size_t j = 0; j < nlocs; j++)
+		lb += vlen(locs[j]);
+	for (size_t v = 0; v < p->nstypes; v++)
+		vb += vlen((uint64_t)values[v]);
+	if (sbuf_room(p, 6 + (lb ? 6 + lb : 0) + 6 + vb + 50 * nlabels))
+		return -ENOMEM;
+	uint8_t *start = p->sbuf + p->nsbuf, *body = start + 6, *o = body;
+	if (lb) {
+		*o++ = (1 << 3) | 2;
+		o = put_v(o, lb);
+		for (size_t j = 0; j < nlocs; j++)
+			o = put_v(o, locs[j]);
+	}
+	*o++ = (2 << 3) | 2;
+	o = put_v(o, vb);
+	for (size_t v = 0; v < p->nstypes; v++)
+		o = put_v(o, (uint64_t)values[v]);
+	for (size_t i = 0; i < nlabels; i++) {
+		struct slabel l = { 0 };
+		if (!labels[i].key || !*labels[i].key)
+			return -EINVAL;
+		l.key = intern(p, labels[i].key);
+		if (labels[i].str) {
+			l.str = intern(p, labels[i].str);
+		} else {
+			l.num = labels[i].num;
+			if (labels[i].num_unit)
+				l.num_unit = intern(p, labels[i].num_unit);
+		}
+		if (l.key < 0 || l.str < 0 || l.num_unit < 0)
+			return -ENOMEM;
+		o = put_label(o, &l);
+	}
+	size_t n = (size_t)(o - body);
+	uint8_t *h = put_v(start + 1, n);
+	start[0] = (2 << 3) | 2;
+	memmove(h, body, n);
+	p->nsbuf += (size_t)(h - start) + n;
+	p->nsamples++;
+	return 0;
+}
+
 int pprof_add_sample(struct pprof *p, const uint64_t *locs, size_t nlocs, const int64_t *values,
 		     const struct pprof_label *labels, size_t nlabels)
 {
@@ -483,6 +469,8 @@ int pprof_add_sample(struct pprof *p, const uint64_t *locs, size_t nlocs, const 
 	for (size_t i = 0; i < nlocs; i++)
 		if (!locs[i] || locs[i] > p->nlocs)
 			return -EINVAL;
+	if (p->nomerge)
+		return add_unmerged(p, locs, nlocs, values, labels, nlabels);
 	/* The key is written at the pool's end: kept there if the sample is new. */
 	if (vec_reserve((void **)&p->skey, &p->capskey, p->nskey + 5 * nlocs + 48 * nlabels,
 			sizeof(*p->skey)))
@@ -538,261 +526,4 @@ int pprof_add_sample(struct pprof *p, const uint64_t *locs, size_t nlocs, const 
 size_t pprof_sample_count(const struct pprof *p)
 {
 	return p->nsamples;
-}
-
-/* ---- encoding ----------------------------------------------------------
- * One pass function, run twice: with w->buf NULL it only counts bytes,
- * then it writes into a buffer of exactly that size. Field numbers are
- * proto/profile.proto's. */
-
-struct pbw {
-	uint8_t *buf; /* NULL: count only */
-	size_t n;
-	/* Streaming to gzip: buf is a chunk of cap bytes handed to deflate
-	 * whenever the next message may not fit (no whole plain copy). */
-	z_stream *z;
-	size_t cap;
-	uint8_t *out; /* the gzip bytes, total_out of outcap used */
-	size_t outcap;
-	bool failed;
-};
-
-static inline void w_v(struct pbw *w, uint64_t v)
-{
-	if (w->buf)
-		w->n = (size_t)(put_v(w->buf + w->n, v) - w->buf);
-	else
-		w->n += vlen(v);
-}
-
-/* A varint field; proto3 leaves zeros out. int64s go as their uint64. */
-static inline size_t fv_len(uint32_t f, uint64_t v)
-{
-	return v ? vlen((uint64_t)f << 3) + vlen(v) : 0;
-}
-
-static inline void w_fv(struct pbw *w, uint32_t f, uint64_t v)
-{
-	if (v) {
-		w_v(w, (uint64_t)f << 3);
-		w_v(w, v);
-	}
-}
-
-/* A length-delimited field of body length n: key and length written, the
- * body is the caller's. false when counting (the body counted too). */
-static inline bool w_fl(struct pbw *w, uint32_t f, size_t n)
-{
-	w_v(w, ((uint64_t)f << 3) | 2);
-	w_v(w, n);
-	if (!w->buf)
-		w->n += n;
-	return w->buf != NULL;
-}
-
-/* Hand the chunk to deflate (all of it, or finish the stream). */
-static bool w_deflate(struct pbw *w, int flush)
-{
-	z_stream *z = w->z;
-	int zrc;
-	z->next_in = w->buf;
-	z->avail_in = (uInt)w->n;
-	do {
-		if (w->outcap - z->total_out < 4096 &&
-		    pp_grow(&w->out, &w->outcap, w->outcap + 4096, 1, 64 << 10))
-			return !(w->failed = true);
-		z->next_out = w->out + z->total_out;
-		z->avail_out = (uInt)(w->outcap - z->total_out);
-		zrc = deflate(z, flush);
-		if (zrc != Z_OK && zrc != Z_STREAM_END && zrc != Z_BUF_ERROR)
-			return !(w->failed = true);
-	} while (z->avail_in || (flush == Z_FINISH && zrc != Z_STREAM_END));
-	w->n = 0;
-	return true;
-}
-
-/* Room for `need` more bytes in the chunk when streaming (a message may
- * span chunks: deflate sees one byte stream). Bounds: key and length 6
- * bytes, a varint 11. */
-static bool w_room(struct pbw *w, size_t need)
-{
-	if (!w->z || w->n + need <= w->cap)
-		return true;
-	if (w->n && !w_deflate(w, Z_NO_FLUSH))
-		return false;
-	if (need > w->cap) {
-		uint8_t *nb = realloc(w->buf, need);
-		if (!nb)
-			return !(w->failed = true);
-		w->buf = nb;
-		w->cap = need;
-	}
-	return true;
-}
-
-/* Label, ValueType, Mapping, Line and Function are messages of varint
- * fields 1..n: v[0..n-1]. */
-static void w_msg(struct pbw *w, uint32_t f, const uint64_t *v, size_t n)
-{
-	size_t len = 0;
-	if (!w_room(w, 6 + 11 * n))
-		return;
-	for (size_t i = 0; i < n; i++)
-		len += fv_len((uint32_t)i + 1, v[i]);
-	if (w_fl(w, f, len))
-		for (size_t i = 0; i < n; i++)
-			w_fv(w, (uint32_t)i + 1, v[i]);
-}
-
-static void w_vtype(struct pbw *w, uint32_t f, const struct value_type *t)
-{
-	w_msg(w, f, (const uint64_t[]){ (uint64_t)t->type, (uint64_t)t->unit }, 2);
-}
-
-static void w_sample(struct pbw *w, const struct pprof *p, size_t i)
-{
-	const struct sample *s = &p->samples[i];
-	const int64_t *v = p->vals + i * p->nstypes;
-	size_t lb = s->loc_len, vb = 0;
-
-	for (size_t j = 0; j < p->nstypes; j++)
-		vb += vlen((uint64_t)v[j]);
-	/* Fields 1 and 2 have one key byte. */
-	size_t n = (lb ? 1 + vlen(lb) + lb : 0) + (vb ? 1 + vlen(vb) + vb : 0) + s->lab_len;
-	if (!w_room(w, 3 * 6 + n) || !w_fl(w, 2, n))
-		return;
-	if (lb && w_fl(w, 1, lb)) {
-		memcpy(w->buf + w->n, p->skey + s->key_off, lb);
-		w->n += lb;
-	}
-	if (vb && w_fl(w, 2, vb))
-		for (size_t j = 0; j < p->nstypes; j++)
-			w_v(w, (uint64_t)v[j]);
-	memcpy(w->buf + w->n, p->skey + s->key_off + lb, s->lab_len);
-	w->n += s->lab_len;
-}
-
-static void w_mapping(struct pbw *w, const struct mapping *m, uint64_t id)
-{
-	/* has_filenames and has_inline_frames go as has_line_numbers. */
-	w_msg(w, 3,
-	      (const uint64_t[]){ id, m->start, m->limit, m->offset, (uint64_t)m->file,
-				  (uint64_t)m->build_id, m->has_functions, m->has_line_numbers,
-				  m->has_line_numbers, m->has_line_numbers },
-	      10);
-}
-
-static void w_location(struct pbw *w, const struct pprof *p, size_t i)
-{
-	const struct location *l = &p->locs[i];
-	/* NULL + 0 is undefined: no lines at all leaves p->lines NULL. */
-	const struct pprof_line *ln = l->nlines ? p->lines + l->line_off : NULL;
-	struct pbw lw = { 0 };
-
-	for (uint32_t j = 0; j < l->nlines; j++)
-		w_msg(&lw, 4, (const uint64_t[]){ ln[j].function_id, (uint64_t)ln[j].line }, 2);
-	if (!w_room(w, 6 + 3 * 11 + lw.n) ||
-	    !w_fl(w, 4, fv_len(1, i + 1) + fv_len(2, l->mapping_id) + fv_len(3, l->address) + lw.n))
-		return;
-	w_fv(w, 1, i + 1);
-	w_fv(w, 2, l->mapping_id);
-	w_fv(w, 3, l->address);
-	for (uint32_t j = 0; j < l->nlines; j++)
-		w_msg(w, 4, (const uint64_t[]){ ln[j].function_id, (uint64_t)ln[j].line }, 2);
-}
-
-static void w_function(struct pbw *w, const struct function *f, uint64_t id)
-{
-	w_msg(w, 5,
-	      (const uint64_t[]){ id, (uint64_t)f->name, (uint64_t)f->system_name,
-				  (uint64_t)f->filename, (uint64_t)f->start_line },
-	      5);
-}
-
-static void encode_to(const struct pprof *p, struct pbw *w)
-{
-	size_t cb = 0;
-
-	for (size_t i = 0; i < p->nstypes; i++)
-		w_vtype(w, 1, &p->stypes[i]);
-	for (size_t i = 0; i < p->nsamples; i++)
-		w_sample(w, p, i);
-	for (size_t i = 0; i < p->nmaps; i++)
-		w_mapping(w, &p->maps[i], i + 1);
-	for (size_t i = 0; i < p->nlocs; i++)
-		w_location(w, p, i);
-	for (size_t i = 0; i < p->nfuncs; i++)
-		w_function(w, &p->funcs[i], i + 1);
-	for (size_t i = 0; i < p->nstrs; i++) {
-		size_t sl = strlen(p->strs[i]);
-		if (w_room(w, 6 + sl) && w_fl(w, 6, sl)) {
-			memcpy(w->buf + w->n, p->strs[i], sl);
-			w->n += sl;
-		}
-	}
-	if (!w_room(w, 6 * 11 + 3 * 6 + 2 * 11 + 11 * p->ncomments))
-		return;
-	w_fv(w, 9, (uint64_t)p->time_nanos);
-	w_fv(w, 10, (uint64_t)p->duration_nanos);
-	if (p->period_type.type || p->period_type.unit || p->period)
-		w_vtype(w, 11, &p->period_type);
-	w_fv(w, 12, (uint64_t)p->period);
-	for (size_t i = 0; i < p->ncomments; i++)
-		cb += vlen((uint64_t)p->comments[i]);
-	if (cb && w_fl(w, 13, cb))
-		for (size_t i = 0; i < p->ncomments; i++)
-			w_v(w, (uint64_t)p->comments[i]);
-	w_fv(w, 14, (uint64_t)p->default_sample_type);
-}
-
-/* Gzip level 1 (as pprof_gzip), the profile streamed through a 64 KiB
- * chunk. */
-static int encode_gzip(const struct pprof *p, uint8_t **out, size_t *len, struct pp_err *err)
-{
-	z_stream zs = { 0 };
-	struct pbw w = { .z = &zs, .cap = 64 << 10 };
-	int rc = 0;
-	if (deflateInit2(&zs, 1, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
-		return pp_errf(err, -ENOMEM, "gzip: deflateInit failed");
-	if (!(w.buf = malloc(w.cap)))
-		w.failed = true;
-	else
-		encode_to(p, &w);
-	if (!w.failed)
-		w_deflate(&w, Z_FINISH);
-	if (w.failed) {
-		rc = pp_errf(err, -ENOMEM, "pprof: out of memory compressing %zu samples",
-			     p->nsamples);
-		free(w.out);
-	} else {
-		*out = w.out;
-		*len = zs.total_out;
-	}
-	deflateEnd(&zs);
-	free(w.buf);
-	return rc;
-}
-
-int pprof_encode(const struct pprof *p, bool gzip, uint8_t **out, size_t *len, struct pp_err *err)
-{
-	struct pbw w = { 0 };
-	*out = NULL;
-	*len = 0;
-	if (gzip)
-		return encode_gzip(p, out, len, err);
-	encode_to(p, &w);
-	size_t n = w.n;
-	if (!(w.buf = malloc(n ? n : 1)))
-		return pp_errf(err, -ENOMEM,
-			       "pprof: out of memory encoding %zu samples (%zu bytes)", p->nsamples,
-			       n);
-	w.n = 0;
-	encode_to(p, &w);
-	if (w.n != n) {
-		free(w.buf);
-		return pp_errf(err, -EIO, "pprof: encoded size mismatch");
-	}
-	*out = w.buf;
-	*len = n;
-	return 0;
 }

@@ -61,9 +61,15 @@ uint64_t pprof_function(struct pprof *p, const char *name, const char *system_na
 uint64_t pprof_location(struct pprof *p, uint64_t mapping_id, uint64_t address,
 			const struct pprof_line *lines, size_t nlines);
 /* locs[0] is the leaf. Identical stacks with identical labels are merged
- * (values added). */
+ * (values added), unless pprof_set_merge(p, false). */
 int pprof_add_sample(struct pprof *p, const uint64_t *locs, size_t nlocs, const int64_t *values,
 		     const struct pprof_label *labels, size_t nlabels);
+
+/* merge false: every pprof_add_sample() is a sample of its own, encoded
+ * at once into one growing buffer (no merge table, no per-sample keys and
+ * values kept apart): what runtime/pprof's heap profile does, one sample
+ * per bucket. Only before the first sample: 0 or -EINVAL. */
+int pprof_set_merge(struct pprof *p, bool merge);
 
 size_t pprof_sample_count(const struct pprof *p);
 

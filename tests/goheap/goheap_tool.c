@@ -10,6 +10,9 @@
  *   goheap_tool bench PID ITERATIONS [MAX_BUCKETS]
  *       time goheap_read and goheap_snapshot ITERATIONS times each;
  *       prints min/median ms and the peak RSS of this process
+ *   goheap_tool snapbench PID ITERATIONS
+ *       goheap_snapshot alone (for perf record): CPU ms min/median and
+ *       minor page faults per snapshot
  *   goheap_tool enable PID
  *       gobin_enable_profiling(): prints "rc=N old=N"
  */
@@ -213,6 +216,56 @@ static int cmd_bench(pid_t pid, int iters, uint32_t max_buckets)
 	free(sn);
 	free(rdc);
 	free(snc);
+	gobin_free(g);
+	return 0;
+}
+
+static int cmd_snapbench(pid_t pid, int iters)
+{
+	struct gobin *g;
+	struct pp_err err = { 0 };
+	if (iters < 1 || iters > 1000)
+		iters = 5;
+	if (gobin_new(&(struct gobin_opts){ .pid = pid }, &g, &err)) {
+		printf("attach: %s\n", err.msg);
+		return 1;
+	}
+	double *cpu = calloc((size_t)iters, sizeof(double));
+	long flt_min = -1;
+	size_t samples = 0;
+	for (int i = 0; cpu && i < iters; i++) {
+		struct goheap_snapshot s;
+		struct goheap_snapshot_opts o = { .view = GOHEAP_VIEW_RUNTIME,
+						  .max_buckets = 1000000,
+						  .max_depth = 128,
+						  .trigger = "on_demand",
+						  .node = "bench" };
+		struct timespec c0, c1;
+		struct rusage r0, r1;
+		getrusage(RUSAGE_SELF, &r0);
+		clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
+		int rc = goheap_snapshot(pid, g, &o, &s, &err);
+		clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
+		getrusage(RUSAGE_SELF, &r1);
+		if (rc) {
+			printf("snapshot rc=%d msg=%s\n", rc, err.msg);
+			return 1;
+		}
+		cpu[i] = ms(&c0, &c1);
+		if (flt_min < 0 || r1.ru_minflt - r0.ru_minflt < flt_min)
+			flt_min = r1.ru_minflt - r0.ru_minflt;
+		samples = s.samples;
+		goheap_snapshot_free(&s);
+	}
+	if (!cpu)
+		return 1;
+	qsort(cpu, (size_t)iters, sizeof(double), dcmp);
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	printf("samples=%zu snapshot_cpu_ms_min=%.2f snapshot_cpu_ms_median=%.2f "
+	       "minor_faults_min=%ld peak_rss_kb=%ld\n",
+	       samples, cpu[0], cpu[iters / 2], flt_min, ru.ru_maxrss);
+	free(cpu);
 	gobin_free(g);
 	return 0;
 }
@@ -450,6 +503,8 @@ int main(int argc, char **argv)
 	if (argc >= 4 && !strcmp(argv[1], "bench"))
 		return cmd_bench(atoi(argv[2]), atoi(argv[3]),
 				 argc >= 5 ? (uint32_t)strtoul(argv[4], NULL, 10) : 1000000);
+	if (argc >= 4 && !strcmp(argv[1], "snapbench"))
+		return cmd_snapbench(atoi(argv[2]), atoi(argv[3]));
 	if (argc >= 5 && !strcmp(argv[1], "share"))
 		return cmd_share(atoi(argv[2]), atoi(argv[3]), argv[4]);
 	if (argc >= 3 && !strcmp(argv[1], "canon"))
@@ -457,6 +512,7 @@ int main(int argc, char **argv)
 	if (argc >= 3 && !strcmp(argv[1], "enable"))
 		return cmd_enable(atoi(argv[2]));
 	fprintf(stderr, "usage: goheap_tool vars FILE | kill-then-read PID | "
-			"bench PID ITERATIONS [MAX_BUCKETS] | canon PID | enable PID\n");
+			"bench PID ITERATIONS [MAX_BUCKETS] | snapbench PID ITERATIONS | canon PID "
+			"| enable PID\n");
 	return 2;
 }
