@@ -86,8 +86,14 @@ static int fill(struct rmem *r, uint64_t addr, void *out, size_t len)
 		start = addr & ~4095ULL;
 	/* A list that runs upwards (not the runtime's way, but the target's
 	 * choice) would miss on every object with a window that ends at the
-	 * request: read the window that starts there instead. */
-	if (addr > r->last_miss && r->last_miss) {
+	 * request: read the window that starts there instead, once two misses
+	 * in a row went up. One alone is the runtime's list jumping to an
+	 * older persistentalloc chunk at a higher address, entered at its top
+	 * (its newest bucket): the window below is the one it will walk, the
+	 * one above mostly not the list's (it used to be read, and the walk
+	 * of 100,000 buckets read 79 MB for 35 MB of buckets). */
+	r->ups = addr > r->last_miss && r->last_miss ? r->ups + 1 : 0;
+	if (r->ups >= 2) {
 		start = addr & ~4095ULL;
 		end = start + RMEM_WINDOW < start ? UINT64_MAX & ~4095ULL : start + RMEM_WINDOW;
 	}

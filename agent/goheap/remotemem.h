@@ -64,6 +64,7 @@ struct rmem {
 	struct rmem_window w[RMEM_NWINDOWS];
 	unsigned next;	    /* round-robin victim */
 	uint64_t last_miss; /* address of the previous miss: the walk's direction */
+	unsigned ups;	    /* misses in a row above the one before */
 };
 
 /* No allocation here; rmem_free() releases the windows. */

@@ -233,6 +233,7 @@ static int cmd_snapbench(pid_t pid, int iters)
 	double *cpu = calloc((size_t)iters, sizeof(double));
 	long flt_min = -1;
 	size_t samples = 0;
+	uint64_t read_bytes = 0;
 	for (int i = 0; cpu && i < iters; i++) {
 		struct goheap_snapshot s;
 		struct goheap_snapshot_opts o = { .view = GOHEAP_VIEW_RUNTIME,
@@ -255,6 +256,7 @@ static int cmd_snapbench(pid_t pid, int iters)
 		if (flt_min < 0 || r1.ru_minflt - r0.ru_minflt < flt_min)
 			flt_min = r1.ru_minflt - r0.ru_minflt;
 		samples = s.samples;
+		read_bytes = s.read_bytes;
 		goheap_snapshot_free(&s);
 	}
 	if (!cpu)
@@ -262,9 +264,9 @@ static int cmd_snapbench(pid_t pid, int iters)
 	qsort(cpu, (size_t)iters, sizeof(double), dcmp);
 	struct rusage ru;
 	getrusage(RUSAGE_SELF, &ru);
-	printf("samples=%zu snapshot_cpu_ms_min=%.2f snapshot_cpu_ms_median=%.2f "
-	       "minor_faults_min=%ld peak_rss_kb=%ld\n",
-	       samples, cpu[0], cpu[iters / 2], flt_min, ru.ru_maxrss);
+	printf("samples=%zu read_bytes=%" PRIu64 " snapshot_cpu_ms_min=%.2f "
+	       "snapshot_cpu_ms_median=%.2f minor_faults_min=%ld peak_rss_kb=%ld\n",
+	       samples, read_bytes, cpu[0], cpu[iters / 2], flt_min, ru.ru_maxrss);
 	free(cpu);
 	gobin_free(g);
 	return 0;
