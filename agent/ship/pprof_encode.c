@@ -205,7 +205,7 @@ static void encode_to(const struct pprof *p, struct pbw *w)
 {
 	size_t cb = 0;
 
-	for (size_t i = 0; i < p->nstypes; i++)
+	for (size_t i = 0; !p->zs && i < p->nstypes; i++) /* streamed: sent already */
 		w_vtype(w, 1, &p->stypes[i]);
 	if (p->nomerge)
 		w_bytes(w, p->sbuf, p->nsbuf);
@@ -242,13 +242,88 @@ static void encode_to(const struct pprof *p, struct pbw *w)
 
 /* Gzip level 1 (as pprof_gzip), the profile streamed through a 64 KiB
  * chunk. */
+struct pprof_zs {
+	z_stream z;
+	uint8_t *out; /* z.total_out bytes of outcap */
+	size_t outcap;
+	bool failed;
+};
+
+void pprof_zs_free(struct pprof_zs *zs)
+{
+	if (!zs)
+		return;
+	deflateEnd(&zs->z);
+	free(zs->out);
+	free(zs);
+}
+
+int pprof_zs_flush(struct pprof *p)
+{
+	struct pprof_zs *s = p->zs;
+	struct pbw w = { .buf = p->sbuf,
+			 .n = p->nsbuf,
+			 .z = &s->z,
+			 .out = s->out,
+			 .outcap = s->outcap,
+			 .failed = s->failed };
+	if (!w.failed && w.n)
+		w_deflate(&w, Z_NO_FLUSH);
+	s->out = w.out;
+	s->outcap = w.outcap;
+	s->failed = w.failed;
+	p->nsbuf = 0;
+	return s->failed ? -ENOMEM : 0;
+}
+
+int pprof_stream_gzip(struct pprof *p)
+{
+	if (!p->nomerge || p->nsamples || p->zs)
+		return -EINVAL;
+	struct pprof_zs *s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	if (deflateInit2(&s->z, 1, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
+		free(s);
+		return -ENOMEM;
+	}
+	/* The sample types come first on the wire: staged now, counted then
+	 * written. */
+	struct pbw w = { 0 };
+	for (size_t i = 0; i < p->nstypes; i++)
+		w_vtype(&w, 1, &p->stypes[i]);
+	if (pprof_sbuf_room(p, w.n)) {
+		pprof_zs_free(s);
+		return -ENOMEM;
+	}
+	w = (struct pbw){ .buf = p->sbuf };
+	for (size_t i = 0; i < p->nstypes; i++)
+		w_vtype(&w, 1, &p->stypes[i]);
+	p->nsbuf = w.n;
+	p->zs = s;
+	return 0;
+}
+
 static int encode_gzip(const struct pprof *p, uint8_t **out, size_t *len, struct pp_err *err)
 {
 	z_stream zs = { 0 };
 	struct pbw w = { .z = &zs, .cap = 64 << 10 };
 	int rc = 0;
-	if (deflateInit2(&zs, 1, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+	if (p->zs) {
+		/* Go on from a copy of the stream: p stays encodable. */
+		if (p->zs->failed)
+			return pp_errf(err, -ENOMEM, "pprof: out of memory compressing samples");
+		w.outcap = p->zs->outcap > w.cap ? p->zs->outcap : w.cap;
+		if (!(w.out = malloc(w.outcap)))
+			return pp_errf(err, -ENOMEM, "pprof: out of memory");
+		if (deflateCopy(&zs, &p->zs->z) != Z_OK) {
+			free(w.out);
+			return pp_errf(err, -ENOMEM, "gzip: deflateCopy failed");
+		}
+		memcpy(w.out, p->zs->out, zs.total_out);
+	} else if (deflateInit2(&zs, 1, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
 		return pp_errf(err, -ENOMEM, "gzip: deflateInit failed");
+	}
 	if (!(w.buf = malloc(w.cap)))
 		w.failed = true;
 	else
@@ -275,6 +350,8 @@ int pprof_encode(const struct pprof *p, bool gzip, uint8_t **out, size_t *len, s
 	*len = 0;
 	if (gzip)
 		return encode_gzip(p, out, len, err);
+	if (p->zs)
+		return pp_errf(err, -EINVAL, "pprof: a streamed profile is encoded gzip'd only");
 	encode_to(p, &w);
 	size_t n = w.n;
 	if (!(w.buf = malloc(n ? n : 1)))

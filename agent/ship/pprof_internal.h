@@ -113,6 +113,19 @@ struct pprof {
 	bool nomerge;
 	uint8_t *sbuf;
 	size_t nsbuf, capsbuf;
+	/* pprof_stream_gzip(): sample types and samples compressed as they
+	 * come; sbuf then stages what deflate has not been given yet. */
+	struct pprof_zs *zs;
 };
+
+/* Room for n more bytes in p->sbuf (pprof.c): 0 or -ENOMEM. */
+int pprof_sbuf_room(struct pprof *p, size_t n);
+/* Stream: give the staged bytes to deflate (pprof_encode.c): 0 or
+ * -ENOMEM (the stream is then failed: encoding will say so). */
+int pprof_zs_flush(struct pprof *p);
+void pprof_zs_free(struct pprof_zs *zs);
+
+/* Staged bytes handed to deflate at this size. */
+#define PPROF_STAGE (64u << 10)
 
 #endif
