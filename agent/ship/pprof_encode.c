@@ -320,7 +320,8 @@ static int encode_gzip(const struct pprof *p, uint8_t **out, size_t *len, struct
 			free(w.out);
 			return pp_errf(err, -ENOMEM, "gzip: deflateCopy failed");
 		}
-		memcpy(w.out, p->zs->out, zs.total_out);
+		if (zs.total_out) /* else out may still be NULL */
+			memcpy(w.out, p->zs->out, zs.total_out);
 	} else if (deflateInit2(&zs, 1, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
 		return pp_errf(err, -ENOMEM, "gzip: deflateInit failed");
 	}
