@@ -31,9 +31,12 @@
  *   GOHEAP_VIEW_LATEST: active + all three futures (the newest allocations
  *     included; what an OOM capture wants).
  *
- * Target memory is hostile: the walk is bounded by max_buckets, a seen-set
- * stops loops, nstk above GOHEAP_NSTK_LIMIT stops the walk, stacks deeper
- * than max_depth are truncated (counted), and goheap_snapshot() also
+ * Target memory is hostile: the walk is bounded by max_buckets, loops are
+ * cut at the first repeated bucket (Brent's cycle detection for a stored
+ * walk; for a streamed snapshot a sampled seen-set, and a second, exact
+ * walk only when a loop was met: goheap_walk.c), nstk above
+ * GOHEAP_NSTK_LIMIT stops the walk, stacks deeper than max_depth are
+ * truncated (counted), and goheap_snapshot() also
  * bounds the product (struct goheap_budget: frames, distinct PCs, bytes
  * read, wall time). A walk that stops early still returns what it read,
  * with complete = false and the reason.
@@ -195,7 +198,9 @@ struct goheap_snapshot {
 };
 
 /* Read + profile + labels for one attached gobin. The buckets stream into
- * the profile builder as they are read (no go_heap is held). Errors as
+ * the profile builder as they are read (no go_heap is held), and its
+ * samples into gzip as they are made (pprof_stream_gzip: one sample per
+ * bucket, as runtime/pprof writes, none held whole). Errors as
  * goheap_read(). Thread-safe, and serialized: one snapshot at a time in
  * the process (the HTTP snapshot thread and gotrack's worker wait for each
  * other), so one budget is also the agent's peak for snapshots; a wait
