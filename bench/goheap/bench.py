@@ -6,7 +6,9 @@ Builds tests/goheap/many.go, runs it with N distinct buckets at
 MemProfileRate 1, and runs `goheap_tool bench PID ITER` (tests/goheap/
 goheap_tool.c) against it: wall and CPU time of goheap_read (walking the
 buckets with process_vm_readv) and of goheap_snapshot (read + symbolize +
-build the pprof + gzip + labels), min and median, and the tool's peak RSS.
+build the pprof + gzip + labels), min and median, and the tool's peak RSS;
+then `goheap_tool snapbench PID 15`: goheap_snapshot alone, CPU min/median,
+minor page faults per snapshot, bytes read from the target.
 
 usage: bench/goheap/bench.py [BUILD_DIR] [N ...]     (default: build 10000 100000)
 """
@@ -37,4 +39,7 @@ for n in counts:
                     rss = int(line.split()[1])
         r = pptest.run([ghlib.TOOL, "bench", str(w.pid), "15", "1000000"], timeout=600)
         print(f"N={n} target_rss_kb={rss} {r.stdout.strip()}{r.stderr.strip()}")
+        # goheap_snapshot alone, with its page faults (the agent's path)
+        r = pptest.run([ghlib.TOOL, "snapbench", str(w.pid), "15"], timeout=600)
+        print(f"N={n} snapbench {r.stdout.strip()}{r.stderr.strip()}")
         sys.stdout.flush()
