@@ -31,6 +31,21 @@ import bench  # noqa: E402  (bench.py: population, agent, sink)
 import scale  # noqa: E402  (target_only_bench: --targeted)
 
 
+def thread_ns(pid):
+    """{tid: (comm, ns on CPU)} of pid's threads (schedstat: ns, where the
+    stat file's ticks are 10 ms)."""
+    out = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                comm = f.read().strip()
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                out[int(tid)] = (comm, int(f.read().split()[0]))
+        except (OSError, ValueError, IndexError):
+            pass
+    return out
+
+
 def run_one(b, binary, hz, interval, windows, perf_out):
     b.pushprof = binary
     sink = bench.Sink()
@@ -44,12 +59,14 @@ def run_one(b, binary, hz, interval, windows, perf_out):
             w = ag.wait_windows(1, 120)
             first = len(w)
             c0 = bench.proc_cpu_s(ag.pid)
+            t0 = thread_ns(ag.pid)
             if perf_out:
                 prof = subprocess.Popen(["perf", "record", "-F", "997", "-g", "-p",
                                          str(ag.pid), "-o", perf_out, "--quiet"],
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             ag.wait_windows(first + windows, 60 + 30 * windows)
             c1 = bench.proc_cpu_s(ag.pid)
+            t1 = thread_ns(ag.pid)
             mem = bench.proc_mem_kib(ag.pid)
             if prof:
                 prof.send_signal(2)
@@ -62,6 +79,12 @@ def run_one(b, binary, hz, interval, windows, perf_out):
         loop_ms = [float(x.get("loop_cpu_ms", 0)) for x in steady]
         return {
             "samples": samples,
+            # each thread's CPU over the steady windows (ms), in thread-creation
+            # order: the agent's threads are "pushprof" (the loop first; the
+            # OOM watcher, gotrack's worker, the pusher...) and gRPC's
+            "threads_ms": [[i, t1[k][0], round((t1[k][1] - t0.get(k, ("", 0))[1]) / 1e6, 1)]
+                           for i, k in enumerate(sorted(t1))
+                           if t1[k][1] - t0.get(k, ("", 0))[1] > 1e6],
             "rss_anon_kib": mem.get("RssAnon"), "own_rss_kib": mem.get("OwnRss"),
             # user+sys of the whole agent over the steady windows, in % of one CPU
             "cpu_pct_of_one": (c1 - c0) * 100 / (windows * bench.interval_s(interval)),

@@ -58,7 +58,7 @@
  * files was most of an idle agent's CPU time at one scan a second. */
 #define SCAN_NS 1000000000ull
 #define SCAN_EVENTS_NS 10000000000ull
-#define RECHECK_NS 50000000ull /* exec'd targets: gotrack_recheck() spacing */
+#define RECHECK_NS 250000000ull /* exec'd targets: gotrack_recheck() spacing */
 
 struct agent {
 	const struct config *cfg;

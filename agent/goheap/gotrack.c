@@ -414,12 +414,18 @@ void gotrack_recheck(struct gotrack *t)
 		struct candidate *c = &t->cand[i];
 		struct exe_id id;
 		uint64_t st;
-		if (proc_start_time(c->pid, &st) || st != c->start || exe_id_of(c->pid, &id)) {
+		/* one stat per candidate: reading /proc/PID/stat for each (the
+		 * start time) on every recheck was most of a targeted agent's
+		 * CPU where processes start often; the start time is read only
+		 * for an executable that changed */
+		bool gone = exe_id_of(c->pid, &id) != 0;
+		bool changed = !gone && !exe_id_same(&c->id, &id);
+		if (gone || (changed && (proc_start_time(c->pid, &st) || st != c->start))) {
 			/* gone or reused: the target set reports that by itself */
 			*c = t->cand[--t->ncand];
 			continue;
 		}
-		if (!exe_id_same(&c->id, &id) && nagain < sizeof(again) / sizeof(again[0]))
+		if (changed && nagain < sizeof(again) / sizeof(again[0]))
 			again[nagain++] = c->pid;
 		i++;
 	}
@@ -573,6 +579,7 @@ static void enqueue(struct gotrack *t, struct tracked *e, const char *trigger,
 			return;
 		}
 		t->thr_started = true;
+		pthread_setname_np(t->thr, "pushprof-goheap"); /* for top -H */
 	}
 	if (!(j = calloc(1, sizeof(*j))))
 		return;

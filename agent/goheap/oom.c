@@ -466,6 +466,8 @@ int oom_watch_new(const struct oom_watch_opts *opts, struct oom_watch **out, str
 		goto fail;
 	}
 	w->thr_started = true;
+	/* named for top -H and per-thread CPU figures (bench/window_ab.py) */
+	pthread_setname_np(w->thr, "pushprof-oom");
 	*out = w;
 	return 0;
 fail:
