@@ -8,7 +8,11 @@ reads VmRSS, own RSS (VmRSS without the BPF maps it mmaps), RssAnon and Pss.
 
   sudo /usr/bin/python3 bench/mem_ab.py --build build \
       --bin before=/tmp/base/pushprof --bin after=build/pushprof [--rounds 3] \
-      [--bin arena1=build/pushprof --env arena1:MALLOC_ARENA_MAX=1]
+      [--bin arena1=build/pushprof --env arena1:MALLOC_ARENA_MAX=1] \
+      [--procs 500 --busy 20 --go-idle 50] [--targeted]
+
+--targeted profiles only the benchmark's processes (bench/scale.py): other
+work on a shared machine then does not load the agent's symbol caches.
 
 Prints one line per run and a median per binary (KiB)."""
 import argparse
@@ -20,6 +24,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import bench as B  # noqa: E402 - the population, sink and agent helpers
+import scale  # noqa: E402 - target_only_bench (--targeted)
 
 
 def one_run(b, binary, name, freq, interval, windows, top, env):
@@ -66,9 +71,15 @@ def main():
     ap.add_argument("--freq", type=int, default=99)
     ap.add_argument("--interval", default="10s")
     ap.add_argument("--top", action="store_true", help="also print the largest mappings")
+    ap.add_argument("--procs", type=int, default=500)
+    ap.add_argument("--busy", type=int, default=20)
+    ap.add_argument("--go-idle", type=int, default=50)
+    ap.add_argument("--targeted", action="store_true")
     a = ap.parse_args()
     a.quick, a.no_diagnose = False, True
     b = B.Bench(a)
+    if a.targeted:
+        scale.target_only_bench(b)
     bins = [x.split("=", 1) for x in a.bin]
     envs = {lab: {} for lab, _ in bins}
     for x in a.env:
@@ -76,7 +87,7 @@ def main():
         k, v = kv.split("=", 1)
         envs[lab][k] = v
     keys = ("VmRSS", "OwnRss", "RssAnon", "Pss", "BpfMapRss", "cpu_s")
-    pop = B.Population(b, 500, 20, 50, 60 + a.rounds * len(bins) * (40 + 12 * a.windows))
+    pop = B.Population(b, a.procs, a.busy, a.go_idle, 60 + a.rounds * len(bins) * (40 + 12 * a.windows))
     res = {lab: [] for lab, _ in bins}
     try:
         for r in range(a.rounds):

@@ -46,6 +46,15 @@ sys.path.insert(0, HERE)
 import bench  # noqa: E402  (bench/bench.py: Population, node_run, Bench)
 
 
+def target_only_bench(b):
+    """--targeted: profile only the benchmark's processes (its temporary
+    directory's executables and `tail`, the sleepers); the agent still scans
+    every process. Other work on a shared machine (builds, tests) is then
+    neither sampled nor symbolized. Also used by mem_ab.py and window_ab.py."""
+    b.extra_config = ("targets: [{exe_regex: '^(%s/|/usr/bin/tail$)'}]\n"
+                      % b.tmp.replace(".", "\\."))
+
+
 def point(b, total, go_idle, freq, interval, windows):
     busy_secs = 60 + windows * 2 * bench.interval_s(interval) + 120
     t0 = time.time()
@@ -125,8 +134,7 @@ def main():
     a.no_diagnose = True
     b = bench.Bench(a)
     if a.targeted:
-        b.extra_config = ("targets: [{exe_regex: '^(%s/|/usr/bin/tail$)'}]\n"
-                          % b.tmp.replace(".", "\\."))
+        target_only_bench(b)
     interval, windows = ("1s", 2) if a.quick else (a.interval, a.windows)
     axes = a.axis.split(",")
     res = {"started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),

@@ -3,7 +3,7 @@
 
   /usr/bin/python3 bench/window_ab.py --a OLD/pushprof --b NEW/pushprof
       [--hz 99] [--rounds 3] [--windows 4] [--interval 10s]
-      [--procs 500 --busy 20 --go-idle 50] [--perf DIR]
+      [--procs 500 --busy 20 --go-idle 50] [--perf DIR] [--targeted]
 
 Starts the population of bench.py's section 2 once (busy C and Go
 workloads at nice 19, idle Go programs, sleepers), then runs the agents
@@ -28,6 +28,22 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import bench  # noqa: E402  (bench.py: population, agent, sink)
+import scale  # noqa: E402  (target_only_bench: --targeted)
+
+
+def thread_ns(pid):
+    """{tid: (comm, ns on CPU)} of pid's threads (schedstat: ns, where the
+    stat file's ticks are 10 ms)."""
+    out = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                comm = f.read().strip()
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                out[int(tid)] = (comm, int(f.read().split()[0]))
+        except (OSError, ValueError, IndexError):
+            pass
+    return out
 
 
 def run_one(b, binary, hz, interval, windows, perf_out):
@@ -43,12 +59,15 @@ def run_one(b, binary, hz, interval, windows, perf_out):
             w = ag.wait_windows(1, 120)
             first = len(w)
             c0 = bench.proc_cpu_s(ag.pid)
+            t0 = thread_ns(ag.pid)
             if perf_out:
                 prof = subprocess.Popen(["perf", "record", "-F", "997", "-g", "-p",
                                          str(ag.pid), "-o", perf_out, "--quiet"],
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             ag.wait_windows(first + windows, 60 + 30 * windows)
             c1 = bench.proc_cpu_s(ag.pid)
+            t1 = thread_ns(ag.pid)
+            mem = bench.proc_mem_kib(ag.pid)
             if prof:
                 prof.send_signal(2)
                 prof.wait(timeout=120)
@@ -60,6 +79,15 @@ def run_one(b, binary, hz, interval, windows, perf_out):
         loop_ms = [float(x.get("loop_cpu_ms", 0)) for x in steady]
         return {
             "samples": samples,
+            # each thread's CPU over the steady windows (ms), in thread-creation
+            # order: the agent's threads are "pushprof" (the loop first; the
+            # OOM watcher, gotrack's worker, the pusher...) and gRPC's
+            "threads_ms": [[i, t1[k][0], round((t1[k][1] - t0.get(k, ("", 0))[1]) / 1e6, 1)]
+                           for i, k in enumerate(sorted(t1))
+                           if t1[k][1] - t0.get(k, ("", 0))[1] > 1e6],
+            "rss_anon_kib": mem.get("RssAnon"), "own_rss_kib": mem.get("OwnRss"),
+            # user+sys of the whole agent over the steady windows, in % of one CPU
+            "cpu_pct_of_one": (c1 - c0) * 100 / (windows * bench.interval_s(interval)),
             "cpu_ms_per_1000": (c1 - c0) * 1e6 / samples if samples else None,
             "win_ms_per_1000": sum(win_ms) * 1000 / samples if samples else None,
             "win_ms_median": statistics.median(win_ms) if win_ms else None,
@@ -86,12 +114,16 @@ def main():
     ap.add_argument("--busy", type=int, default=20)
     ap.add_argument("--go-idle", type=int, default=50)
     ap.add_argument("--perf", default=None)
+    ap.add_argument("--targeted", action="store_true",
+                    help="profile only the benchmark's processes (bench/scale.py)")
     ap.add_argument("--out", default="/tmp/pushprof-window-ab")
     a = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("window_ab: run as root (BPF)")
     ns = argparse.Namespace(build=os.path.join(bench.SRC, "build"), out=a.out, quick=False)
     b = bench.Bench(ns)
+    if a.targeted:
+        scale.target_only_bench(b)
     per = (a.rounds * 2) * (bench.interval_s(a.interval) * (a.windows + 1) + 15)
     pop = bench.Population(b, a.procs, a.busy, a.go_idle, int(per) + 60)
     res = {"a": [], "b": []}
@@ -104,7 +136,7 @@ def main():
                 print(f"round {r} {key}: " + json.dumps(x), flush=True)
     finally:
         pop.stop()
-    for field in ("cpu_ms_per_1000", "win_ms_per_1000", "win_ms_median", "loop_ms_per_1000"):
+    for field in ("cpu_pct_of_one", "rss_anon_kib", "own_rss_kib", "cpu_ms_per_1000", "win_ms_per_1000", "win_ms_median", "loop_ms_per_1000"):
         ma = statistics.median([x[field] for x in res["a"] if x[field] is not None])
         mb = statistics.median([x[field] for x in res["b"] if x[field] is not None])
         print(f"{field}: A {ma:.2f}  B {mb:.2f}  B/A {mb / ma:.3f}")

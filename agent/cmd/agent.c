@@ -58,7 +58,7 @@
  * files was most of an idle agent's CPU time at one scan a second. */
 #define SCAN_NS 1000000000ull
 #define SCAN_EVENTS_NS 10000000000ull
-#define RECHECK_NS 50000000ull /* exec'd targets: gotrack_recheck() spacing */
+#define RECHECK_NS 250000000ull /* exec'd targets: gotrack_recheck() spacing */
 
 struct agent {
 	const struct config *cfg;
@@ -80,6 +80,7 @@ struct agent {
 	int64_t window_start_real;
 	uint64_t windows;
 	int allow_errors;
+	size_t free_at; /* agent_give_back_memory() */
 };
 
 static uint64_t cpu_time_ns(void)
@@ -298,6 +299,7 @@ static void window(struct agent *a)
 	pp_err_clear(&err);
 	int fr = outbox_flush(a->outbox, &err);
 	targets_forget_gone(a->targets, forget_pid, a);
+	agent_give_back_memory(&a->free_at);
 
 	size_t matched = 0, procs = targets_count(a->targets, &matched);
 	struct sym_stats sst = { 0 };

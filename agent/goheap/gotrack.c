@@ -1,4 +1,5 @@
 #include "gotrack.h"
+#include "gotrack_keep.h"
 
 #include <ctype.h>
 #include <dirent.h>
@@ -33,12 +34,6 @@
  */
 #define ENABLE_MIN_AGE_NS 300000000ull
 #define ENABLE_VERIFY_NS 3000000000ull
-
-struct exe_id {
-	dev_t dev;
-	ino_t ino;
-	struct timespec mtime;
-};
 
 struct tracked {
 	pid_t pid;
@@ -89,6 +84,7 @@ struct gotrack {
 	size_t ncand, cand_cap;
 	uint64_t due_ns;		    /* earliest enable_at_ns; UINT64_MAX = none */
 	struct exe_id not_go[NOT_GO_CACHE]; /* ring of executables known not to be Go */
+	struct gotrack_keep keep;	    /* analyses of exited Go programs */
 	size_t not_go_n, not_go_next;
 	struct metric *m_tracked, *m_enabled;
 	struct metric *m_cut, *m_backoff_skip;
@@ -184,6 +180,7 @@ void gotrack_free(struct gotrack *t)
 	pthread_cond_destroy(&t->cv);
 	for (size_t i = 0; i < t->n; i++)
 		gobin_free(t->v[i].g);
+	gotrack_keep_clear(&t->keep);
 	free(t->v);
 	free(t->cand);
 	free(t);
@@ -197,30 +194,10 @@ static struct tracked *find(struct gotrack *t, pid_t pid)
 	return NULL;
 }
 
-static int exe_id(pid_t pid, struct exe_id *id)
-{
-	char path[64];
-	struct stat st;
-
-	snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
-	if (stat(path, &st))
-		return -errno;
-	id->dev = st.st_dev;
-	id->ino = st.st_ino;
-	id->mtime = st.st_mtim;
-	return 0;
-}
-
-static bool same_exe(const struct exe_id *a, const struct exe_id *b)
-{
-	return a->dev == b->dev && a->ino == b->ino && a->mtime.tv_sec == b->mtime.tv_sec &&
-	       a->mtime.tv_nsec == b->mtime.tv_nsec;
-}
-
 static bool known_not_go(const struct gotrack *t, const struct exe_id *id)
 {
 	for (size_t i = 0; i < t->not_go_n; i++)
-		if (same_exe(&t->not_go[i], id))
+		if (exe_id_same(&t->not_go[i], id))
 			return true;
 	return false;
 }
@@ -317,12 +294,12 @@ static int add(struct gotrack *t, pid_t pid, bool remember)
 		return 0;
 	struct tracked *old = find(t, pid);
 	uint64_t start = 0;
-	if (exe_id(pid, &id))
+	if (exe_id_of(pid, &id))
 		return 0; /* gone, or a kernel thread */
 	if (old) {
 		if (proc_start_time(pid, &start))
 			return 0; /* gone: the caller removes it */
-		if (old->start == start && same_exe(&old->id, &id))
+		if (old->start == start && exe_id_same(&old->id, &id))
 			return 0;
 		/* the pid now names another process (or the process exec'd):
 		 * the old gobin describes another binary's memory layout */
@@ -345,9 +322,14 @@ static int add(struct gotrack *t, pid_t pid, bool remember)
 	/* replicas of one executable share its analysis and symbol tables */
 	int rc = -ENOENT;
 	for (size_t i = 0; i < t->n && rc; i++)
-		if (same_exe(&t->v[i].id, &id))
+		if (exe_id_same(&t->v[i].id, &id))
 			rc = gobin_share(t->v[i].g, pid, &g, NULL);
+	const char *analysis = rc ? "kept" : "shared";
+	const struct gobin *kept;
+	if (rc && (kept = gotrack_keep_find(&t->keep, &id, pp_mono_ns())) != NULL)
+		rc = gobin_share(kept, pid, &g, NULL); /* one that ran before */
 	if (rc) {
+		analysis = "new";
 		g = NULL;
 		rc = gobin_new(&(struct gobin_opts){ .pid = pid }, &g, &err);
 	}
@@ -387,9 +369,9 @@ static int add(struct gotrack *t, pid_t pid, bool remember)
 		}
 	}
 	metric_set(t->m_tracked, (double)t->n);
-	pp_log(PP_DEBUG, "tracking go process", "pid=%d go=%s vars=%s", (int)pid,
+	pp_log(PP_DEBUG, "tracking go process", "pid=%d go=%s vars=%s analysis=%s", (int)pid,
 	       g->go_version[0] ? g->go_version : "unknown",
-	       g->vars.source == GOBIN_VARS_SYMTAB ? "symtab" : "code");
+	       g->vars.source == GOBIN_VARS_SYMTAB ? "symtab" : "code", analysis);
 	if (t->oom) {
 		struct pp_err oerr = { 0 };
 		if (oom_watch_track_shared(t->oom, pid, g, &oerr) < 0)
@@ -432,18 +414,24 @@ void gotrack_recheck(struct gotrack *t)
 		struct candidate *c = &t->cand[i];
 		struct exe_id id;
 		uint64_t st;
-		if (proc_start_time(c->pid, &st) || st != c->start || exe_id(c->pid, &id)) {
+		/* one stat per candidate: reading /proc/PID/stat for each (the
+		 * start time) on every recheck was most of a targeted agent's
+		 * CPU where processes start often; the start time is read only
+		 * for an executable that changed */
+		bool gone = exe_id_of(c->pid, &id) != 0;
+		bool changed = !gone && !exe_id_same(&c->id, &id);
+		if (gone || (changed && (proc_start_time(c->pid, &st) || st != c->start))) {
 			/* gone or reused: the target set reports that by itself */
 			*c = t->cand[--t->ncand];
 			continue;
 		}
-		if (!same_exe(&c->id, &id) && nagain < sizeof(again) / sizeof(again[0]))
+		if (changed && nagain < sizeof(again) / sizeof(again[0]))
 			again[nagain++] = c->pid;
 		i++;
 	}
 	for (size_t i = 0; i < t->n; i++) {
 		struct exe_id id;
-		if (exe_id(t->v[i].pid, &id) == 0 && !same_exe(&t->v[i].id, &id) &&
+		if (exe_id_of(t->v[i].pid, &id) == 0 && !exe_id_same(&t->v[i].id, &id) &&
 		    nagain < sizeof(again) / sizeof(again[0]))
 			again[nagain++] = t->v[i].pid;
 	}
@@ -458,8 +446,16 @@ void gotrack_remove(struct gotrack *t, pid_t pid)
 	cand_del(t, pid);
 	if (!e)
 		return;
-	gobin_free(e->g);
+	struct gobin *g = e->g;
+	struct exe_id id = e->id;
 	*e = t->v[--t->n];
+	bool shared = false; /* a replica still runs: later ones share from it */
+	for (size_t i = 0; i < t->n && !shared; i++)
+		shared = exe_id_same(&t->v[i].id, &id);
+	if (shared)
+		gobin_free(g);
+	else
+		gotrack_keep_put(&t->keep, &id, g, pp_mono_ns());
 	metric_set(t->m_tracked, (double)t->n);
 }
 
@@ -583,6 +579,7 @@ static void enqueue(struct gotrack *t, struct tracked *e, const char *trigger,
 			return;
 		}
 		t->thr_started = true;
+		pthread_setname_np(t->thr, "pushprof-goheap"); /* for top -H */
 	}
 	if (!(j = calloc(1, sizeof(*j))))
 		return;
@@ -678,6 +675,7 @@ void gotrack_snapshot_all(struct gotrack *t)
 	size_t nreused = 0;
 	uint64_t now = pp_mono_ns();
 
+	gotrack_keep_expire(&t->keep, now);
 	for (size_t i = 0; i < t->n;) {
 		pid_t pid = t->v[i].pid;
 		if (!same_process(&t->v[i])) {

@@ -222,9 +222,10 @@ bool oom_pid_alive(const struct oom_watch *w, pid_t pid, uint64_t start_ticks)
 
 /*
  * Drop targets whose process is gone, and pick those whose mirror to catch
- * up (marked busy). Caller holds w->mu.
+ * up (marked busy): every target whose next refresh is due within half a
+ * period (idle ones wait longer, see OOM_IDLE_SHIFT_MAX). Caller holds w->mu.
  */
-static size_t pick_targets(struct oom_watch *w, struct target ***out, size_t *cap)
+static size_t pick_targets(struct oom_watch *w, struct target ***out, size_t *cap, int64_t period)
 {
 	size_t n = 0;
 
@@ -254,6 +255,10 @@ static size_t pick_targets(struct oom_watch *w, struct target ***out, size_t *ca
 				continue;
 			}
 			drop_target_at(w, i);
+			continue;
+		}
+		if (t->next_ms && now + period / 2 < t->next_ms) {
+			i++;
 			continue;
 		}
 		if (oom_grow((void **)out, cap, n + 1, sizeof(**out)) == 0) {
@@ -309,7 +314,7 @@ static void *thread_main(void *arg)
 				fin[nfin++] = w->c[i];
 		npicked = 0;
 		if (now - last_refresh >= period || w->kick) {
-			npicked = pick_targets(w, &picked, &picked_cap);
+			npicked = pick_targets(w, &picked, &picked_cap, period);
 			w->kick = false;
 			last_refresh = now;
 		}
@@ -323,7 +328,7 @@ static void *thread_main(void *arg)
 			oom_retire(w, fin[i], r);
 			pthread_mutex_unlock(&w->mu);
 		}
-		oom_mirror_refresh(w, picked, npicked);
+		oom_mirror_refresh(w, picked, npicked, period);
 	}
 	free(picked);
 	free(fin);
@@ -461,6 +466,8 @@ int oom_watch_new(const struct oom_watch_opts *opts, struct oom_watch **out, str
 		goto fail;
 	}
 	w->thr_started = true;
+	/* named for top -H and per-thread CPU figures (bench/window_ab.py) */
+	pthread_setname_np(w->thr, "pushprof-oom");
 	*out = w;
 	return 0;
 fail:

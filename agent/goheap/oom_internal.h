@@ -57,7 +57,22 @@ struct target {
 	bool read_failed; /* the last mirror read failed: check the pid */
 	bool budget_cut;  /* the mirror hit max_frames: captures stop at its end */
 	int64_t alive_ms; /* last time /proc said the pid is this process */
+	/* idle programs are re-read less often (oom.c: pick_targets) */
+	int64_t next_ms; /* no mirror refresh before this (oom_now_ms); 0 = next pass */
+	unsigned idle;	 /* consecutive refreshes that found no new bucket */
 };
+
+/*
+ * A mirror whose last `idle` refreshes found no new bucket waits
+ * period << min(idle, OOM_IDLE_SHIFT_MAX) for the next (1 s, 2 s, then 4 s;
+ * back to 1 s as soon as one finds a bucket): an idle Go program costs a
+ * quarter of the reads (one process_vm_readv of the list head each), and a
+ * capture of it copies at most four seconds' new buckets whole instead of
+ * one second's (the ring has 1 MiB of slack for them). A target over its
+ * frame budget keeps the base period (its capture stops OOM_BUDGET_SLACK
+ * buckets past the mirror).
+ */
+#define OOM_IDLE_SHIFT_MAX 2
 
 struct cap_bucket {
 	uint64_t index, addr, size;
@@ -180,8 +195,9 @@ void oom_target_free(struct target *t);
 /* Write t's oom_target into the BPF map (caller holds w->mu). */
 int oom_publish_target(struct oom_watch *w, struct target *t, struct pp_err *err);
 /* Catch the picked mirrors up (marked busy by the caller): read without
- * w->mu, apply and publish with it; frees targets untracked meanwhile. */
-void oom_mirror_refresh(struct oom_watch *w, struct target **picked, size_t n);
+ * w->mu, apply and publish with it; frees targets untracked meanwhile.
+ * Schedules each one's next read (t->next_ms) from period (ms). */
+void oom_mirror_refresh(struct oom_watch *w, struct target **picked, size_t n, int64_t period);
 /* The number of mirror entries from the oldest up to and including the
  * one at addr (the head a capture's walk used), 0 when not mirrored.
  * Mirror position p (0 = that head) is then t->e[pos - 1 - p]. */

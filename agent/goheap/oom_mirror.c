@@ -238,8 +238,25 @@ void oom_target_free(struct target *t)
 	free(t);
 }
 
+/* When to read t again: period << min(idle, OOM_IDLE_SHIFT_MAX) after a
+ * read that found nothing new; one period after anything else. Caller
+ * holds w->mu. */
+static void schedule_next(struct target *t, bool found_nothing, int64_t period)
+{
+	unsigned shift;
+
+	if (found_nothing && !t->budget_cut) {
+		if (t->idle < OOM_IDLE_SHIFT_MAX)
+			t->idle++;
+	} else {
+		t->idle = 0;
+	}
+	shift = t->idle;
+	t->next_ms = oom_now_ms() + (period << shift);
+}
+
 /* Catch the picked mirrors up: read without the lock, apply with it. */
-void oom_mirror_refresh(struct oom_watch *w, struct target **picked, size_t n)
+void oom_mirror_refresh(struct oom_watch *w, struct target **picked, size_t n, int64_t period)
 {
 	for (size_t i = 0; i < n; i++) {
 		struct target *t = picked[i];
@@ -263,6 +280,7 @@ void oom_mirror_refresh(struct oom_watch *w, struct target **picked, size_t n)
 		pthread_mutex_lock(&w->mu);
 		if (rc)
 			t->read_failed = true;
+		schedule_next(t, rc == 0 && b.nne == 0 && (!newest || b.reached), period);
 		if (!t->dead && rc == 0 && (b.nne || (newest && !b.reached)) &&
 		    mirror_apply(w, t, newest, &b) > 0)
 			oom_publish_target(w, t, &err);

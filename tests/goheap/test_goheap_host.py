@@ -2,7 +2,9 @@
 found and tracked for heap profiles within a few seconds, whichever way the
 agent hears of new processes — the netlink proc connector, BPF tracepoints
 (what a DaemonSet pod gets) or, with neither, /proc scans — and its heap
-profile lands in the local store."""
+profile lands in the local store. The same program started again after the
+first exited is tracked from the analysis the agent kept (gotrack_keep.c),
+and its profile still names its functions."""
 import glob
 import os
 import time
@@ -50,6 +52,28 @@ for source, shown in (("netlink", "netlink"), ("bpf", "bpf"), ("off", "none")):
             if files:
                 top = pptest.pprof("-top", "-sample_index=alloc_space", files[0])
                 check("main." in top, f"{source}: the profile names the program's functions",
+                      top[-600:])
+        if source == "netlink":
+            # the first exited: a second run of the same executable reuses
+            # the kept analysis instead of analysing the file again (the
+            # agent lets go of an exited one at its next interval, 2 s here;
+            # before that the second would share the first's analysis)
+            time.sleep(3)
+            with ghlib.Workload(binary, ["1000", os.path.join(d, "own2.pb.gz")],
+                                os.path.join(d, "ready2"),
+                                env={"PP_MEMPROFILERATE": "1"}) as w2:
+                line = agent.wait_log(f"pid={w2.pid} ", 10)
+                check(line is not None and "analysis=kept" in line,
+                      f"{source}: a second run is tracked from the kept analysis", str(line))
+                end = time.time() + 10
+                files = []
+                while time.time() < end and not files:
+                    files = [p for p in glob.glob(os.path.join(store, "**", "*.pb.gz"),
+                                                  recursive=True) if f"-{w2.pid}-" in p]
+                    time.sleep(0.2)
+                top = pptest.pprof("-top", "-sample_index=alloc_space", files[0]) if files \
+                    else ""
+                check("main." in top, f"{source}: its profile names the program's functions",
                       top[-600:])
     finally:
         rc, _ = agent.stop()
