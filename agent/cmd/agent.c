@@ -24,7 +24,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/utsname.h>
 #include <time.h>
@@ -83,23 +82,11 @@ struct agent {
 	size_t free_at; /* agent_give_back_memory() */
 };
 
-static uint64_t cpu_time_ns(void)
-{
-	struct rusage ru;
-	getrusage(RUSAGE_SELF, &ru);
-	return (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000ull +
-	       (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000ull;
-}
-
-/* The calling thread's own CPU time: the window work without what the
- * other threads (Go heap worker, OOM watcher, pushes) did meanwhile. */
-static uint64_t thread_cpu_ns(void)
-{
-	struct rusage ru;
-	getrusage(RUSAGE_THREAD, &ru);
-	return (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000ull +
-	       (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000ull;
-}
+/* The process's CPU time, and the calling thread's own: the window work
+ * without what the other threads (Go heap worker, OOM watcher, pushes)
+ * did meanwhile. */
+#define cpu_time_ns() ((uint64_t)pp_clock_ns(CLOCK_PROCESS_CPUTIME_ID))
+#define thread_cpu_ns() ((uint64_t)pp_clock_ns(CLOCK_THREAD_CPUTIME_ID))
 
 static void on_target_change(pid_t pid, bool matched, void *arg)
 {
