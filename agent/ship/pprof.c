@@ -371,6 +371,24 @@ static uint8_t *put_field(uint8_t *o, uint32_t f, uint64_t v)
 }
 
 /* Label field 3 of a Sample: at most 2 + 4 * 11 bytes. */
+/* A sample's label with its strings interned: 0, -EINVAL (no key) or
+ * -ENOMEM. */
+static int label_of(struct pprof *p, const struct pprof_label *in, struct slabel *l)
+{
+	*l = (struct slabel){ 0 };
+	if (!in->key || !*in->key)
+		return -EINVAL;
+	l->key = intern(p, in->key);
+	if (in->str) {
+		l->str = intern(p, in->str);
+	} else {
+		l->num = in->num;
+		if (in->num_unit)
+			l->num_unit = intern(p, in->num_unit);
+	}
+	return l->key < 0 || l->str < 0 || l->num_unit < 0 ? -ENOMEM : 0;
+}
+
 static uint8_t *put_label(uint8_t *o, const struct slabel *l)
 {
 	uint8_t body[48], *e = body;
@@ -437,19 +455,10 @@ static int add_unmerged(struct pprof *p, const uint64_t *locs, size_t nlocs, con
 	for (size_t v = 0; v < p->nstypes; v++)
 		o = put_v(o, (uint64_t)values[v]);
 	for (size_t i = 0; i < nlabels; i++) {
-		struct slabel l = { 0 };
-		if (!labels[i].key || !*labels[i].key)
-			return -EINVAL;
-		l.key = intern(p, labels[i].key);
-		if (labels[i].str) {
-			l.str = intern(p, labels[i].str);
-		} else {
-			l.num = labels[i].num;
-			if (labels[i].num_unit)
-				l.num_unit = intern(p, labels[i].num_unit);
-		}
-		if (l.key < 0 || l.str < 0 || l.num_unit < 0)
-			return -ENOMEM;
+		struct slabel l;
+		int rc = label_of(p, &labels[i], &l);
+		if (rc)
+			return rc;
 		o = put_label(o, &l);
 	}
 	size_t n = (size_t)(o - body);
@@ -481,19 +490,10 @@ int pprof_add_sample(struct pprof *p, const uint64_t *locs, size_t nlocs, const 
 		ke = put_v(ke, locs[j]); /* ids < 2^31: at most 5 bytes */
 	size_t loc_len = (size_t)(ke - kb);
 	for (size_t i = 0; i < nlabels; i++) {
-		struct slabel l = { 0 };
-		if (!labels[i].key || !*labels[i].key)
-			return -EINVAL;
-		l.key = intern(p, labels[i].key);
-		if (labels[i].str) {
-			l.str = intern(p, labels[i].str);
-		} else {
-			l.num = labels[i].num;
-			if (labels[i].num_unit)
-				l.num_unit = intern(p, labels[i].num_unit);
-		}
-		if (l.key < 0 || l.str < 0 || l.num_unit < 0)
-			return -ENOMEM;
+		struct slabel l;
+		int rc = label_of(p, &labels[i], &l);
+		if (rc)
+			return rc;
 		/* intern may not move skey: kb and ke stay valid. */
 		ke = put_label(ke, &l);
 	}
