@@ -812,7 +812,11 @@ def section_goheap(b):
         r = subprocess.run(["/usr/bin/python3", script, b.build, *map(str, counts)],
                            capture_output=True, text=True, timeout=1800)
         for line in r.stdout.splitlines():
-            if line.startswith("N="):
+            if line.startswith("N=") and " snapbench " in line and rows:
+                # the snapshot alone, for the row of the same N just printed
+                rows[-1].update({"snapbench_" + k: v for k, v in logfields(line).items()
+                                 if k != "N"})
+            elif line.startswith("N="):
                 rows.append(logfields(line))
         res["source"] = "bench/goheap/bench.py (goheap_tool bench, 15 iterations)"
         if not rows:
