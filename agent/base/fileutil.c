@@ -171,3 +171,19 @@ int pp_private_dir(const char *dir, const char *what, bool *repaired, unsigned *
 			       strerror(errno));
 	return 0;
 }
+
+struct pp_file_id pp_file_id_of(const struct stat *st)
+{
+	return (struct pp_file_id){
+		.dev = (uint64_t)st->st_dev,
+		.ino = (uint64_t)st->st_ino,
+		.size = (int64_t)st->st_size,
+		.mtime_ns = (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec,
+	};
+}
+
+bool pp_file_id_same(const struct pp_file_id *a, const struct pp_file_id *b)
+{
+	return a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
+	       a->mtime_ns == b->mtime_ns;
+}

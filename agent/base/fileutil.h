@@ -11,6 +11,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 
@@ -53,5 +54,18 @@ int pp_read_kernel_file_alloc(const char *path, size_t max, char **out, size_t *
  */
 int pp_private_dir(const char *dir, const char *what, bool *repaired, unsigned *old_mode,
 		   struct pp_err *err);
+
+/*
+ * A file's identity, to tell whether it changed since it was last read:
+ * device and inode (a file renamed over it, a new executable), size and
+ * modification time (rewritten in place). Pure functions.
+ */
+struct pp_file_id {
+	uint64_t dev, ino;
+	int64_t size, mtime_ns;
+};
+
+struct pp_file_id pp_file_id_of(const struct stat *st);
+bool pp_file_id_same(const struct pp_file_id *a, const struct pp_file_id *b);
 
 #endif

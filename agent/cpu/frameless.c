@@ -179,7 +179,7 @@ static int bin_analyse(struct frameless *f, const struct elffile *ef, const stru
 		       const char *exe, struct fl_bin *nb)
 {
 	struct elfsym *e = NULL;
-	struct elfsym_id id = elfshare_id(st);
+	struct pp_file_id id = pp_file_id_of(st);
 	uint64_t t0 = (pp_mono_ns() / 1000);
 	if (!ef || elfshare_load(ef, &id, &e, NULL) < 0 || (!e->pcln && !f->c_tables)) {
 		elfsym_free(e);

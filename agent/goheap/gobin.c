@@ -370,7 +370,7 @@ static int open_path(const char *path, struct gobin **out, struct pp_err *err)
 	/* Symbolization; failure leaves the gobin usable for reading. The
 	 * symbols are the ones the symbolizer and the leaf tables hold for
 	 * this very file when they do (elfshare.h): one copy. */
-	struct elfsym_id id = elfshare_id(&st);
+	struct pp_file_id id = pp_file_id_of(&st);
 	if (elfshare_load(ef, &id, &g->impl->es, NULL) == 0)
 		g->has_pclntab = g->impl->es->pcln != NULL;
 	vars_from_symtab(g, ef);

@@ -37,8 +37,8 @@
 
 struct tracked {
 	pid_t pid;
-	uint64_t start;	  /* proc_start_time: tells a reused pid apart */
-	struct exe_id id; /* tells an exec apart (same pid, same start) */
+	uint64_t start;	      /* proc_start_time: tells a reused pid apart */
+	struct pp_file_id id; /* tells an exec apart (same pid, same start) */
 	struct gobin *g;
 	uint64_t last_pressure_ns; /* 0 = never */
 	uint64_t enable_at_ns;	   /* enable_profiling pending until then (mono); 0 = not */
@@ -72,7 +72,7 @@ struct job {
 struct candidate {
 	pid_t pid;
 	uint64_t start;
-	struct exe_id id;
+	struct pp_file_id id;
 };
 
 struct gotrack {
@@ -82,9 +82,9 @@ struct gotrack {
 	size_t n, cap;
 	struct candidate *cand;
 	size_t ncand, cand_cap;
-	uint64_t due_ns;		    /* earliest enable_at_ns; UINT64_MAX = none */
-	struct exe_id not_go[NOT_GO_CACHE]; /* ring of executables known not to be Go */
-	struct gotrack_keep keep;	    /* analyses of exited Go programs */
+	uint64_t due_ns;			/* earliest enable_at_ns; UINT64_MAX = none */
+	struct pp_file_id not_go[NOT_GO_CACHE]; /* ring of executables known not to be Go */
+	struct gotrack_keep keep;		/* analyses of exited Go programs */
 	size_t not_go_n, not_go_next;
 	struct metric *m_tracked, *m_enabled;
 	struct metric *m_cut, *m_backoff_skip;
@@ -194,10 +194,10 @@ static struct tracked *find(struct gotrack *t, pid_t pid)
 	return NULL;
 }
 
-static bool known_not_go(const struct gotrack *t, const struct exe_id *id)
+static bool known_not_go(const struct gotrack *t, const struct pp_file_id *id)
 {
 	for (size_t i = 0; i < t->not_go_n; i++)
-		if (exe_id_same(&t->not_go[i], id))
+		if (pp_file_id_same(&t->not_go[i], id))
 			return true;
 	return false;
 }
@@ -219,7 +219,7 @@ static void cand_del(struct gotrack *t, pid_t pid)
 }
 
 /* Remember a target that is not Go now, to notice when it execs one. */
-static void cand_set(struct gotrack *t, pid_t pid, uint64_t start, const struct exe_id *id)
+static void cand_set(struct gotrack *t, pid_t pid, uint64_t start, const struct pp_file_id *id)
 {
 	struct candidate *c = find_cand(t, pid);
 
@@ -231,7 +231,7 @@ static void cand_set(struct gotrack *t, pid_t pid, uint64_t start, const struct 
 	*c = (struct candidate){ .pid = pid, .start = start, .id = *id };
 }
 
-static void remember_not_go(struct gotrack *t, const struct exe_id *id)
+static void remember_not_go(struct gotrack *t, const struct pp_file_id *id)
 {
 	t->not_go[t->not_go_next] = *id;
 	t->not_go_next = (t->not_go_next + 1) % NOT_GO_CACHE;
@@ -287,7 +287,7 @@ static void enable_profiling(struct gotrack *t, struct tracked *e, uint64_t now)
 static int add(struct gotrack *t, pid_t pid, bool remember)
 {
 	struct pp_err err = { 0 };
-	struct exe_id id;
+	struct pp_file_id id;
 	struct gobin *g = NULL;
 
 	if (!t->cfg->go_heap.enabled)
@@ -299,7 +299,7 @@ static int add(struct gotrack *t, pid_t pid, bool remember)
 	if (old) {
 		if (proc_start_time(pid, &start))
 			return 0; /* gone: the caller removes it */
-		if (old->start == start && exe_id_same(&old->id, &id))
+		if (old->start == start && pp_file_id_same(&old->id, &id))
 			return 0;
 		/* the pid now names another process (or the process exec'd):
 		 * the old gobin describes another binary's memory layout */
@@ -322,7 +322,7 @@ static int add(struct gotrack *t, pid_t pid, bool remember)
 	/* replicas of one executable share its analysis and symbol tables */
 	int rc = -ENOENT;
 	for (size_t i = 0; i < t->n && rc; i++)
-		if (exe_id_same(&t->v[i].id, &id))
+		if (pp_file_id_same(&t->v[i].id, &id))
 			rc = gobin_share(t->v[i].g, pid, &g, NULL);
 	const char *analysis = rc ? "kept" : "shared";
 	const struct gobin *kept;
@@ -412,14 +412,14 @@ void gotrack_recheck(struct gotrack *t)
 
 	for (size_t i = 0; i < t->ncand;) {
 		struct candidate *c = &t->cand[i];
-		struct exe_id id;
+		struct pp_file_id id;
 		uint64_t st;
 		/* one stat per candidate: reading /proc/PID/stat for each (the
 		 * start time) on every recheck was most of a targeted agent's
 		 * CPU where processes start often; the start time is read only
 		 * for an executable that changed */
 		bool gone = exe_id_of(c->pid, &id) != 0;
-		bool changed = !gone && !exe_id_same(&c->id, &id);
+		bool changed = !gone && !pp_file_id_same(&c->id, &id);
 		if (gone || (changed && (proc_start_time(c->pid, &st) || st != c->start))) {
 			/* gone or reused: the target set reports that by itself */
 			*c = t->cand[--t->ncand];
@@ -430,8 +430,8 @@ void gotrack_recheck(struct gotrack *t)
 		i++;
 	}
 	for (size_t i = 0; i < t->n; i++) {
-		struct exe_id id;
-		if (exe_id_of(t->v[i].pid, &id) == 0 && !exe_id_same(&t->v[i].id, &id) &&
+		struct pp_file_id id;
+		if (exe_id_of(t->v[i].pid, &id) == 0 && !pp_file_id_same(&t->v[i].id, &id) &&
 		    nagain < sizeof(again) / sizeof(again[0]))
 			again[nagain++] = t->v[i].pid;
 	}
@@ -447,11 +447,11 @@ void gotrack_remove(struct gotrack *t, pid_t pid)
 	if (!e)
 		return;
 	struct gobin *g = e->g;
-	struct exe_id id = e->id;
+	struct pp_file_id id = e->id;
 	*e = t->v[--t->n];
 	bool shared = false; /* a replica still runs: later ones share from it */
 	for (size_t i = 0; i < t->n && !shared; i++)
-		shared = exe_id_same(&t->v[i].id, &id);
+		shared = pp_file_id_same(&t->v[i].id, &id);
 	if (shared)
 		gobin_free(g);
 	else

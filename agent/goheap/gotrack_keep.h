@@ -15,26 +15,18 @@
 #include <sys/types.h>
 #include <time.h>
 
+#include "fileutil.h"
 #include "gobin.h"
 
-/* What tells one executable file apart: device, inode, size, mtime. */
-struct exe_id {
-	dev_t dev;
-	ino_t ino;
-	off_t size;
-	struct timespec mtime;
-};
-
 /* Fills id from stat(/proc/PID/exe). 0, or -errno (gone, kernel thread). */
-int exe_id_of(pid_t pid, struct exe_id *id);
-bool exe_id_same(const struct exe_id *a, const struct exe_id *b);
+int exe_id_of(pid_t pid, struct pp_file_id *id);
 
 #define GOTRACK_KEEP 4
 #define GOTRACK_KEEP_NS 60000000000ull
 
 struct gotrack_keep {
 	struct {
-		struct exe_id id;
+		struct pp_file_id id;
 		struct gobin *g; /* NULL: a free slot */
 		uint64_t at_ns;	 /* last used (monotonic) */
 	} slot[GOTRACK_KEEP];
@@ -42,11 +34,11 @@ struct gotrack_keep {
 
 /* The kept analysis of id (still owned by k; share it with gobin_share()),
  * marked used at now; NULL when none. Expires old ones first. */
-const struct gobin *gotrack_keep_find(struct gotrack_keep *k, const struct exe_id *id,
+const struct gobin *gotrack_keep_find(struct gotrack_keep *k, const struct pp_file_id *id,
 				      uint64_t now);
 /* Keep g (taken: freed now or later) as id's analysis, in a free slot or
  * in place of the least recently used. */
-void gotrack_keep_put(struct gotrack_keep *k, const struct exe_id *id, struct gobin *g,
+void gotrack_keep_put(struct gotrack_keep *k, const struct pp_file_id *id, struct gobin *g,
 		      uint64_t now);
 /* Free analyses unused for GOTRACK_KEEP_NS. */
 void gotrack_keep_expire(struct gotrack_keep *k, uint64_t now);

@@ -417,7 +417,7 @@ struct node_meta {
 	bool active;		 /* a source is configured: node_name is set */
 	bool first_done;	 /* the first read was tried; mu, cv */
 	char last_err[256];	 /* logged once per change */
-	struct stat file_st;
+	struct pp_file_id file_id;
 };
 
 struct body {
@@ -540,15 +540,16 @@ static int read_file(struct node_meta *m, struct pp_labels *labels, struct pp_er
 	char *text;
 	size_t len;
 
-	if (stat(m->file, &st) == 0 && st.st_mtim.tv_sec == m->file_st.st_mtim.tv_sec &&
-	    st.st_mtim.tv_nsec == m->file_st.st_mtim.tv_nsec && st.st_size == m->file_st.st_size &&
-	    st.st_ino == m->file_st.st_ino && !m->last_err[0])
-		return 0;
+	if (stat(m->file, &st) == 0 && !m->last_err[0]) {
+		struct pp_file_id id = pp_file_id_of(&st);
+		if (pp_file_id_same(&id, &m->file_id))
+			return 0;
+	}
 	int r = pp_read_small_file(m->file, NODE_BODY_MAX, &text, &len, &st, "node labels file",
 				   err);
 	if (r < 0)
 		return r;
-	m->file_st = st;
+	m->file_id = pp_file_id_of(&st);
 	r = node_labels_parse(text, len, labels, err);
 	free(text);
 	return r < 0 ? r : 1;

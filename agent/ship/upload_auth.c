@@ -115,9 +115,8 @@ int upload_auth_refresh(struct upload_auth *u, struct pp_err *err)
 	if (stat(u->token_file, &st))
 		return pp_errf(err, -errno, "cannot read %s %s: %s", what, u->token_file,
 			       strerror(errno));
-	if (u->token_loaded && st.st_ino == u->token_st.st_ino && st.st_dev == u->token_st.st_dev &&
-	    st.st_size == u->token_st.st_size && st.st_mtim.tv_sec == u->token_st.st_mtim.tv_sec &&
-	    st.st_mtim.tv_nsec == u->token_st.st_mtim.tv_nsec)
+	struct pp_file_id id = pp_file_id_of(&st);
+	if (u->token_loaded && pp_file_id_same(&id, &u->token_id))
 		return 0;
 	char *raw = NULL, *auth = NULL;
 	int rc = pp_read_small_file(u->token_file, MAX_TOKEN_BYTES, &raw, NULL, &st, what, err);
@@ -129,7 +128,7 @@ int upload_auth_refresh(struct upload_auth *u, struct pp_err *err)
 		return rc;
 	free_secret(u->auth);
 	u->auth = auth;
-	u->token_st = st;
+	u->token_id = pp_file_id_of(&st);
 	u->token_loaded = true;
 	return 0;
 }

@@ -18,10 +18,11 @@
 
 #include "config.h"
 #include "err.h"
+#include "fileutil.h"
 
 struct upload_auth {
-	char *token_file;     /* the token or password file; NULL: env or none */
-	struct stat token_st; /* of the file as last read */
+	char *token_file;	    /* the token or password file; NULL: env or none */
+	struct pp_file_id token_id; /* of the file as last read */
 	bool token_loaded;
 	char *auth;	  /* "Bearer <token>" or "Basic <b64>", NULL when none */
 	char *basic_user; /* basic auth: token_file holds the password */

@@ -14,33 +14,17 @@
 static pthread_mutex_t share_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct elfsym *share_tab[SHARE_BUCKETS]; /* chains through share_next */
 
-struct elfsym_id elfshare_id(const struct stat *st)
-{
-	return (struct elfsym_id){
-		.dev = (uint64_t)st->st_dev,
-		.ino = (uint64_t)st->st_ino,
-		.size = (int64_t)st->st_size,
-		.mtime_ns = (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec,
-	};
-}
-
-static size_t bucket(const struct elfsym_id *id)
+static size_t bucket(const struct pp_file_id *id)
 {
 	uint64_t h = (id->dev * 0x9e3779b97f4a7c15ull) ^ (id->ino * 0xc2b2ae3d27d4eb4full);
 	return (size_t)(h >> 32) & (SHARE_BUCKETS - 1);
 }
 
-static bool same(const struct elfsym_id *a, const struct elfsym_id *b)
-{
-	return a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
-	       a->mtime_ns == b->mtime_ns;
-}
-
 /* Under share_mu: the published entry for id with a new reference, or NULL. */
-static struct elfsym *find_locked(const struct elfsym_id *id)
+static struct elfsym *find_locked(const struct pp_file_id *id)
 {
 	for (struct elfsym *e = share_tab[bucket(id)]; e; e = e->share_next)
-		if (same(&e->id, id)) {
+		if (pp_file_id_same(&e->id, id)) {
 			e->refs++;
 			return e;
 		}
@@ -55,7 +39,7 @@ static void count_hit(void)
 		   NULL, 1);
 }
 
-struct elfsym *elfshare_find(const struct elfsym_id *id)
+struct elfsym *elfshare_find(const struct pp_file_id *id)
 {
 	pthread_mutex_lock(&share_mu);
 	struct elfsym *e = find_locked(id);
@@ -65,7 +49,7 @@ struct elfsym *elfshare_find(const struct elfsym_id *id)
 	return e;
 }
 
-int elfshare_load(const struct elffile *f, const struct elfsym_id *id, struct elfsym **out,
+int elfshare_load(const struct elffile *f, const struct pp_file_id *id, struct elfsym **out,
 		  struct pp_err *err)
 {
 	*out = elfshare_find(id);

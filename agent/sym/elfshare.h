@@ -36,13 +36,9 @@
 #include "elfsym.h"
 #include "err.h"
 
-/* The identity of a stat()ed file (st: of the file itself, e.g. the fstat
- * of an open fd or the stat of /proc/PID/exe). */
-struct elfsym_id elfshare_id(const struct stat *st);
-
 /* A new reference (drop it with elfsym_free()) to the symbols of file id
  * when some module holds them now; NULL otherwise. */
-struct elfsym *elfshare_find(const struct elfsym_id *id);
+struct elfsym *elfshare_find(const struct pp_file_id *id);
 
 /*
  * The symbols of the parsed file f, whose identity is id: the published
@@ -50,7 +46,7 @@ struct elfsym *elfshare_find(const struct elfsym_id *id);
  * published. 0 with *out a reference (elfsym_free() drops it), or
  * elfsym_new()'s errors (nothing published).
  */
-int elfshare_load(const struct elffile *f, const struct elfsym_id *id, struct elfsym **out,
+int elfshare_load(const struct elffile *f, const struct pp_file_id *id, struct elfsym **out,
 		  struct pp_err *err);
 
 /* elfsym_free()'s half for a published elfsym: drops one reference, and

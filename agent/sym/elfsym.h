@@ -24,17 +24,12 @@
 
 #include "elffile.h"
 #include "err.h"
+#include "fileutil.h"
 #include "gopclntab.h"
 
 struct elfsym_sym {
 	uint64_t addr, size;
 	uint32_t name; /* offset into elfsym.names */
-};
-
-/* A file's identity (elfshare.h): what stat() says of it. */
-struct elfsym_id {
-	uint64_t dev, ino;
-	int64_t size, mtime_ns;
 };
 
 struct elfsym {
@@ -76,7 +71,7 @@ struct elfsym {
 	 * published has one owner. */
 	bool shared;
 	unsigned refs;
-	struct elfsym_id id;
+	struct pp_file_id id; /* of the file it was read from (elfshare.h) */
 	struct elfsym *share_next;
 };
 

@@ -139,19 +139,14 @@ int perfmap_refresh(struct perfmap *pm, pid_t pid)
 		perfmap_free(pm);
 		return fd;
 	}
-	int64_t mt = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
-	if ((uint64_t)st.st_dev == pm->dev && (uint64_t)st.st_ino == pm->ino &&
-	    (uint64_t)st.st_size == pm->size && mt == pm->mtime_ns) {
+	struct pp_file_id id = pp_file_id_of(&st);
+	if (pp_file_id_same(&id, &pm->file)) {
 		close(fd);
 		return 0;
 	}
-	if ((uint64_t)st.st_dev != pm->dev || (uint64_t)st.st_ino != pm->ino ||
-	    (uint64_t)st.st_size < pm->parsed)
+	if (id.dev != pm->file.dev || id.ino != pm->file.ino || (uint64_t)id.size < pm->parsed)
 		perfmap_free(pm); /* replaced or rewritten: from the start */
-	pm->dev = (uint64_t)st.st_dev;
-	pm->ino = (uint64_t)st.st_ino;
-	pm->size = (uint64_t)st.st_size;
-	pm->mtime_ns = mt;
+	pm->file = id;
 	long added = parse_from(pm, fd, (uint64_t)st.st_size);
 	close(fd);
 	if (added < 0) {

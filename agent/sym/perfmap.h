@@ -26,6 +26,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "fileutil.h"
+
 #define PERFMAP_MAX_FILE (64ull << 20)
 #define PERFMAP_MAX_LINE 4096
 #define PERFMAP_MAX_ENTRIES (1u << 21)
@@ -43,8 +45,7 @@ struct perfmap {
 	size_t names_len, names_cap;
 	uint64_t seq;
 	/* the file as last read */
-	uint64_t dev, ino, size;
-	int64_t mtime_ns;
+	struct pp_file_id file;
 	uint64_t parsed; /* bytes consumed: up to the last complete line */
 	size_t bytes;	 /* memory held */
 };

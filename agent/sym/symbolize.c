@@ -195,11 +195,6 @@ static int open_mapped(pid_t pid, const struct proc_map *m, struct stat *st, cha
 	return fd;
 }
 
-static int64_t mtime_ns(const struct stat *st)
-{
-	return (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
-}
-
 /* (Re)load f from the file behind mapping m. */
 static void fentry_load(struct symbolizer *s, struct fentry *f, pid_t pid, const struct proc_map *m,
 			uint64_t now)
@@ -217,20 +212,19 @@ static void fentry_load(struct symbolizer *s, struct fentry *f, pid_t pid, const
 	 * (elfshare.h): then no open and no parse. The stat of map_files names
 	 * the mapped file exactly as the open below would */
 	char p[128];
-	struct elfsym_id id;
+	struct pp_file_id id;
 	map_files_path(p, sizeof(p), pid, m);
 	if (stat(p, &st) == 0 && (uint64_t)st.st_ino == m->inode && S_ISREG(st.st_mode)) {
-		id = elfshare_id(&st);
+		id = pp_file_id_of(&st);
 		f->e = elfshare_find(&id);
 	}
 	int fd = f->e ? -1 : open_mapped(pid, m, &st, why, sizeof(why));
 	if (f->e || fd >= 0) {
-		f->size = st.st_size;
-		f->mtime_ns = mtime_ns(&st);
+		f->file = pp_file_id_of(&st);
 	}
 	if (fd >= 0) {
 		struct elffile *ef = NULL;
-		id = elfshare_id(&st);
+		id = pp_file_id_of(&st);
 		if (elffile_new(&(struct elffile_opts){ .from = ELFFILE_FROM_FD, .fd = fd }, &ef,
 				&err) < 0 ||
 		    elfshare_load(ef, &id, &f->e, &err) < 0)
@@ -275,7 +269,9 @@ static struct fentry *file_get(struct symbolizer *s, pid_t pid, const struct pro
 			map_files_path(p, sizeof(p), pid, m);
 			if (stat(p, &st) == 0) {
 				f->checked_ms = now;
-				if (st.st_size != f->size || mtime_ns(&st) != f->mtime_ns) {
+				struct pp_file_id now_id = pp_file_id_of(&st);
+				if (now_id.size != f->file.size ||
+				    now_id.mtime_ns != f->file.mtime_ns) {
 					fentry_load(s, f, pid, m, now);
 					s->st.file_reloads++;
 				}

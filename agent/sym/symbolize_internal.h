@@ -39,7 +39,9 @@ struct fentry {
 	char *err;
 	size_t bytes;
 	uint64_t loaded_ms, checked_ms;
-	int64_t size, mtime_ns;
+	/* the file as loaded: its size and mtime are compared again (dev and
+	 * inode come from the mapping, and overlayfs reports its own device) */
+	struct pp_file_id file;
 	uint64_t pin;			    /* call generation that uses it: not evictable */
 	struct fentry *hnext, *prev, *next; /* hash chain, LRU list */
 };
