@@ -40,9 +40,72 @@
 #include <grpc/support/time.h>
 
 #include "buildinfo.h"
+#include "dynlib.h"
 #include "fileutil.h"
 #include "log.h"
 #include "ppclock.h"
+
+/* libgrpc is opened when the first channel is made (dynlib.h): every grpc_
+ * and gpr_ function this file calls, through G (gpr_ is libgrpc's own
+ * dependency, found through its handle) */
+#define GRPC_FNS(X, t)                                                   \
+	X(t, gpr_free)                                                   \
+	X(t, gpr_inf_future)                                             \
+	X(t, gpr_log_severity_string)                                    \
+	X(t, gpr_now)                                                    \
+	X(t, gpr_set_log_function)                                       \
+	X(t, gpr_time_add)                                               \
+	X(t, gpr_time_cmp)                                               \
+	X(t, gpr_time_from_millis)                                       \
+	X(t, gpr_time_from_nanos)                                        \
+	X(t, gpr_time_from_seconds)                                      \
+	X(t, grpc_byte_buffer_destroy)                                   \
+	X(t, grpc_byte_buffer_reader_destroy)                            \
+	X(t, grpc_byte_buffer_reader_init)                               \
+	X(t, grpc_byte_buffer_reader_readall)                            \
+	X(t, grpc_call_cancel)                                           \
+	X(t, grpc_call_start_batch)                                      \
+	X(t, grpc_call_unref)                                            \
+	X(t, grpc_channel_create)                                        \
+	X(t, grpc_channel_create_call)                                   \
+	X(t, grpc_channel_credentials_release)                           \
+	X(t, grpc_channel_destroy)                                       \
+	X(t, grpc_completion_queue_create_for_next)                      \
+	X(t, grpc_completion_queue_destroy)                              \
+	X(t, grpc_completion_queue_next)                                 \
+	X(t, grpc_completion_queue_shutdown)                             \
+	X(t, grpc_empty_slice)                                           \
+	X(t, grpc_init)                                                  \
+	X(t, grpc_insecure_credentials_create)                           \
+	X(t, grpc_metadata_array_destroy)                                \
+	X(t, grpc_metadata_array_init)                                   \
+	X(t, grpc_raw_byte_buffer_create)                                \
+	X(t, grpc_shutdown)                                              \
+	X(t, grpc_slice_from_copied_buffer)                              \
+	X(t, grpc_slice_from_copied_string)                              \
+	X(t, grpc_slice_from_static_string)                              \
+	X(t, grpc_slice_unref)                                           \
+	X(t, grpc_ssl_credentials_create)                                \
+	X(t, grpc_tls_certificate_provider_release)                      \
+	X(t, grpc_tls_certificate_provider_static_data_create)           \
+	X(t, grpc_tls_certificate_verifier_no_op_create)                 \
+	X(t, grpc_tls_certificate_verifier_release)                      \
+	X(t, grpc_tls_credentials_create)                                \
+	X(t, grpc_tls_credentials_options_create)                        \
+	X(t, grpc_tls_credentials_options_set_certificate_provider)      \
+	X(t, grpc_tls_credentials_options_set_certificate_verifier)      \
+	X(t, grpc_tls_credentials_options_set_check_call_host)           \
+	X(t, grpc_tls_credentials_options_set_verify_server_cert)        \
+	X(t, grpc_tls_credentials_options_watch_identity_key_cert_pairs) \
+	X(t, grpc_tls_credentials_options_watch_root_certs)              \
+	X(t, grpc_tls_identity_pairs_add_pair)                           \
+	X(t, grpc_tls_identity_pairs_create)                             \
+	X(t, grpc_version_string)
+
+static struct {
+	GRPC_FNS(DYNLIB_PTR, _)
+} G;
+static struct dynlib grpc_lib = DYNLIB_INIT(PP_SONAME_GRPC, "gRPC", G, GRPC_FNS);
 
 #define MAX_PEM_BYTES (1u << 20)
 #define MAX_METADATA 33 /* authorization + 32 headers */
@@ -163,7 +226,7 @@ static void grpc_log_hook(gpr_log_func_args *a)
 		pthread_mutex_unlock(&grpc_log_lock);
 	}
 	pp_log(PP_DEBUG, "grpc", "severity=%s src=%s:%d detail=%s",
-	       gpr_log_severity_string(a->severity), pp_q(a->file ? a->file : "?"), a->line,
+	       G.gpr_log_severity_string(a->severity), pp_q(a->file ? a->file : "?"), a->line,
 	       pp_q(msg));
 	explicit_bzero(msg, sizeof(msg));
 }
@@ -196,21 +259,24 @@ bool grpcc_errors_take(uint64_t *seq, char *line, size_t cap, uint64_t *ns)
 static pthread_mutex_t grpc_users_lock = PTHREAD_MUTEX_INITIALIZER;
 static unsigned grpc_users;
 
-static void grpc_ref(void)
+static int grpc_ref(struct pp_err *err)
 {
+	if (dynlib_load(&grpc_lib, err))
+		return err->code;
 	pthread_mutex_lock(&grpc_users_lock);
 	if (grpc_users++ == 0) {
-		gpr_set_log_function(grpc_log_hook);
-		grpc_init();
+		G.gpr_set_log_function(grpc_log_hook);
+		G.grpc_init();
 	}
 	pthread_mutex_unlock(&grpc_users_lock);
+	return 0;
 }
 
 static void grpc_unref(void)
 {
 	pthread_mutex_lock(&grpc_users_lock);
 	if (--grpc_users == 0)
-		grpc_shutdown();
+		G.grpc_shutdown();
 	pthread_mutex_unlock(&grpc_users_lock);
 }
 
@@ -231,7 +297,7 @@ static grpc_channel_credentials *make_creds(const struct grpcc_channel_opts *o, 
 	grpc_channel_credentials *creds = NULL;
 
 	if (!o->tls)
-		return grpc_insecure_credentials_create();
+		return G.grpc_insecure_credentials_create();
 	if ((o->cert_file && *o->cert_file) != (o->key_file && *o->key_file)) {
 		pp_errf(err, -EINVAL, "%s: cert_file and key_file must be set together", what);
 		return NULL;
@@ -249,31 +315,31 @@ static grpc_channel_credentials *make_creds(const struct grpcc_channel_opts *o, 
 		/* The TLS credentials API is the one that can turn server
 		 * certificate verification off (a no-op verifier and
 		 * verify_server_cert = 0); encryption stays on. */
-		grpc_tls_credentials_options *to = grpc_tls_credentials_options_create();
-		grpc_tls_credentials_options_set_verify_server_cert(to, 0);
-		grpc_tls_certificate_verifier *v = grpc_tls_certificate_verifier_no_op_create();
-		grpc_tls_credentials_options_set_certificate_verifier(to, v);
-		grpc_tls_certificate_verifier_release(v);
-		grpc_tls_credentials_options_set_check_call_host(to, 0);
+		grpc_tls_credentials_options *to = G.grpc_tls_credentials_options_create();
+		G.grpc_tls_credentials_options_set_verify_server_cert(to, 0);
+		grpc_tls_certificate_verifier *v = G.grpc_tls_certificate_verifier_no_op_create();
+		G.grpc_tls_credentials_options_set_certificate_verifier(to, v);
+		G.grpc_tls_certificate_verifier_release(v);
+		G.grpc_tls_credentials_options_set_check_call_host(to, 0);
 		if (ca || cert) {
 			grpc_tls_identity_pairs *pairs = NULL;
 			if (cert) {
-				pairs = grpc_tls_identity_pairs_create();
-				grpc_tls_identity_pairs_add_pair(pairs, key, cert);
+				pairs = G.grpc_tls_identity_pairs_create();
+				G.grpc_tls_identity_pairs_add_pair(pairs, key, cert);
 			}
 			grpc_tls_certificate_provider *p =
-				grpc_tls_certificate_provider_static_data_create(ca, pairs);
-			grpc_tls_credentials_options_set_certificate_provider(to, p);
-			grpc_tls_certificate_provider_release(p);
+				G.grpc_tls_certificate_provider_static_data_create(ca, pairs);
+			G.grpc_tls_credentials_options_set_certificate_provider(to, p);
+			G.grpc_tls_certificate_provider_release(p);
 			if (ca)
-				grpc_tls_credentials_options_watch_root_certs(to);
+				G.grpc_tls_credentials_options_watch_root_certs(to);
 			if (cert)
-				grpc_tls_credentials_options_watch_identity_key_cert_pairs(to);
+				G.grpc_tls_credentials_options_watch_identity_key_cert_pairs(to);
 		}
-		creds = grpc_tls_credentials_create(to);
+		creds = G.grpc_tls_credentials_create(to);
 	} else {
 		grpc_ssl_pem_key_cert_pair pair = { key, cert };
-		creds = grpc_ssl_credentials_create(ca, cert ? &pair : NULL, NULL, NULL);
+		creds = G.grpc_ssl_credentials_create(ca, cert ? &pair : NULL, NULL, NULL);
 	}
 	if (!creds)
 		pp_errf(err, -EINVAL, "%s: could not create TLS credentials", what);
@@ -295,10 +361,13 @@ int grpcc_channel_new(const struct grpcc_channel_opts *o, struct grpcc_channel *
 		err = &local; /* the code travels in it: keep one */
 	if (!o->target || !*o->target)
 		return pp_errf(err, -EINVAL, "%s: no gRPC target", o->what ? o->what : "grpc");
+	if (grpc_ref(err))
+		return err->code;
 	c = calloc(1, sizeof(*c));
-	if (!c)
+	if (!c) {
+		grpc_unref();
 		return pp_errf(err, -ENOMEM, "out of memory");
-	grpc_ref();
+	}
 	grpc_channel_credentials *creds = make_creds(o, err);
 	if (!creds) {
 		grpc_unref();
@@ -333,9 +402,9 @@ int grpcc_channel_new(const struct grpcc_channel_opts *o, struct grpcc_channel *
 					 .key = GRPC_SSL_TARGET_NAME_OVERRIDE_ARG,
 					 .value.string = (char *)o->server_name };
 	grpc_channel_args cargs = { na, args };
-	c->ch = grpc_channel_create(o->target, creds, &cargs);
-	grpc_channel_credentials_release(creds);
-	c->cq = grpc_completion_queue_create_for_next(NULL);
+	c->ch = G.grpc_channel_create(o->target, creds, &cargs);
+	G.grpc_channel_credentials_release(creds);
+	c->cq = G.grpc_completion_queue_create_for_next(NULL);
 	if (!c->ch || !c->cq) {
 		grpcc_channel_free(c);
 		return pp_errf(err, -EIO, "cannot create a gRPC channel to %s", o->target);
@@ -349,14 +418,15 @@ void grpcc_channel_free(struct grpcc_channel *c)
 	if (!c)
 		return;
 	if (c->cq) {
-		grpc_completion_queue_shutdown(c->cq);
-		while (grpc_completion_queue_next(c->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL)
+		G.grpc_completion_queue_shutdown(c->cq);
+		while (G.grpc_completion_queue_next(c->cq, G.gpr_inf_future(GPR_CLOCK_REALTIME),
+						    NULL)
 			       .type != GRPC_QUEUE_SHUTDOWN)
 			;
-		grpc_completion_queue_destroy(c->cq);
+		G.grpc_completion_queue_destroy(c->cq);
 	}
 	if (c->ch)
-		grpc_channel_destroy(c->ch);
+		G.grpc_channel_destroy(c->ch);
 	grpc_unref();
 	free(c);
 }
@@ -389,14 +459,40 @@ const char *grpcc_status_name(int c)
 	return "UNKNOWN_STATUS";
 }
 
+/* grpc's own rules (grpc_header_key_is_legal, grpc_header_nonbin_value_is_legal
+ * in src/core/lib/surface/validate_metadata.cc), here so that checking a
+ * config does not load libgrpc: a key is [0-9a-z_.-]+, a value printable
+ * ASCII. */
 bool grpcc_header_key_legal(const char *k)
 {
-	return grpc_header_key_is_legal(grpc_slice_from_static_string(k));
+	if (!*k)
+		return false;
+	for (; *k; k++)
+		if (!((*k >= 'a' && *k <= 'z') || (*k >= '0' && *k <= '9') || *k == '-' ||
+		      *k == '_' || *k == '.'))
+			return false;
+	return true;
 }
 
 bool grpcc_header_value_legal(const char *v)
 {
-	return grpc_header_nonbin_value_is_legal(grpc_slice_from_static_string(v));
+	for (; *v; v++)
+		if (*v < 0x20 || *v > 0x7e)
+			return false;
+	return true;
+}
+
+const char *grpcc_version(bool load, char *buf, size_t cap)
+{
+	struct pp_err e = { 0 };
+
+	if (!load && !dynlib_loaded(&grpc_lib))
+		snprintf(buf, cap, "not loaded");
+	else if (dynlib_load(&grpc_lib, &e))
+		snprintf(buf, cap, "unavailable (%s)", e.msg);
+	else
+		snprintf(buf, cap, "%s", G.grpc_version_string());
+	return buf;
 }
 
 /* Per-call metadata: the authorization value first, then the headers. */
@@ -405,13 +501,13 @@ static size_t metadata_build(const struct grpcc_call *call, grpc_metadata *md, s
 	size_t nmd = 0;
 
 	if (call->auth && max) {
-		md[nmd].key = grpc_slice_from_static_string("authorization");
-		md[nmd].value = grpc_slice_from_copied_string(call->auth);
+		md[nmd].key = G.grpc_slice_from_static_string("authorization");
+		md[nmd].value = G.grpc_slice_from_copied_string(call->auth);
 		nmd++;
 	}
 	for (size_t i = 0; call->headers && i < call->headers->n && nmd < max; i++) {
-		md[nmd].key = grpc_slice_from_copied_string(call->headers->v[i].name);
-		md[nmd].value = grpc_slice_from_copied_string(call->headers->v[i].value);
+		md[nmd].key = G.grpc_slice_from_copied_string(call->headers->v[i].name);
+		md[nmd].value = G.grpc_slice_from_copied_string(call->headers->v[i].value);
 		nmd++;
 	}
 	return nmd;
@@ -420,11 +516,11 @@ static size_t metadata_build(const struct grpcc_call *call, grpc_metadata *md, s
 static void metadata_free(const struct grpcc_call *call, grpc_metadata *md, size_t nmd)
 {
 	for (size_t i = 0; i < nmd; i++) {
-		grpc_slice_unref(md[i].key);
+		G.grpc_slice_unref(md[i].key);
 		if (i == 0 && call->auth) /* scrub our copy of the token */
 			explicit_bzero((void *)GRPC_SLICE_START_PTR(md[i].value),
 				       GRPC_SLICE_LENGTH(md[i].value));
-		grpc_slice_unref(md[i].value);
+		G.grpc_slice_unref(md[i].value);
 	}
 }
 
@@ -436,26 +532,27 @@ static bool wait_batch(struct grpcc_channel *c, const struct grpcc_call *call, g
 	grpc_event ev;
 
 	for (;;) {
-		gpr_timespec slice = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
-						  gpr_time_from_millis(100, GPR_TIMESPAN));
-		if (gpr_time_cmp(slice, *guard) > 0)
+		gpr_timespec slice = G.gpr_time_add(G.gpr_now(GPR_CLOCK_MONOTONIC),
+						    G.gpr_time_from_millis(100, GPR_TIMESPAN));
+		if (G.gpr_time_cmp(slice, *guard) > 0)
 			slice = *guard;
-		ev = grpc_completion_queue_next(c->cq, slice, NULL);
-		if (ev.type != GRPC_QUEUE_TIMEOUT || gpr_time_cmp(slice, *guard) >= 0)
+		ev = G.grpc_completion_queue_next(c->cq, slice, NULL);
+		if (ev.type != GRPC_QUEUE_TIMEOUT || G.gpr_time_cmp(slice, *guard) >= 0)
 			break;
 		uint64_t limit = call->limit ? call->limit(call->limit_arg) : 0;
 		if (limit) {
 			uint64_t now = pp_mono_ns(), left = limit > now ? limit - now : 0;
 			gpr_timespec cut =
-				gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
-					     gpr_time_from_nanos((int64_t)left, GPR_TIMESPAN));
-			if (gpr_time_cmp(cut, *guard) < 0)
+				G.gpr_time_add(G.gpr_now(GPR_CLOCK_MONOTONIC),
+					       G.gpr_time_from_nanos((int64_t)left, GPR_TIMESPAN));
+			if (G.gpr_time_cmp(cut, *guard) < 0)
 				*guard = cut;
 		}
 	}
 	if (ev.type == GRPC_QUEUE_TIMEOUT) {
-		grpc_call_cancel(gc, NULL);
-		ev = grpc_completion_queue_next(c->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+		G.grpc_call_cancel(gc, NULL);
+		ev = G.grpc_completion_queue_next(c->cq, G.gpr_inf_future(GPR_CLOCK_REALTIME),
+						  NULL);
 		return false;
 	}
 	return ev.type == GRPC_OP_COMPLETE && ev.success;
@@ -465,7 +562,7 @@ static bool wait_batch(struct grpcc_channel *c, const struct grpcc_call *call, g
 static bool run_batch(struct grpcc_channel *c, const struct grpcc_call *call, grpc_call *gc,
 		      const grpc_op *ops, size_t nops, gpr_timespec *guard)
 {
-	return grpc_call_start_batch(gc, ops, nops, gc, NULL) == GRPC_CALL_OK &&
+	return G.grpc_call_start_batch(gc, ops, nops, gc, NULL) == GRPC_CALL_OK &&
 	       wait_batch(c, call, gc, guard);
 }
 
@@ -475,7 +572,7 @@ int grpcc_call(struct grpcc_channel *c, const struct grpcc_call *call, struct gr
 	grpc_metadata md[MAX_METADATA];
 	grpc_metadata_array initial_md, trailing_md;
 	grpc_byte_buffer *recv = NULL;
-	grpc_slice details = grpc_empty_slice();
+	grpc_slice details = G.grpc_empty_slice();
 	const char *error_string = NULL;
 	grpc_status_code status = GRPC_STATUS_UNKNOWN;
 	grpc_op ops[6];
@@ -484,18 +581,18 @@ int grpcc_call(struct grpcc_channel *c, const struct grpcc_call *call, struct gr
 
 	memset(res, 0, sizeof(*res));
 	res->status = GRPC_STATUS_UNKNOWN;
-	grpc_metadata_array_init(&initial_md);
-	grpc_metadata_array_init(&trailing_md);
+	G.grpc_metadata_array_init(&initial_md);
+	G.grpc_metadata_array_init(&trailing_md);
 	size_t nmd = metadata_build(call, md, MAX_METADATA);
 	gpr_timespec deadline =
-		gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
-			     gpr_time_from_nanos((int64_t)call->timeout_ns, GPR_TIMESPAN));
-	gpr_timespec guard = gpr_time_add(deadline, gpr_time_from_seconds(1, GPR_TIMESPAN));
+		G.gpr_time_add(G.gpr_now(GPR_CLOCK_MONOTONIC),
+			       G.gpr_time_from_nanos((int64_t)call->timeout_ns, GPR_TIMESPAN));
+	gpr_timespec guard = G.gpr_time_add(deadline, G.gpr_time_from_seconds(1, GPR_TIMESPAN));
 	/* create_call takes its own reference on the method slice */
-	grpc_slice method_slice = grpc_slice_from_copied_string(call->method);
-	grpc_call *gc = grpc_channel_create_call(c->ch, NULL, GRPC_PROPAGATE_DEFAULTS, c->cq,
-						 method_slice, NULL, deadline, NULL);
-	grpc_slice_unref(method_slice);
+	grpc_slice method_slice = G.grpc_slice_from_copied_string(call->method);
+	grpc_call *gc = G.grpc_channel_create_call(c->ch, NULL, GRPC_PROPAGATE_DEFAULTS, c->cq,
+						   method_slice, NULL, deadline, NULL);
+	G.grpc_slice_unref(method_slice);
 	if (!gc) {
 		res->status = GRPC_STATUS_INTERNAL;
 		snprintf(res->details, sizeof(res->details), "cannot create a call");
@@ -515,9 +612,9 @@ int grpcc_call(struct grpcc_channel *c, const struct grpcc_call *call, struct gr
 	} else {
 		/* unary: the whole call in one batch */
 		grpc_slice payload =
-			grpc_slice_from_copied_buffer((const char *)call->msg, call->len);
-		unary = grpc_raw_byte_buffer_create(&payload, 1);
-		grpc_slice_unref(payload);
+			G.grpc_slice_from_copied_buffer((const char *)call->msg, call->len);
+		unary = G.grpc_raw_byte_buffer_create(&payload, 1);
+		G.grpc_slice_unref(payload);
 		ops[nops].op = GRPC_OP_SEND_MESSAGE;
 		ops[nops++].data.send_message.send_message = unary;
 	}
@@ -527,18 +624,18 @@ int grpcc_call(struct grpcc_channel *c, const struct grpcc_call *call, struct gr
 		int n = call->next(call->next_arg, &msg, &len);
 		if (n < 0) {
 			nerr = n;
-			grpc_call_cancel(gc, NULL);
+			G.grpc_call_cancel(gc, NULL);
 			stream_ok = false;
 			break;
 		}
 		if (n == 0)
 			break;
-		grpc_slice payload = grpc_slice_from_copied_buffer((const char *)msg, len);
-		grpc_byte_buffer *send = grpc_raw_byte_buffer_create(&payload, 1);
-		grpc_slice_unref(payload);
+		grpc_slice payload = G.grpc_slice_from_copied_buffer((const char *)msg, len);
+		grpc_byte_buffer *send = G.grpc_raw_byte_buffer_create(&payload, 1);
+		G.grpc_slice_unref(payload);
 		grpc_op op = { .op = GRPC_OP_SEND_MESSAGE, .data.send_message.send_message = send };
 		stream_ok = run_batch(c, call, gc, &op, 1, &guard);
-		grpc_byte_buffer_destroy(send);
+		G.grpc_byte_buffer_destroy(send);
 		if (stream_ok)
 			res->bytes_sent += len;
 	}
@@ -554,7 +651,7 @@ int grpcc_call(struct grpcc_channel *c, const struct grpcc_call *call, struct gr
 	ops[nops].data.recv_status_on_client.status = &status;
 	ops[nops].data.recv_status_on_client.status_details = &details;
 	ops[nops++].data.recv_status_on_client.error_string = &error_string;
-	grpc_call_error ce = grpc_call_start_batch(gc, ops, nops, gc, NULL);
+	grpc_call_error ce = G.grpc_call_start_batch(gc, ops, nops, gc, NULL);
 	if (ce != GRPC_CALL_OK) {
 		res->status = GRPC_STATUS_INTERNAL;
 		snprintf(res->details, sizeof(res->details), "grpc_call_start_batch failed (%d)",
@@ -584,13 +681,13 @@ int grpcc_call(struct grpcc_channel *c, const struct grpcc_call *call, struct gr
 	if (status != GRPC_STATUS_OK || !call->want_resp)
 		goto out;
 	grpc_byte_buffer_reader reader;
-	if (!recv || !grpc_byte_buffer_reader_init(&reader, recv)) {
+	if (!recv || !G.grpc_byte_buffer_reader_init(&reader, recv)) {
 		rc = pp_errf(err, -EPROTO, "%s: %s", call->method,
 			     recv ? "unreadable response" : "no response message");
 		goto out;
 	}
-	grpc_slice all = grpc_byte_buffer_reader_readall(&reader);
-	grpc_byte_buffer_reader_destroy(&reader);
+	grpc_slice all = G.grpc_byte_buffer_reader_readall(&reader);
+	G.grpc_byte_buffer_reader_destroy(&reader);
 	size_t rl = GRPC_SLICE_LENGTH(all);
 	res->resp = malloc(rl ? rl : 1);
 	if (res->resp) {
@@ -599,19 +696,19 @@ int grpcc_call(struct grpcc_channel *c, const struct grpcc_call *call, struct gr
 	} else {
 		rc = pp_errf(err, -ENOMEM, "out of memory");
 	}
-	grpc_slice_unref(all);
+	G.grpc_slice_unref(all);
 out:
 	if (error_string)
-		gpr_free((void *)error_string);
-	grpc_slice_unref(details);
+		G.gpr_free((void *)error_string);
+	G.grpc_slice_unref(details);
 	if (recv)
-		grpc_byte_buffer_destroy(recv);
+		G.grpc_byte_buffer_destroy(recv);
 	if (unary)
-		grpc_byte_buffer_destroy(unary);
-	grpc_metadata_array_destroy(&initial_md);
-	grpc_metadata_array_destroy(&trailing_md);
+		G.grpc_byte_buffer_destroy(unary);
+	G.grpc_metadata_array_destroy(&initial_md);
+	G.grpc_metadata_array_destroy(&trailing_md);
 	metadata_free(call, md, nmd);
 	if (gc)
-		grpc_call_unref(gc);
+		G.grpc_call_unref(gc);
 	return rc;
 }

@@ -6,9 +6,11 @@
  * (containers.c) sit on top; nothing else calls grpc_*
  * functions (callers use <grpc/status.h>'s codes).
  *
- * Lifetime: every channel holds a reference on the library; the first
- * grpcc_channel_new() installs the log hook and runs grpc_init(), freeing
- * the last channel runs grpc_shutdown(). Safe from any thread.
+ * Lifetime: libgrpc is not linked; the first grpcc_channel_new() opens it
+ * (dynlib.h), and fails with "gRPC needs libgrpc.so.N: ..." when it cannot.
+ * Every channel holds a reference on the library; the first channel
+ * installs the log hook and runs grpc_init(), freeing the last channel runs
+ * grpc_shutdown(). Safe from any thread.
  *
  * Log hook: grpc's log lines go to agent/base/log.h at debug level, redacted
  * by value (every grpcc_secret_register()ed string, as text and as grpc's
@@ -112,6 +114,13 @@ const char *grpcc_status_name(int status);
 /* A legal metadata key (lower case, no "grpc-" check here) / non-binary value. */
 bool grpcc_header_key_legal(const char *k);
 bool grpcc_header_value_legal(const char *v);
+
+/*
+ * libgrpc's version ("29.0.0") in buf, returned. libgrpc is opened on first
+ * use (the first channel): load false reports "not loaded" before that,
+ * load true opens it. "unavailable (<why>)" when it cannot be opened.
+ */
+const char *grpcc_version(bool load, char *buf, size_t cap);
 
 /* A string the log hook must never let out (kept for the process's life,
  * the last 16; shorter than 4 bytes: ignored). Safe from any thread. */

@@ -14,10 +14,32 @@
 #include <netinet/in.h>
 #include <strings.h>
 
+#include "dynlib.h"
 #include "fileutil.h"
 #include "log.h"
 #include "metrics.h"
 #include "ppclock.h"
+
+/* libmicrohttpd is opened when the endpoint starts (dynlib.h): the
+ * functions this file calls, through M */
+#define MHD_FNS(X, t)                         \
+	X(t, MHD_add_response_header)         \
+	X(t, MHD_create_response_from_buffer) \
+	X(t, MHD_destroy_response)            \
+	X(t, MHD_get_connection_info)         \
+	X(t, MHD_get_daemon_info)             \
+	X(t, MHD_lookup_connection_value)     \
+	X(t, MHD_queue_response)              \
+	X(t, MHD_resume_connection)           \
+	X(t, MHD_start_daemon)                \
+	X(t, MHD_stop_daemon)                 \
+	X(t, MHD_suspend_connection)
+
+static struct {
+	MHD_FNS(DYNLIB_PTR, _)
+} M;
+static struct dynlib mhd_lib =
+	DYNLIB_INIT(PP_SONAME_MHD, "the HTTP endpoint (http_address)", M, MHD_FNS);
 
 #define HTTP_MAX_CONNS 1024	    /* clients at once (capped by the fd limit) */
 #define HTTP_PER_IP 32		    /* clients at once from one address */
@@ -56,17 +78,17 @@ static enum MHD_Result reply_h(struct MHD_Connection *c, unsigned status, const 
 			       void *body, size_t len, enum MHD_ResponseMemoryMode mode,
 			       const char *hdr, const char *val)
 {
-	struct MHD_Response *r = MHD_create_response_from_buffer(len, body, mode);
+	struct MHD_Response *r = M.MHD_create_response_from_buffer(len, body, mode);
 	if (!r) {
 		if (mode == MHD_RESPMEM_MUST_FREE)
 			free(body);
 		return MHD_NO;
 	}
-	MHD_add_response_header(r, "Content-Type", type);
+	M.MHD_add_response_header(r, "Content-Type", type);
 	if (hdr)
-		MHD_add_response_header(r, hdr, val);
-	enum MHD_Result ret = MHD_queue_response(c, status, r);
-	MHD_destroy_response(r);
+		M.MHD_add_response_header(r, hdr, val);
+	enum MHD_Result ret = M.MHD_queue_response(c, status, r);
+	M.MHD_destroy_response(r);
 	return ret;
 }
 
@@ -128,7 +150,7 @@ static int authorized(struct http_server *s, struct MHD_Connection *c)
 	}
 	while (tl && strchr(" \t\r\n", tok[tl - 1]))
 		tok[--tl] = '\0';
-	const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+	const char *h = M.MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
 	int ok = 0;
 	if (tl && h && !strncasecmp(h, "Bearer ", 7)) {
 		const char *g = h + 7;
@@ -142,7 +164,7 @@ static int authorized(struct http_server *s, struct MHD_Connection *c)
 static uint64_t client_key(struct MHD_Connection *c)
 {
 	const union MHD_ConnectionInfo *ci =
-		MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+		M.MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
 	const struct sockaddr *sa = ci ? ci->client_addr : NULL;
 	const unsigned char *p = NULL;
 	size_t n = 0;
@@ -256,7 +278,7 @@ static void *snap_thread(void *arg)
 	pthread_mutex_lock(&j->s->lock);
 	j->done = true;
 	pthread_mutex_unlock(&j->s->lock);
-	MHD_resume_connection(j->c);
+	M.MHD_resume_connection(j->c);
 	return NULL;
 }
 
@@ -304,7 +326,7 @@ static enum MHD_Result snap_start(struct http_server *s, struct MHD_Connection *
 	j->pid = pid;
 	snprintf(j->view, sizeof(j->view), "%s", view);
 	*state = j;
-	MHD_suspend_connection(c);
+	M.MHD_suspend_connection(c);
 	pthread_mutex_lock(&s->lock);
 	int rc = pthread_create(&s->snap_th, NULL, snap_thread, j);
 	s->snap_joinable = rc == 0;
@@ -315,7 +337,7 @@ static enum MHD_Result snap_start(struct http_server *s, struct MHD_Connection *
 	}
 	pthread_mutex_unlock(&s->lock);
 	if (rc)
-		MHD_resume_connection(c);
+		M.MHD_resume_connection(c);
 	return MHD_YES;
 }
 
@@ -419,8 +441,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 		if (!a)
 			return refuse(c, 401, "bearer token required", "WWW-Authenticate", "Bearer",
 				      "reason=\"unauthorized\"");
-		const char *pid_s = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "pid");
-		const char *view = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "view");
+		const char *pid_s = M.MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "pid");
+		const char *view = M.MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "view");
 		char *end = NULL;
 		long pid = pid_s ? strtol(pid_s, &end, 10) : 0;
 		if (!pid_s || *end || pid <= 0 || pid > INT_MAX)
@@ -480,6 +502,9 @@ int http_new(const struct http_opts *o, struct http_server **out, struct pp_err 
 	r = parse_addr(address, &ss, &sl, err);
 	if (r)
 		return r;
+	r = dynlib_load(&mhd_lib, err);
+	if (r)
+		return r;
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return pp_errf(err, -ENOMEM, "http: out of memory");
@@ -505,12 +530,12 @@ int http_new(const struct http_opts *o, struct http_server **out, struct pp_err 
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
 	    rl.rlim_cur / 4 < max_conns)
 		max_conns = rl.rlim_cur / 4 > 16 ? (unsigned)(rl.rlim_cur / 4) : 16;
-	s->d = MHD_start_daemon(flags, 0, NULL, NULL, handle, s, MHD_OPTION_SOCK_ADDR,
-				(struct sockaddr *)&ss, MHD_OPTION_CONNECTION_TIMEOUT,
-				(unsigned)HTTP_IDLE_S, MHD_OPTION_CONNECTION_LIMIT, max_conns,
-				MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)HTTP_PER_IP,
-				MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_CONN_MEMORY,
-				MHD_OPTION_NOTIFY_COMPLETED, request_done, s, MHD_OPTION_END);
+	s->d = M.MHD_start_daemon(flags, 0, NULL, NULL, handle, s, MHD_OPTION_SOCK_ADDR,
+				  (struct sockaddr *)&ss, MHD_OPTION_CONNECTION_TIMEOUT,
+				  (unsigned)HTTP_IDLE_S, MHD_OPTION_CONNECTION_LIMIT, max_conns,
+				  MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)HTTP_PER_IP,
+				  MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_CONN_MEMORY,
+				  MHD_OPTION_NOTIFY_COMPLETED, request_done, s, MHD_OPTION_END);
 	if (!s->d) {
 		pthread_mutex_destroy(&s->lock);
 		free(s);
@@ -519,7 +544,7 @@ int http_new(const struct http_opts *o, struct http_server **out, struct pp_err 
 			       "permitted)",
 			       address);
 	}
-	const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
+	const union MHD_DaemonInfo *info = M.MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
 	s->port = info ? info->port : 0;
 	*out = s;
 	return 0;
@@ -555,7 +580,7 @@ void http_free(struct http_server *s)
 	if (!s)
 		return;
 	snap_join(s); /* a snapshot under way ends first (it resumes its connection) */
-	MHD_stop_daemon(s->d);
+	M.MHD_stop_daemon(s->d);
 	pthread_mutex_destroy(&s->lock);
 	free(s);
 }
