@@ -5,7 +5,8 @@
 #
 # Configures its own build directory (build-deb/, prefix /usr, sysconfdir
 # /etc, release build), installs into a staging tree with --destdir and packs
-# it with dpkg-deb. Depends: is computed from the binary by dpkg-shlibdeps
+# it with dpkg-deb. Depends: is computed from the binary (and from a stub for
+# the libraries it dlopen()s) by dpkg-shlibdeps
 # (the runtime libraries: libbpf1 libelf1 libprotobuf-c1 libgrpc29
 # libyaml-0-2 libzstd1 zlib1g libmicrohttpd12 ...), falling back to that list
 # when dpkg-dev is not installed. /etc/pushprof/pushprof.yaml is a conffile.
@@ -37,7 +38,13 @@ DEPENDS="libbpf1, libelf1, libprotobuf-c1, libgrpc29, libyaml-0-2, libzstd1, zli
 if command -v dpkg-shlibdeps >/dev/null; then
   mkdir -p "$STAGE/shl/debian"
   printf 'Source: pushprof\n\nPackage: pushprof\nArchitecture: any\n' > "$STAGE/shl/debian/control"
-  DEPENDS=$(cd "$STAGE/shl" && dpkg-shlibdeps -O -e "$BIN" 2>/dev/null | sed -n 's/^shlibs:Depends=//p')
+  # gRPC, libcurl and libmicrohttpd are dlopen()ed on first use (meson.build's
+  # lazy_libs), so the binary does not name them: a stub linked with them
+  # does, and dpkg-shlibdeps gives their packages and versions too
+  printf 'int main(void) { return 0; }\n' > "$STAGE/stub.c"
+  cc -o "$STAGE/shl/lazy-libs" "$STAGE/stub.c" -Wl,--no-as-needed -lgrpc -lcurl -lmicrohttpd
+  DEPENDS=$(cd "$STAGE/shl" && dpkg-shlibdeps -O -e "$BIN" -e lazy-libs 2>/dev/null |
+    sed -n 's/^shlibs:Depends=//p')
 fi
 
 mkdir -p "$ROOT/DEBIAN"
