@@ -72,13 +72,24 @@ class Workload:
                                   stderr=subprocess.PIPE, text=True)
         self.pid = self.p.pid
         deadline = time.time() + timeout
-        while not os.path.exists(ready):
+        # ready exists once the workload's os.WriteFile created it, which is
+        # before its line is written: wait for the whole line (fakebuckets'
+        # "HEAD TAIL" was once read empty on a loaded host)
+        while not self._complete(ready):
             if self.p.poll() is not None:
                 raise RuntimeError(f"{binary} exited {self.p.returncode}: {self.p.stderr.read()}")
             if time.time() > deadline:
                 self.stop()
                 raise RuntimeError(f"{binary} not ready after {timeout}s")
             time.sleep(0.02)
+
+    @staticmethod
+    def _complete(path):
+        try:
+            with open(path) as f:
+                return f.read().endswith("\n")
+        except FileNotFoundError:
+            return False
 
     def stop(self):
         if self.p.poll() is None:
