@@ -26,11 +26,28 @@ static int unreadable(struct rmem *r, uint64_t addr, int rc, struct pp_err *err)
 	return pp_errf(err, rc, "bucket 0x%" PRIx64 " is not readable (%s)", addr, strerror(-rc));
 }
 
+/* len bytes at addr: where they are in r's window when peek (no copy:
+ * a snapshot reads 35 MB of buckets), else copied into buf. */
+static int words_at(struct rmem *r, bool peek, uint64_t addr, size_t len, uint64_t *buf,
+		    const uint64_t **w)
+{
+	if (!peek) {
+		*w = buf;
+		return rmem_read(r, addr, buf, len, NULL);
+	}
+	const uint8_t *p;
+	int rc = rmem_peek(r, addr, len, &p, NULL);
+	*w = (const uint64_t *)(const void *)p; /* 8-aligned: addr is */
+	return rc;
+}
+
 int gobucket_read(struct rmem *r, uint64_t addr, uint32_t max_depth, bool with_record,
 		  uint64_t *buf, struct gobucket *b, struct pp_err *err)
 {
 	size_t first = GO_BUCKET_HDR + (with_record ? GO_MEMRECORD_SIZE : 8 * PREFETCH_FRAMES);
-	int rc = rmem_read(r, addr, buf, first, NULL);
+	bool peek = with_record && r->cached && !(addr & 7);
+	const uint64_t *w;
+	int rc = words_at(r, peek, addr, first, buf, &w);
 	if (rc == -EFAULT && !with_record) {
 		/* the frames may cross into an unmapped page */
 		first = GO_BUCKET_HDR;
@@ -39,7 +56,7 @@ int gobucket_read(struct rmem *r, uint64_t addr, uint32_t max_depth, bool with_r
 	if (rc)
 		return unreadable(r, addr, rc, err);
 	struct go_rt_bucket hd, *h = &hd;
-	memcpy(&hd, buf, sizeof(hd)); /* __u64 and uint64_t are distinct types */
+	memcpy(&hd, w, sizeof(hd)); /* __u64 and uint64_t are distinct types */
 	if (h->typ != GO_BUCKET_MEMPROF)
 		return pp_errf(err, GOBUCKET_EBAD,
 			       "bucket 0x%" PRIx64 " has type %" PRIu64
@@ -52,17 +69,18 @@ int gobucket_read(struct rmem *r, uint64_t addr, uint32_t max_depth, bool with_r
 	/* Copied now: the second read below may see other bytes (the target
 	 * is live), and nstk as checked is what sizes everything. */
 	uint64_t nstk = h->nstk;
+	uint32_t nkept = (uint32_t)(nstk < max_depth ? nstk : max_depth);
+	size_t need = with_record ? GO_BUCKET_BYTES(nstk) : GO_BUCKET_HDR + 8 * (size_t)nkept;
+	if (need > first && (rc = words_at(r, peek, addr, need, buf, &w)))
+		return unreadable(r, addr, rc, err);
 	*b = (struct gobucket){ .addr = addr,
 				.allnext = h->allnext,
 				.size = h->size,
 				.nstk = nstk,
-				.nkept = (uint32_t)(nstk < max_depth ? nstk : max_depth),
-				.stk = buf + GO_BUCKET_STK / 8 };
-	size_t need = with_record ? GO_BUCKET_BYTES(nstk) : GO_BUCKET_HDR + 8 * (size_t)b->nkept;
-	if (need > first && (rc = rmem_read(r, addr, buf, need, NULL)))
-		return unreadable(r, addr, rc, err);
+				.nkept = nkept,
+				.stk = w + GO_BUCKET_STK / 8 };
 	if (with_record) {
-		const uint64_t *mr = buf + GO_BUCKET_STK / 8 + nstk;
+		const uint64_t *mr = w + GO_BUCKET_STK / 8 + nstk;
 		cycle_from(&b->active, mr);
 		for (int i = 0; i < 3; i++)
 			cycle_from(&b->future[i], mr + (GO_MEMREC_CYCLE_SIZE / 8) * (i + 1));

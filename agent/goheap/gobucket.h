@@ -30,7 +30,7 @@ struct gobucket {
 	uint64_t size;	     /* allocation size */
 	uint64_t nstk;	     /* PCs the bucket has (<= GO_MAX_STACK) */
 	uint32_t nkept;	     /* PCs in stk: nstk cut at max_depth */
-	const uint64_t *stk; /* return PCs, leaf first; in the caller's buffer */
+	const uint64_t *stk; /* return PCs, leaf first; see gobucket_read() */
 	/* with_record only: the memRecord */
 	struct go_memrec active, future[3];
 };
@@ -43,7 +43,9 @@ struct gobucket {
 
 /*
  * Read the bucket at addr through r into buf (GOBUCKET_BUF_WORDS words)
- * and decode it into *b (b->stk points into buf). with_record: also the
+ * and decode it into *b. b->stk points into buf, or, with_record through
+ * a cached r, into r's window (rmem_peek: no copy), valid until the next
+ * read through r. with_record: also the
  * memRecord behind the whole stack (a snapshot); without, only header and
  * the kept PCs are read (the OOM mirror: records are read at OOM time).
  * Returns 0; GOBUCKET_EBAD with err "bucket 0x.. has type N, not a memory

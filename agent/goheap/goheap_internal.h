@@ -91,10 +91,14 @@ struct goheap_builder {
 	struct pcinfo *pcs;
 	size_t npcs, cappcs;
 	struct u64map locmap; /* first pc -> index into locs */
+	/* direct-mapped front of locmap; one is the location id when that
+	 * location is this one pc alone (no inlined callers merged in): the
+	 * common case takes it without reading locs[li] */
 	struct {
 		uint64_t pc;
 		uint32_t li;
-	} * lcache; /* direct-mapped front of locmap */
+		uint32_t one;
+	} * lcache;
 	struct loccache *locs;
 	size_t nlocs, caplocs;
 	struct go_heap pool; /* arena for location pc lists */

@@ -169,17 +169,25 @@ static uint64_t raw_location(struct goheap_builder *b, uint64_t pc)
 
 /* locmap lookup through a direct-mapped cache: stacks repeat the same few
  * thousand PCs, and this is the per-frame hot path. */
+static inline size_t lcache_slot(uint64_t pc)
+{
+	return (pc ^ (pc >> 13)) & (LCACHE - 1);
+}
+
 static inline bool loc_lookup(struct goheap_builder *b, uint64_t pc, uint32_t *li)
 {
-	size_t slot = (pc ^ (pc >> 13)) & (LCACHE - 1);
+	size_t slot = lcache_slot(pc);
 	if (pc && b->lcache[slot].pc == pc) { /* 0 marks an empty slot */
 		*li = b->lcache[slot].li;
 		return true;
 	}
 	if (!u64map_get(&b->locmap, pc, li))
 		return false;
+	const struct loccache *l = &b->locs[*li];
 	b->lcache[slot].pc = pc;
 	b->lcache[slot].li = *li;
+	/* ids fit 32 bits: pprof caps every table at 2^31 entries */
+	b->lcache[slot].one = l->npcs == 1 && l->id <= UINT32_MAX ? (uint32_t)l->id : 0;
 	return true;
 }
 
@@ -193,9 +201,11 @@ static inline bool same_pcs(const uint64_t *a, const uint64_t *b, uint32_t n)
 
 /* The deck's pending frames as one location appended to locs (none when
  * the deck is empty): 0 or deck_emit's error. */
-static int deck_flush(struct goheap_builder *b, uint64_t *locs, size_t *nlocs)
+static inline int deck_flush(struct goheap_builder *b, uint64_t *locs, size_t *nlocs)
 {
 	int rc = 0;
+	if (!b->nd) /* the common case, and deck_emit's frame is 2 KiB */
+		return 0;
 	uint64_t id = deck_emit(b, false, &rc);
 
 	if (id)
@@ -216,6 +226,16 @@ static int locs_for_stack(struct goheap_builder *b, const uint64_t *stk, uint32_
 	while (i < n) {
 		uint64_t pc = stk[i];
 		uint32_t li, pidx;
+		/* Fast path: nothing pending and pc is a location by itself,
+		 * seen before (what the slow path below ends in for it). */
+		if (!b->nd) {
+			size_t slot = lcache_slot(pc);
+			if (pc && b->lcache[slot].pc == pc && b->lcache[slot].one) {
+				locs[(*nlocs)++] = b->lcache[slot].one;
+				i++;
+				continue;
+			}
+		}
 		if (loc_lookup(b, pc, &li)) {
 			if (b->nd) {
 				struct gobin_frame first = b->locs[li].first;

@@ -73,8 +73,9 @@ static ssize_t counted(struct rmem *r, uint64_t addr, void *buf, size_t len)
 	return rmem_read_some(r->mem, r->pid, addr, buf, len);
 }
 
-/* A miss: fill a window around [addr, addr+len), or read exactly that. */
-static int fill(struct rmem *r, uint64_t addr, void *out, size_t len)
+/* A miss: fill a window around [addr, addr+len), or read exactly that;
+ * *at is then where addr's bytes are in it. */
+static int fill(struct rmem *r, uint64_t addr, size_t len, const uint8_t **at)
 {
 	struct rmem_window *w = &r->w[r->next];
 	r->next = (r->next + 1) % RMEM_NWINDOWS;
@@ -113,30 +114,60 @@ static int fill(struct rmem *r, uint64_t addr, void *out, size_t len)
 	}
 	w->start = start;
 	w->len = (size_t)n;
-	memcpy(out, w->buf + (addr - start), len);
+	*at = w->buf + (addr - start);
 	return 0;
+}
+
+/* The message for rc of a read through r (0 stays 0). */
+static int said(struct rmem *r, int rc, uint64_t addr, size_t len, struct pp_err *err)
+{
+	if (rc == -ENOMEM)
+		return pp_errf(err, rc, "out of memory reading pid %d", (int)r->pid);
+	return rc ? say(err, rc, r->pid, addr, len) : 0;
+}
+
+/* Cached: where [addr, addr+len) is in a window, filling one on a miss. */
+static int cached_at(struct rmem *r, uint64_t addr, size_t len, const uint8_t **at)
+{
+	for (unsigned i = 0; i < RMEM_NWINDOWS; i++) {
+		const struct rmem_window *w = &r->w[i];
+		if (w->len && addr >= w->start && addr + len <= w->start + w->len) {
+			*at = w->buf + (addr - w->start);
+			return 0;
+		}
+	}
+	return fill(r, addr, len, at);
+}
+
+static int out_of_range(struct rmem *r, uint64_t addr, size_t len, struct pp_err *err)
+{
+	return pp_errf(err, -EINVAL, "pid %d: read 0x%" PRIx64 "+%zu: out of range", (int)r->pid,
+		       addr, len);
 }
 
 int rmem_read(struct rmem *r, uint64_t addr, void *out, size_t len, struct pp_err *err)
 {
 	int rc;
 	if (addr + len < addr || (r->cached && len > RMEM_WINDOW))
-		return pp_errf(err, -EINVAL, "pid %d: read 0x%" PRIx64 "+%zu: out of range",
-			       (int)r->pid, addr, len);
+		return out_of_range(r, addr, len, err);
 	if (!r->cached) {
 		ssize_t n = counted(r, addr, out, len);
 		rc = n == (ssize_t)len ? 0 : n >= 0 ? -EFAULT : (int)n;
 	} else {
-		for (unsigned i = 0; i < RMEM_NWINDOWS; i++) {
-			const struct rmem_window *w = &r->w[i];
-			if (w->len && addr >= w->start && addr + len <= w->start + w->len) {
-				memcpy(out, w->buf + (addr - w->start), len);
-				return 0;
-			}
-		}
-		rc = fill(r, addr, out, len);
+		const uint8_t *at;
+		if (!(rc = cached_at(r, addr, len, &at)))
+			memcpy(out, at, len);
 	}
-	if (rc == -ENOMEM)
-		return pp_errf(err, rc, "out of memory reading pid %d", (int)r->pid);
-	return rc ? say(err, rc, r->pid, addr, len) : 0;
+	return said(r, rc, addr, len, err);
+}
+
+int rmem_peek(struct rmem *r, uint64_t addr, size_t len, const uint8_t **at, struct pp_err *err)
+{
+	*at = NULL;
+	if (!r->cached || addr + len < addr || len > RMEM_WINDOW)
+		return out_of_range(r, addr, len, err);
+	int rc = cached_at(r, addr, len, at);
+	if (rc)
+		*at = NULL;
+	return said(r, rc, addr, len, err);
 }

@@ -86,4 +86,14 @@ void rmem_free(struct rmem *r);
  */
 int rmem_read(struct rmem *r, uint64_t addr, void *out, size_t len, struct pp_err *err);
 
+/*
+ * rmem_read() without the copy, for cached readers: *at points at the len
+ * bytes at addr inside one of r's windows (this process's copy: they do
+ * not change under us), valid until the next call on r. The same returns
+ * as rmem_read(), and -EINVAL for a reader that is not cached; *at is
+ * NULL on error. The bytes are as aligned as addr is modulo 8 (windows
+ * start at a page or at a request).
+ */
+int rmem_peek(struct rmem *r, uint64_t addr, size_t len, const uint8_t **at, struct pp_err *err);
+
 #endif

@@ -126,21 +126,28 @@ static int64_t intern(struct pprof *p, const char *s)
 {
 	if (!s)
 		s = "";
+	/* The same string again (a sample label's key, once per sample):
+	 * one compare instead of strlen, hash and probe. */
+	if (p->last_s == s && p->last_i < p->nstrs && !strcmp(p->strs[p->last_i], s))
+		return (int64_t)p->last_i;
 	uint32_t h = (uint32_t)hash_bytes(0, s, strlen(s));
 	int64_t i = ht_find(&p->strtab, h, str_eq, p, s);
-	if (i >= 0)
-		return i;
-	if (vec_reserve((void **)&p->strs, &p->capstrs, p->nstrs, sizeof(*p->strs)))
-		return -1;
-	char *d = strdup(s);
-	if (!d)
-		return -1;
-	if (ht_insert(&p->strtab, h, p->nstrs)) {
-		free(d);
-		return -1;
+	if (i < 0) {
+		if (vec_reserve((void **)&p->strs, &p->capstrs, p->nstrs, sizeof(*p->strs)))
+			return -1;
+		char *d = strdup(s);
+		if (!d)
+			return -1;
+		if (ht_insert(&p->strtab, h, p->nstrs)) {
+			free(d);
+			return -1;
+		}
+		p->strs[p->nstrs] = d;
+		i = (int64_t)p->nstrs++;
 	}
-	p->strs[p->nstrs] = d;
-	return p->nstrs++;
+	p->last_s = s;
+	p->last_i = (size_t)i;
+	return i;
 }
 
 int pprof_new(struct pprof **out, struct pp_err *err)
@@ -431,19 +438,27 @@ int pprof_sbuf_room(struct pprof *p, size_t n)
 	return 0;
 }
 
-/* An unmerged sample, encoded now as w_sample would: the body is written
- * 6 bytes on (the most its key and length take), then moved behind them. */
+/* An unmerged sample, encoded now as w_sample would. The body is written
+ * behind a length sized for the most it can take (labels at their
+ * longest, 46 bytes): moved only when it came out short enough to need a
+ * shorter length, which a heap sample's (~50 bytes) never does. Checks
+ * the location ids as pprof_add_sample does. */
 static int add_unmerged(struct pprof *p, const uint64_t *locs, size_t nlocs, const int64_t *values,
 			const struct pprof_label *labels, size_t nlabels)
 {
 	size_t lb = 0, vb = 0;
-	for (size_t j = 0; j < nlocs; j++)
+	for (size_t j = 0; j < nlocs; j++) {
+		if (!locs[j] || locs[j] > p->nlocs)
+			return -EINVAL;
 		lb += vlen(locs[j]);
+	}
 	for (size_t v = 0; v < p->nstypes; v++)
 		vb += vlen((uint64_t)values[v]);
-	if (pprof_sbuf_room(p, 6 + (lb ? 6 + lb : 0) + 6 + vb + 50 * nlabels))
+	size_t most = (lb ? 1 + vlen(lb) + lb : 0) + 1 + vlen(vb) + vb + 46 * nlabels;
+	size_t hl = 1 + vlen(most);
+	if (pprof_sbuf_room(p, hl + most))
 		return -ENOMEM;
-	uint8_t *start = p->sbuf + p->nsbuf, *body = start + 6, *o = body;
+	uint8_t *start = p->sbuf + p->nsbuf, *body = start + hl, *o = body;
 	if (lb) {
 		*o++ = (1 << 3) | 2;
 		o = put_v(o, lb);
@@ -462,9 +477,10 @@ static int add_unmerged(struct pprof *p, const uint64_t *locs, size_t nlocs, con
 		o = put_label(o, &l);
 	}
 	size_t n = (size_t)(o - body);
-	uint8_t *h = put_v(start + 1, n);
 	start[0] = (2 << 3) | 2;
-	memmove(h, body, n);
+	uint8_t *h = put_v(start + 1, n);
+	if (h != body)
+		memmove(h, body, n);
 	p->nsbuf += (size_t)(h - start) + n;
 	p->nsamples++;
 	return p->zs && p->nsbuf >= PPROF_STAGE ? pprof_zs_flush(p) : 0;
@@ -476,11 +492,11 @@ int pprof_add_sample(struct pprof *p, const uint64_t *locs, size_t nlocs, const 
 	if (!p->nstypes || !values || (nlocs && !locs) || (nlabels && !labels) ||
 	    nlocs > (1u << 24) || nlabels > (1u << 16))
 		return -EINVAL;
+	if (p->nomerge)
+		return add_unmerged(p, locs, nlocs, values, labels, nlabels);
 	for (size_t i = 0; i < nlocs; i++)
 		if (!locs[i] || locs[i] > p->nlocs)
 			return -EINVAL;
-	if (p->nomerge)
-		return add_unmerged(p, locs, nlocs, values, labels, nlabels);
 	/* The key is written at the pool's end: kept there if the sample is new. */
 	if (vec_reserve((void **)&p->skey, &p->capskey, p->nskey + 5 * nlocs + 48 * nlabels,
 			sizeof(*p->skey)))

@@ -78,6 +78,10 @@ struct pprof {
 	char **strs;
 	size_t nstrs, capstrs;
 	struct htab strtab;
+	/* intern()'s last answer: the pointer it was given, compared by
+	 * content before use (the caller's memory may have changed). */
+	const char *last_s;
+	size_t last_i;
 
 	struct value_type *stypes;
 	size_t nstypes, capstypes;
