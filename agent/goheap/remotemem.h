@@ -47,6 +47,7 @@ int rmem_read_exact(const struct gobin_mem *mem, pid_t pid, uint64_t addr, void 
 
 #define RMEM_WINDOW (128u << 10) /* cached reads: bytes per window, most per read */
 #define RMEM_NWINDOWS 8
+#define RMEM_AHEAD 1024 /* bytes a downward window reads past the request */
 
 struct rmem_window {
 	uint64_t start;
@@ -65,6 +66,8 @@ struct rmem {
 	unsigned next;	    /* round-robin victim */
 	uint64_t last_miss; /* address of the previous miss: the walk's direction */
 	unsigned ups;	    /* misses in a row above the one before */
+	uint64_t run_top;   /* highest end of a miss since the last jump up */
+	uint64_t floor;	    /* that of the run before: where windows stop */
 };
 
 /* No allocation here; rmem_free() releases the windows. */
