@@ -188,6 +188,23 @@ static bool drop_repeats(struct go_heap *h)
  */
 #define LOOP_SAMPLE 32
 
+/* In front of the set, a bit per hash of each bucket put in it: most
+ * buckets are answered by one bit of 8 KiB instead of a probe of the
+ * set's table (that probe missed the cache on each of 100,000 buckets:
+ * the window copies sweep it out). */
+#define SEEN_BITS (1u << 16)
+
+static inline uint32_t seen_bit(uint64_t b)
+{
+	return (uint32_t)((b * 0x9e3779b97f4a7c15ull) >> 48);
+}
+
+static inline bool seen_maybe(const uint64_t *bits, uint64_t b)
+{
+	uint32_t i = seen_bit(b);
+	return bits[i >> 6] >> (i & 63) & 1;
+}
+
 /* From b (the walk's step `step`, already checked): does the list repeat
  * a sampled bucket within LOOP_SAMPLE - 1 more steps? */
 static bool loop_ahead(struct rmem *rd, struct u64map *seen, uint64_t b, uint64_t step)
@@ -243,15 +260,18 @@ int goheap_walk(pid_t pid, const struct gobin *g, uint32_t max_buckets, uint32_t
 	 * streamed, nothing can be taken back: a set of the buckets seen. */
 	uint64_t saved = 0, power = 1, lam = 0, step = 0, stop_at = 0;
 	struct u64map seen = { 0 };
+	uint64_t *seen_bits = NULL;
 	bool exact = st && st->exact;
-	if (st && u64map_init(&seen, exact ? 4096 : 256)) {
+	if (st && (u64map_init(&seen, exact ? 4096 : 256) ||
+		   !(seen_bits = calloc(SEEN_BITS / 64, sizeof(uint64_t))))) {
+		u64map_free(&seen);
 		free(buf);
 		return -ENOMEM;
 	}
 	rc = 0;
 	for (uint64_t b = head; b; step++) {
 		if (st) {
-			if (u64map_get(&seen, b, NULL)) {
+			if (seen_maybe(seen_bits, b) && u64map_get(&seen, b, NULL)) {
 				if (!exact) {
 					rc = GOHEAP_REWALK;
 					break;
@@ -260,8 +280,12 @@ int goheap_walk(pid_t pid, const struct gobin *g, uint32_t max_buckets, uint32_t
 						      b);
 				break;
 			}
-			if ((exact || step % LOOP_SAMPLE == 0) && (rc = u64map_put(&seen, b, 1)))
-				break;
+			if (exact || step % LOOP_SAMPLE == 0) {
+				if ((rc = u64map_put(&seen, b, 1)))
+					break;
+				uint32_t i = seen_bit(b);
+				seen_bits[i >> 6] |= 1ull << (i & 63);
+			}
 			stop_at = b; /* the walk stops here unless it goes on */
 		} else if (b == saved) {
 			drop_repeats(h);
@@ -314,7 +338,9 @@ int goheap_walk(pid_t pid, const struct gobin *g, uint32_t max_buckets, uint32_t
 			break;
 		}
 		struct gobucket gb;
-		struct pp_err berr = { 0 };
+		struct pp_err berr; /* 516 bytes: not cleared per bucket */
+		berr.code = 0;
+		berr.msg[0] = '\0';
 		int r = gobucket_read(&rd, b, max_depth, true, buf, &gb, &berr);
 		if (r == -ESRCH) {
 			if (h->n == 0) {
@@ -379,6 +405,7 @@ int goheap_walk(pid_t pid, const struct gobin *g, uint32_t max_buckets, uint32_t
 	if (st && !exact && !rc && stop_at && loop_ahead(&rd, &seen, stop_at, step))
 		rc = GOHEAP_REWALK;
 	u64map_free(&seen);
+	free(seen_bits);
 	if (wb)
 		wb->read_bytes += rd.bytes;
 	h->remote_reads = rd.calls + 3;

@@ -438,32 +438,39 @@ int pprof_sbuf_room(struct pprof *p, size_t n)
 	return 0;
 }
 
-/* An unmerged sample, encoded now as w_sample would. The body is written
- * behind a length sized for the most it can take (labels at their
- * longest, 46 bytes): moved only when it came out short enough to need a
- * shorter length, which a heap sample's (~50 bytes) never does. Checks
- * the location ids as pprof_add_sample does. */
+/* An unmerged sample, encoded now as w_sample would, in one pass over
+ * its location ids. Lengths go in front of what they measure, so each is
+ * given the room of the most it can be (ids at most p->nlocs, labels at
+ * their longest, 46 bytes) and what follows is moved only when it came
+ * out short enough to need a shorter length, which a heap sample never
+ * does. Checks the location ids as pprof_add_sample does. */
 static int add_unmerged(struct pprof *p, const uint64_t *locs, size_t nlocs, const int64_t *values,
 			const struct pprof_label *labels, size_t nlabels)
 {
-	size_t lb = 0, vb = 0;
-	for (size_t j = 0; j < nlocs; j++) {
-		if (!locs[j] || locs[j] > p->nlocs)
-			return -EINVAL;
-		lb += vlen(locs[j]);
-	}
+	size_t vb = 0;
 	for (size_t v = 0; v < p->nstypes; v++)
 		vb += vlen((uint64_t)values[v]);
-	size_t most = (lb ? 1 + vlen(lb) + lb : 0) + 1 + vlen(vb) + vb + 46 * nlabels;
+	size_t lb_most = nlocs * vlen(p->nlocs), lbl = vlen(lb_most);
+	size_t most = (nlocs ? 1 + lbl + lb_most : 0) + 1 + vlen(vb) + vb + 46 * nlabels;
 	size_t hl = 1 + vlen(most);
 	if (pprof_sbuf_room(p, hl + most))
 		return -ENOMEM;
 	uint8_t *start = p->sbuf + p->nsbuf, *body = start + hl, *o = body;
-	if (lb) {
-		*o++ = (1 << 3) | 2;
-		o = put_v(o, lb);
-		for (size_t j = 0; j < nlocs; j++)
+	if (nlocs) {
+		uint8_t *ids = body + 1 + lbl;
+		o = ids;
+		for (size_t j = 0; j < nlocs; j++) {
+			if (!locs[j] || locs[j] > p->nlocs)
+				return -EINVAL;
 			o = put_v(o, locs[j]);
+		}
+		size_t lb = (size_t)(o - ids);
+		body[0] = (1 << 3) | 2;
+		uint8_t *at = put_v(body + 1, lb);
+		if (at != ids) {
+			memmove(at, ids, lb);
+			o = at + lb;
+		}
 	}
 	*o++ = (2 << 3) | 2;
 	o = put_v(o, vb);
