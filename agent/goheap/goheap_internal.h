@@ -101,6 +101,7 @@ struct goheap_builder {
 	} * lcache;
 	struct loccache *locs;
 	size_t nlocs, caplocs;
+	uint64_t goexit_pc;  /* a pc found in runtime.goexit (ends every stack), 0 */
 	struct go_heap pool; /* arena for location pc lists */
 	struct frame_chunk *frames;
 	/* the deck: pcs merged into one location (inlining) */

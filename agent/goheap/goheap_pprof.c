@@ -226,8 +226,15 @@ static int locs_for_stack(struct goheap_builder *b, const uint64_t *stk, uint32_
 	while (i < n) {
 		uint64_t pc = stk[i];
 		uint32_t li, pidx;
-		/* Fast path: nothing pending and pc is a location by itself,
-		 * seen before (what the slow path below ends in for it). */
+		/* Fast paths, each what the slow path below ends in: the
+		 * goexit frame at the bottom of every stack is dropped; with
+		 * nothing pending, a pc seen before as a location by itself. */
+		if (pc == b->goexit_pc && pc) {
+			if ((rc = deck_flush(b, locs, nlocs)))
+				return rc;
+			i++;
+			continue;
+		}
 		if (!b->nd) {
 			size_t slot = lcache_slot(pc);
 			if (pc && b->lcache[slot].pc == pc && b->lcache[slot].one) {
@@ -270,6 +277,7 @@ static int locs_for_stack(struct goheap_builder *b, const uint64_t *stk, uint32_
 			continue;
 		}
 		if (!strcmp(pi->fr[0].function, "runtime.goexit")) {
+			b->goexit_pc = pc;
 			if ((rc = deck_flush(b, locs, nlocs)))
 				return rc;
 			i++;
