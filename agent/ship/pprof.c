@@ -409,6 +409,9 @@ static uint8_t *put_label(uint8_t *o, const struct slabel *l)
 	return o + (e - body);
 }
 
+/* The most put_label writes: 2 + 6 (key) + 6 (str) + 11 (num) + 6 (unit). */
+#define LABEL_MOST 31
+
 int pprof_set_merge(struct pprof *p, bool merge)
 {
 	if (p->nsamples)
@@ -440,10 +443,11 @@ int pprof_sbuf_room(struct pprof *p, size_t n)
 
 /* An unmerged sample, encoded now as w_sample would, in one pass over
  * its location ids. Lengths go in front of what they measure, so each is
- * given the room of the most it can be (ids at most p->nlocs, labels at
- * their longest, 46 bytes) and what follows is moved only when it came
- * out short enough to need a shorter length, which a heap sample never
- * does. Checks the location ids as pprof_add_sample does. */
+ * given the room of the most it can be (ids at most p->nlocs, labels
+ * LABEL_MOST) and what follows is moved only when it came out short
+ * enough to need a shorter length, which a heap sample never does. Checks
+ * the location ids as pprof_add_sample does, before any label's strings
+ * are interned. */
 static int add_unmerged(struct pprof *p, const uint64_t *locs, size_t nlocs, const int64_t *values,
 			const struct pprof_label *labels, size_t nlabels)
 {
@@ -451,7 +455,7 @@ static int add_unmerged(struct pprof *p, const uint64_t *locs, size_t nlocs, con
 	for (size_t v = 0; v < p->nstypes; v++)
 		vb += vlen((uint64_t)values[v]);
 	size_t lb_most = nlocs * vlen(p->nlocs), lbl = vlen(lb_most);
-	size_t most = (nlocs ? 1 + lbl + lb_most : 0) + 1 + vlen(vb) + vb + 46 * nlabels;
+	size_t most = (nlocs ? 1 + lbl + lb_most : 0) + 1 + vlen(vb) + vb + LABEL_MOST * nlabels;
 	size_t hl = 1 + vlen(most);
 	if (pprof_sbuf_room(p, hl + most))
 		return -ENOMEM;
