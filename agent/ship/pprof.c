@@ -396,17 +396,21 @@ static int label_of(struct pprof *p, const struct pprof_label *in, struct slabel
 	return l->key < 0 || l->str < 0 || l->num_unit < 0 ? -ENOMEM : 0;
 }
 
+/* Written in place behind its length, counted first (at most 29: one
+ * byte; a memcpy from a staging buffer was most of a heap sample's
+ * label cost). */
 static uint8_t *put_label(uint8_t *o, const struct slabel *l)
 {
-	uint8_t body[48], *e = body;
-	e = put_field(e, 1, (uint64_t)l->key);
-	e = put_field(e, 2, (uint64_t)l->str);
-	e = put_field(e, 3, (uint64_t)l->num);
-	e = put_field(e, 4, (uint64_t)l->num_unit);
+	const uint64_t f[4] = { (uint64_t)l->key, (uint64_t)l->str, (uint64_t)l->num,
+				(uint64_t)l->num_unit };
+	size_t n = 0;
+	for (int i = 0; i < 4; i++)
+		n += f[i] ? 1 + vlen(f[i]) : 0;
 	*o++ = (3 << 3) | 2;
-	*o++ = (uint8_t)(e - body);
-	memcpy(o, body, (size_t)(e - body));
-	return o + (e - body);
+	*o++ = (uint8_t)n;
+	for (int i = 0; i < 4; i++)
+		o = put_field(o, (uint32_t)i + 1, f[i]);
+	return o;
 }
 
 /* The most put_label writes: 2 + 6 (key) + 6 (str) + 11 (num) + 6 (unit). */
