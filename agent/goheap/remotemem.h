@@ -82,8 +82,10 @@ void rmem_free(struct rmem *r);
  *
  * Cached: buckets are allocated upwards in persistentalloc chunks and the
  * list runs newest first, i.e. mostly downwards, so a miss reads the
- * window that ends at the end of the request and the next objects are
- * already there; a walk that turns upwards gets windows that start at the
+ * window that ends RMEM_AHEAD past the end of the request (the rest of an
+ * object read header first) and the next objects are already there, not
+ * reaching below the top of the previous downward run (a chunk already
+ * walked); a walk that turns upwards gets windows that start at the
  * request instead. A window that reaches into unmapped memory falls back
  * to reading exactly the request.
  */
