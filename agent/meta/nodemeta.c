@@ -11,33 +11,11 @@
 #include <time.h>
 #include <unistd.h>
 
-/* typecheck-gcc.h's curl_easy_setopt macro would swallow C.curl_easy_setopt */
-#define CURL_DISABLE_TYPECHECK
-#include <curl/curl.h>
-
+/* typecheck-gcc.h's curl_easy_setopt macro would swallow pp_curl.curl_easy_setopt */
 #include "buildinfo.h"
-#include "dynlib.h"
+#include "curl_lib.h"
 #include "fileutil.h"
 #include "log.h"
-
-/* libcurl is opened when first needed (dynlib.h): the functions this file
- * calls, through C */
-#define CURL_FNS(X, t)           \
-	X(t, curl_easy_cleanup)  \
-	X(t, curl_easy_getinfo)  \
-	X(t, curl_easy_init)     \
-	X(t, curl_easy_perform)  \
-	X(t, curl_easy_setopt)   \
-	X(t, curl_easy_strerror) \
-	X(t, curl_global_init)   \
-	X(t, curl_slist_append)  \
-	X(t, curl_slist_free_all)
-
-static struct {
-	CURL_FNS(DYNLIB_PTR, _)
-} C;
-static struct dynlib curl_lib =
-	DYNLIB_INIT(PP_SONAME_CURL, "node labels (node_labels.from_api)", C, CURL_FNS);
 
 #define SA_DIR "/var/run/secrets/kubernetes.io/serviceaccount"
 #define API_REFRESH_S 300
@@ -490,43 +468,43 @@ static int fetch_api(struct node_meta *m, struct pp_labels *labels, struct pp_er
 		tok[--toklen] = '\0';
 	auth = malloc(toklen + 32);
 	b.buf = malloc(NODE_BODY_MAX);
-	CURL *h = C.curl_easy_init();
+	CURL *h = pp_curl.curl_easy_init();
 	if (!auth || !b.buf || !h) {
 		r = pp_errf(err, -ENOMEM, "out of memory");
 		goto out;
 	}
 	snprintf(auth, toklen + 32, "Authorization: Bearer %s", tok);
-	hdr = C.curl_slist_append(NULL, auth);
-	struct curl_slist *h2 = hdr ? C.curl_slist_append(hdr, "Accept: application/json") : NULL;
+	hdr = pp_curl.curl_slist_append(NULL, auth);
+	struct curl_slist *h2 = hdr ? pp_curl.curl_slist_append(hdr, "Accept: application/json") : NULL;
 	if (!h2) {
 		r = pp_errf(err, -ENOMEM, "out of memory");
 		goto out;
 	}
 	hdr = h2;
-	C.curl_easy_setopt(h, CURLOPT_URL, m->url);
-	C.curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
-	C.curl_easy_setopt(h, CURLOPT_CAINFO, ca);
-	C.curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
-	C.curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-	C.curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "https");
-	C.curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
-	C.curl_easy_setopt(h, CURLOPT_TIMEOUT, (long)FETCH_TIMEOUT_S);
-	C.curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 5L);
-	C.curl_easy_setopt(h, CURLOPT_USERAGENT, "pushprof/" PUSHPROF_VERSION);
-	C.curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
-	C.curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
-	C.curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
-	C.curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
-	C.curl_easy_setopt(h, CURLOPT_XFERINFODATA, m);
-	CURLcode cc = C.curl_easy_perform(h);
+	pp_curl.curl_easy_setopt(h, CURLOPT_URL, m->url);
+	pp_curl.curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
+	pp_curl.curl_easy_setopt(h, CURLOPT_CAINFO, ca);
+	pp_curl.curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
+	pp_curl.curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	pp_curl.curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "https");
+	pp_curl.curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
+	pp_curl.curl_easy_setopt(h, CURLOPT_TIMEOUT, (long)FETCH_TIMEOUT_S);
+	pp_curl.curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 5L);
+	pp_curl.curl_easy_setopt(h, CURLOPT_USERAGENT, "pushprof/" PUSHPROF_VERSION);
+	pp_curl.curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+	pp_curl.curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
+	pp_curl.curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+	pp_curl.curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+	pp_curl.curl_easy_setopt(h, CURLOPT_XFERINFODATA, m);
+	CURLcode cc = pp_curl.curl_easy_perform(h);
 	if (cc != CURLE_OK) {
 		r = b.cut ? pp_errf(err, -EFBIG, "GET %s: answer larger than %u bytes", m->url,
 				    NODE_BODY_MAX)
 			  : pp_errf(err, -EIO, "GET %s: %s", m->url,
-				    errbuf[0] ? errbuf : C.curl_easy_strerror(cc));
+				    errbuf[0] ? errbuf : pp_curl.curl_easy_strerror(cc));
 		goto out;
 	}
-	C.curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+	pp_curl.curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
 	if (status == 403 || status == 401)
 		r = pp_errf(err, -EACCES,
 			    "GET %s: HTTP %ld: the agent's service account needs "
@@ -543,8 +521,8 @@ static int fetch_api(struct node_meta *m, struct pp_labels *labels, struct pp_er
 		r = node_labels_parse(b.buf, b.len, labels, err);
 out:
 	if (h)
-		C.curl_easy_cleanup(h);
-	C.curl_slist_free_all(hdr);
+		pp_curl.curl_easy_cleanup(h);
+	pp_curl.curl_slist_free_all(hdr);
 	if (auth) {
 		explicit_bzero(auth, toklen + 32);
 		free(auth);
@@ -693,13 +671,10 @@ int node_meta_new(const struct node_meta_opts *o, struct node_meta **out, struct
 			m->url[0] = '\0';
 			goto done;
 		}
-		if (dynlib_load(&curl_lib, err)) {
+		int rc = pp_curl_load("node labels (node_labels.from_api)", err);
+		if (rc) {
 			node_meta_free(m);
-			return err ? err->code : -ENOENT;
-		}
-		if (C.curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
-			node_meta_free(m);
-			return pp_errf(err, -EIO, "libcurl initialisation failed");
+			return rc;
 		}
 	}
 	m->active = true;

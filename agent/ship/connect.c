@@ -21,13 +21,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* typecheck-gcc.h's curl_easy_setopt macro would swallow C.curl_easy_setopt */
-#define CURL_DISABLE_TYPECHECK
-#include <curl/curl.h>
 #include <grpc/status.h>
 
 #include "buildinfo.h"
-#include "dynlib.h"
+#include "curl_lib.h"
 
 #define CONNECT_MAX_BODY (64u << 10)
 
@@ -41,33 +38,6 @@ struct connect_client {
 	bool body_cut;
 	const struct connect_call *call; /* for the progress callback */
 };
-
-/* libcurl is opened when first needed (dynlib.h): the functions this file
- * calls, through C */
-#define CURL_FNS(X, t)           \
-	X(t, curl_easy_cleanup)  \
-	X(t, curl_easy_getinfo)  \
-	X(t, curl_easy_init)     \
-	X(t, curl_easy_perform)  \
-	X(t, curl_easy_setopt)   \
-	X(t, curl_easy_strerror) \
-	X(t, curl_global_init)   \
-	X(t, curl_slist_append)  \
-	X(t, curl_slist_free_all)
-
-static struct {
-	CURL_FNS(DYNLIB_PTR, _)
-} C;
-static struct dynlib curl_lib =
-	DYNLIB_INIT(PP_SONAME_CURL, "remote_store.transport: http", C, CURL_FNS);
-
-static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-static CURLcode curl_init_rc;
-
-static void curl_init(void)
-{
-	curl_init_rc = C.curl_global_init(CURL_GLOBAL_DEFAULT);
-}
 
 static size_t on_body(char *p, size_t sz, size_t n, void *arg)
 {
@@ -107,13 +77,11 @@ int connect_new(const struct connect_opts *o, struct connect_client **out, struc
 		rs->server_name && *rs->server_name && !rs->insecure ? rs->server_name : NULL;
 
 	*out = NULL;
-	if (dynlib_load(&curl_lib, err))
-		return err ? err->code : -ENOENT;
-	pthread_once(&curl_once, curl_init);
-	if (curl_init_rc != CURLE_OK)
-		return pp_errf(err, -EIO, "libcurl: %s", C.curl_easy_strerror(curl_init_rc));
+	int rc = pp_curl_load("remote_store.transport: http", err);
+	if (rc)
+		return rc;
 	c = calloc(1, sizeof(*c));
-	if (!c || !(c->body = malloc(CONNECT_MAX_BODY + 1)) || !(c->h = C.curl_easy_init()))
+	if (!c || !(c->body = malloc(CONNECT_MAX_BODY + 1)) || !(c->h = pp_curl.curl_easy_init()))
 		goto nomem;
 
 	/* address is host:port (checked by the config); with server_name, the
@@ -128,35 +96,35 @@ int connect_new(const struct connect_opts *o, struct connect_client **out, struc
 		snprintf(c->base, n, "%s://%s%s%s", scheme, host, colon, prefix);
 		char pin[600];
 		snprintf(pin, sizeof(pin), "%s%s:%s", host, colon, rs->address);
-		c->connect_to = C.curl_slist_append(NULL, pin);
+		c->connect_to = pp_curl.curl_slist_append(NULL, pin);
 		if (!c->connect_to)
 			goto nomem;
 	} else {
 		snprintf(c->base, n, "%s://%s%s", scheme, rs->address, prefix);
 	}
 
-	C.curl_easy_setopt(c->h, CURLOPT_ERRORBUFFER, c->errbuf);
-	C.curl_easy_setopt(c->h, CURLOPT_NOSIGNAL, 1L);
-	C.curl_easy_setopt(c->h, CURLOPT_PROTOCOLS_STR, "http,https");
-	C.curl_easy_setopt(c->h, CURLOPT_FOLLOWLOCATION, 0L); /* a redirect is an answer */
-	C.curl_easy_setopt(c->h, CURLOPT_USERAGENT, "pushprof/" PUSHPROF_VERSION);
-	C.curl_easy_setopt(c->h, CURLOPT_WRITEFUNCTION, on_body);
-	C.curl_easy_setopt(c->h, CURLOPT_WRITEDATA, c);
-	C.curl_easy_setopt(c->h, CURLOPT_NOPROGRESS, 0L);
-	C.curl_easy_setopt(c->h, CURLOPT_XFERINFOFUNCTION, on_progress);
-	C.curl_easy_setopt(c->h, CURLOPT_XFERINFODATA, c);
+	pp_curl.curl_easy_setopt(c->h, CURLOPT_ERRORBUFFER, c->errbuf);
+	pp_curl.curl_easy_setopt(c->h, CURLOPT_NOSIGNAL, 1L);
+	pp_curl.curl_easy_setopt(c->h, CURLOPT_PROTOCOLS_STR, "http,https");
+	pp_curl.curl_easy_setopt(c->h, CURLOPT_FOLLOWLOCATION, 0L); /* a redirect is an answer */
+	pp_curl.curl_easy_setopt(c->h, CURLOPT_USERAGENT, "pushprof/" PUSHPROF_VERSION);
+	pp_curl.curl_easy_setopt(c->h, CURLOPT_WRITEFUNCTION, on_body);
+	pp_curl.curl_easy_setopt(c->h, CURLOPT_WRITEDATA, c);
+	pp_curl.curl_easy_setopt(c->h, CURLOPT_NOPROGRESS, 0L);
+	pp_curl.curl_easy_setopt(c->h, CURLOPT_XFERINFOFUNCTION, on_progress);
+	pp_curl.curl_easy_setopt(c->h, CURLOPT_XFERINFODATA, c);
 	if (c->connect_to)
-		C.curl_easy_setopt(c->h, CURLOPT_CONNECT_TO, c->connect_to);
+		pp_curl.curl_easy_setopt(c->h, CURLOPT_CONNECT_TO, c->connect_to);
 	if (!rs->insecure) {
 		if (rs->ca_file && *rs->ca_file)
-			C.curl_easy_setopt(c->h, CURLOPT_CAINFO, rs->ca_file);
+			pp_curl.curl_easy_setopt(c->h, CURLOPT_CAINFO, rs->ca_file);
 		if (rs->cert_file && *rs->cert_file) {
-			C.curl_easy_setopt(c->h, CURLOPT_SSLCERT, rs->cert_file);
-			C.curl_easy_setopt(c->h, CURLOPT_SSLKEY, rs->key_file);
+			pp_curl.curl_easy_setopt(c->h, CURLOPT_SSLCERT, rs->cert_file);
+			pp_curl.curl_easy_setopt(c->h, CURLOPT_SSLKEY, rs->key_file);
 		}
 		if (rs->insecure_skip_verify) {
-			C.curl_easy_setopt(c->h, CURLOPT_SSL_VERIFYPEER, 0L);
-			C.curl_easy_setopt(c->h, CURLOPT_SSL_VERIFYHOST, 0L);
+			pp_curl.curl_easy_setopt(c->h, CURLOPT_SSL_VERIFYPEER, 0L);
+			pp_curl.curl_easy_setopt(c->h, CURLOPT_SSL_VERIFYHOST, 0L);
 		}
 	}
 	*out = c;
@@ -171,8 +139,8 @@ void connect_free(struct connect_client *c)
 	if (!c)
 		return;
 	if (c->h)
-		C.curl_easy_cleanup(c->h);
-	C.curl_slist_free_all(c->connect_to);
+		pp_curl.curl_easy_cleanup(c->h);
+	pp_curl.curl_slist_free_all(c->connect_to);
 	free(c->base);
 	free(c->body);
 	free(c);
@@ -313,7 +281,7 @@ int connect_unary(struct connect_client *c, const struct connect_call *call, int
 	struct curl_slist *t;
 #define ADD(s)                                            \
 	do {                                              \
-		if (!(t = C.curl_slist_append(hdr, (s)))) \
+		if (!(t = pp_curl.curl_slist_append(hdr, (s)))) \
 			goto nomem;                       \
 		hdr = t;                                  \
 	} while (0)
@@ -331,7 +299,7 @@ int connect_unary(struct connect_client *c, const struct connect_call *call, int
 		if (!a)
 			goto nomem;
 		sprintf(a, "Authorization: %s", call->auth);
-		t = C.curl_slist_append(hdr, a);
+		t = pp_curl.curl_slist_append(hdr, a);
 		explicit_bzero(a, strlen(a));
 		free(a);
 		if (!t)
@@ -339,21 +307,21 @@ int connect_unary(struct connect_client *c, const struct connect_call *call, int
 		hdr = t;
 	}
 #undef ADD
-	C.curl_easy_setopt(c->h, CURLOPT_URL, url);
-	C.curl_easy_setopt(c->h, CURLOPT_HTTPHEADER, hdr);
-	C.curl_easy_setopt(c->h, CURLOPT_POSTFIELDS, (const char *)call->body);
-	C.curl_easy_setopt(c->h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)call->len);
-	C.curl_easy_setopt(c->h, CURLOPT_TIMEOUT_MS, (long)ms);
-	C.curl_easy_setopt(c->h, CURLOPT_CONNECTTIMEOUT_MS, (long)ms);
+	pp_curl.curl_easy_setopt(c->h, CURLOPT_URL, url);
+	pp_curl.curl_easy_setopt(c->h, CURLOPT_HTTPHEADER, hdr);
+	pp_curl.curl_easy_setopt(c->h, CURLOPT_POSTFIELDS, (const char *)call->body);
+	pp_curl.curl_easy_setopt(c->h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)call->len);
+	pp_curl.curl_easy_setopt(c->h, CURLOPT_TIMEOUT_MS, (long)ms);
+	pp_curl.curl_easy_setopt(c->h, CURLOPT_CONNECTTIMEOUT_MS, (long)ms);
 
-	CURLcode cc = C.curl_easy_perform(c->h);
+	CURLcode cc = pp_curl.curl_easy_perform(c->h);
 	long http = 0;
-	C.curl_easy_getinfo(c->h, CURLINFO_RESPONSE_CODE, &http);
+	pp_curl.curl_easy_getinfo(c->h, CURLINFO_RESPONSE_CODE, &http);
 	if (cc != CURLE_OK) {
 		*status = cc == CURLE_OPERATION_TIMEDOUT || cc == CURLE_ABORTED_BY_CALLBACK
 				  ? GRPC_STATUS_DEADLINE_EXCEEDED
 				  : GRPC_STATUS_UNAVAILABLE;
-		snprintf(details, details_len, "%s: %s%s%s", url, C.curl_easy_strerror(cc),
+		snprintf(details, details_len, "%s: %s%s%s", url, pp_curl.curl_easy_strerror(cc),
 			 c->errbuf[0] ? ": " : "", c->errbuf);
 	} else if (http == 200) {
 		*status = GRPC_STATUS_OK;
@@ -368,12 +336,12 @@ nomem:
 	*status = GRPC_STATUS_INTERNAL;
 	snprintf(details, details_len, "out of memory");
 out:
-	C.curl_easy_setopt(c->h, CURLOPT_HTTPHEADER, NULL);
+	pp_curl.curl_easy_setopt(c->h, CURLOPT_HTTPHEADER, NULL);
 	/* scrub the header copies that held the credential */
 	for (struct curl_slist *s = hdr; s; s = s->next)
 		if (!strncmp(s->data, "Authorization:", 14))
 			explicit_bzero(s->data, strlen(s->data));
-	C.curl_slist_free_all(hdr);
+	pp_curl.curl_slist_free_all(hdr);
 	c->call = NULL;
 	return rc;
 }
