@@ -261,8 +261,9 @@ static unsigned grpc_users;
 
 static int grpc_ref(struct pp_err *err)
 {
-	if (dynlib_load(&grpc_lib, err))
-		return err->code;
+	int rc = dynlib_load(&grpc_lib, err);
+	if (rc)
+		return rc; /* err may be NULL: the code is returned, not read back */
 	pthread_mutex_lock(&grpc_users_lock);
 	if (grpc_users++ == 0) {
 		G.gpr_set_log_function(grpc_log_hook);
@@ -361,8 +362,9 @@ int grpcc_channel_new(const struct grpcc_channel_opts *o, struct grpcc_channel *
 		err = &local; /* the code travels in it: keep one */
 	if (!o->target || !*o->target)
 		return pp_errf(err, -EINVAL, "%s: no gRPC target", o->what ? o->what : "grpc");
-	if (grpc_ref(err))
-		return err->code;
+	int ref = grpc_ref(err);
+	if (ref)
+		return ref;
 	c = calloc(1, sizeof(*c));
 	if (!c) {
 		grpc_unref();
