@@ -36,7 +36,7 @@ cfg, store = ct.write_config(d, f"""targets:
     comm_regex: "^chain"
   - exe_regex: "/chainx$"
 """)
-agent = pptest.Agent(cfg, args=["--duration", "4s"])
+agent = pptest.Agent(cfg, args=["--duration", "5s"])
 check(agent.started, "agent starts", agent.log())
 # PUSHPROF_PROC_EVENTS (meson runs this test once per event source)
 want = {"bpf": "bpf", "off": "none", "netlink": "netlink"}.get(
@@ -55,7 +55,11 @@ procs = {
     "E": subprocess.Popen([other, "3"], preexec_fn=in_cgroup),
 }
 time.sleep(0.8)
-procs["C"] = subprocess.Popen([chain, "1.6"], preexec_fn=in_cgroup)
+# C lives 2.4 s: it must outlast the agent's own delay in taking a new
+# process, which under load (an ASan build, both CPUs busy elsewhere) is the
+# time the loop thread spends building a window: 1.6 s once, when C lived
+# 1.6 s and was never seen
+procs["C"] = subprocess.Popen([chain, "2.4"], preexec_fn=in_cgroup)
 usage = {}
 
 
@@ -96,7 +100,7 @@ for n in ("A", "D"):
     missed = usage[n] - samples[n] / ct.FREQ
     check(missed <= 2.0, f"{n}: sampled within 2 s of starting",
           f"cpu {usage[n]:.2f}s, sampled {samples[n] / ct.FREQ:.2f}s, missed {missed:.2f}s")
-# C lives 1.6 s, exiting inside a window: what was sampled is kept and
+# C lives 2.4 s, exiting inside a window: what was sampled is kept and
 # labelled; it can never get more samples than its CPU time allows.
 
 check(samples["C"] / ct.FREQ <= usage["C"] * 1.2 + 0.05, "C: samples match its CPU time",
