@@ -369,15 +369,22 @@ static int add(struct gotrack *t, pid_t pid, bool remember)
 		}
 	}
 	metric_set(t->m_tracked, (double)t->n);
-	pp_log(PP_DEBUG, "tracking go process", "pid=%d go=%s vars=%s analysis=%s", (int)pid,
-	       g->go_version[0] ? g->go_version : "unknown",
-	       g->vars.source == GOBIN_VARS_SYMTAB ? "symtab" : "code", analysis);
+	/* armed for OOM capture before the line is logged: "tracking" means an
+	 * OOM kill from now on is captured (a test that starts the leak on
+	 * this line once saw the kill before the BPF targets entry existed) */
+	const char *oom = "off";
 	if (t->oom) {
 		struct pp_err oerr = { 0 };
-		if (oom_watch_track_shared(t->oom, pid, g, &oerr) < 0)
+		oom = "armed";
+		if (oom_watch_track_shared(t->oom, pid, g, &oerr) < 0) {
+			oom = "failed";
 			pp_log(PP_WARN, "go process not armed for OOM capture", "pid=%d error=%s",
 			       (int)pid, pp_q(oerr.msg));
+		}
 	}
+	pp_log(PP_DEBUG, "tracking go process", "pid=%d go=%s vars=%s analysis=%s oom=%s",
+	       (int)pid, g->go_version[0] ? g->go_version : "unknown",
+	       g->vars.source == GOBIN_VARS_SYMTAB ? "symtab" : "code", analysis, oom);
 	return 1;
 }
 
