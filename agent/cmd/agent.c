@@ -103,6 +103,11 @@ static void on_target_change(pid_t pid, bool matched, void *arg)
 		oom_watch_untrack(a->oom, pid);
 	if (!a->cpu)
 		return;
+	/* a new executable's leaf table first (a large one takes a few hundred
+	 * ms): samples taken before it is installed would be walked plainly,
+	 * with frameless leaves under their grand-callers */
+	if (matched && a->fl)
+		frameless_prepare(a->fl, pid);
 	if (cpu_sampler_allow(a->cpu, pid, matched) < 0)
 		a->allow_errors++;
 	if (a->fl) {

@@ -282,6 +282,8 @@ static int bin_new(struct frameless *f, const struct elffile *ef, const struct s
 
 /* ---- processes --------------------------------------------------------- */
 
+#define BIN_NONE (-1000) /* bin_of(): no table for now */
+
 static struct fl_pid *pid_find(struct frameless *f, pid_t pid)
 {
 	for (size_t i = 0; i < f->npids; i++)
@@ -383,6 +385,57 @@ static int install(struct frameless *f, struct fl_pid *p, const char *exe)
 	return 1;
 }
 
+/* The bin of pid's executable (st: /proc/PID/exe's), analysed now unless
+ * known. >= 0 its index; BIN_NONE none for now (not readable, no room,
+ * exec'd between stat and open); -ESRCH gone; -ENOMEM. */
+static int bin_of(struct frameless *f, pid_t pid, const struct stat *st, const char *exe)
+{
+	char path[64];
+	for (size_t i = 0; i < f->nbins; i++)
+		if (f->bins[i].dev == (uint64_t)st->st_dev && f->bins[i].ino == (uint64_t)st->st_ino)
+			return (int)i;
+	/* the process's file: opened the safe way (no blocking open, regular
+	 * files on trusted filesystems) and parsed once for both the pclntab
+	 * and .eh_frame */
+	struct elffile *ef;
+	struct stat fst;
+	snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
+	int r = elffile_new(&(struct elffile_opts){ .from = ELFFILE_FROM_LINK, .link = path,
+					    .max_size = FL_MAX_FILE, .st = &fst },
+			 &ef, NULL);
+	if (r == -ENOENT || r == -ESRCH)
+		return -ESRCH;
+	if (r == -ENOMEM)
+		return r;
+	if (r < 0 && r != -ENOEXEC)
+		return BIN_NONE; /* not a file we may read: no table (asked again later) */
+	/* what was opened is what gets remembered (an exec meanwhile); a file
+	 * that is no 64-bit ELF too, as having no table */
+	int bi = bin_new(f, ef, &fst, exe);
+	elffile_free(ef);
+	if (bi < 0)
+		return bi == -ENOSPC ? BIN_NONE : bi;
+	if (fst.st_dev != st->st_dev || fst.st_ino != st->st_ino)
+		return BIN_NONE; /* exec'd between stat and open: next time */
+	return bi;
+}
+
+int frameless_prepare(struct frameless *f, pid_t pid)
+{
+	char path[64], exe[4096];
+	struct stat st;
+	snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
+	if (stat(path, &st) != 0)
+		return errno == ENOENT || errno == ESRCH ? -ESRCH : -errno;
+	if (proc_exe(pid, exe, sizeof(exe)) < 0)
+		exe[0] = '\0';
+	int bi = bin_of(f, pid, &st, exe);
+	if (bi < 0)
+		return bi == BIN_NONE ? 0 : bi;
+	f->bins[bi].used = ++f->tick;
+	return f->bins[bi].have ? 1 : 0;
+}
+
 int frameless_track(struct frameless *f, pid_t pid)
 {
 	char path[64], exe[4096];
@@ -409,37 +462,9 @@ int frameless_track(struct frameless *f, pid_t pid)
 	}
 	if (proc_exe(pid, exe, sizeof(exe)) < 0)
 		exe[0] = '\0';
-	int bi = -1;
-	for (size_t i = 0; i < f->nbins; i++)
-		if (f->bins[i].dev == (uint64_t)st.st_dev &&
-		    f->bins[i].ino == (uint64_t)st.st_ino) {
-			bi = (int)i;
-			break;
-		}
-	if (bi < 0) {
-		/* the process's file: opened the safe way (no blocking open,
-		 * regular files on trusted filesystems) and parsed once for
-		 * both the pclntab and .eh_frame */
-		struct elffile *ef;
-		struct stat fst;
-		int r = elffile_new(&(struct elffile_opts){ .from = ELFFILE_FROM_LINK, .link = path,
-						    .max_size = FL_MAX_FILE, .st = &fst },
-				 &ef, NULL);
-		if (r == -ENOENT || r == -ESRCH)
-			return -ESRCH;
-		if (r == -ENOMEM)
-			return r;
-		if (r < 0 && r != -ENOEXEC)
-			return 0; /* not a file we may read: no table (asked again later) */
-		/* what was opened is what gets remembered (an exec meanwhile);
-		 * a file that is no 64-bit ELF too, as having no table */
-		bi = bin_new(f, ef, &fst, exe);
-		elffile_free(ef);
-		if (bi < 0)
-			return bi == -ENOSPC ? 0 : bi;
-		if (fst.st_dev != st.st_dev || fst.st_ino != st.st_ino)
-			return 0; /* exec'd between stat and open: next time */
-	}
+	int bi = bin_of(f, pid, &st, exe);
+	if (bi < 0)
+		return bi == BIN_NONE ? 0 : bi;
 	if (pp_grow(&f->pids, &f->cap_pids, f->npids + 1, sizeof(*f->pids), 64))
 		return -ENOMEM;
 	struct fl_bin *b = &f->bins[bi];

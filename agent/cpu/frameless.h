@@ -63,6 +63,14 @@ void frameless_free(struct frameless *f);
  * code) or it could not get one (logged, counted), -ESRCH when it is gone.
  */
 int frameless_track(struct frameless *f, pid_t pid);
+/*
+ * Analyse pid's executable unless known, without installing anything: the
+ * agent calls it before it allows a new target, so that the target's first
+ * samples are walked with its table instead of plainly (the analysis of a
+ * large binary takes a few hundred ms). 1 its executable has a table, 0
+ * none, -ESRCH gone, -ENOMEM.
+ */
+int frameless_prepare(struct frameless *f, pid_t pid);
 /* pid is no longer sampled or exited: drop its entry (no-op if none). */
 void frameless_untrack(struct frameless *f, pid_t pid);
 
