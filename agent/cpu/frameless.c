@@ -420,30 +420,16 @@ static int bin_of(struct frameless *f, pid_t pid, const struct stat *st, const c
 	return bi;
 }
 
-int frameless_prepare(struct frameless *f, pid_t pid)
+/* frameless_track() (add) or frameless_prepare() (!add: the bin only, no
+ * pid entry, nothing installed). */
+static int track(struct frameless *f, pid_t pid, bool add)
 {
 	char path[64], exe[4096];
 	struct stat st;
 	snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
 	if (stat(path, &st) != 0)
 		return errno == ENOENT || errno == ESRCH ? -ESRCH : -errno;
-	if (proc_exe(pid, exe, sizeof(exe)) < 0)
-		exe[0] = '\0';
-	int bi = bin_of(f, pid, &st, exe);
-	if (bi < 0)
-		return bi == BIN_NONE ? 0 : bi;
-	f->bins[bi].used = ++f->tick;
-	return f->bins[bi].have ? 1 : 0;
-}
-
-int frameless_track(struct frameless *f, pid_t pid)
-{
-	char path[64], exe[4096];
-	struct stat st;
-	snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
-	if (stat(path, &st) != 0)
-		return errno == ENOENT || errno == ESRCH ? -ESRCH : -errno;
-	struct fl_pid *p = pid_find(f, pid);
+	struct fl_pid *p = add ? pid_find(f, pid) : NULL;
 	if (p) {
 		struct fl_bin *b = &f->bins[p->bin];
 		if (b->dev == (uint64_t)st.st_dev && b->ino == (uint64_t)st.st_ino) {
@@ -456,7 +442,7 @@ int frameless_track(struct frameless *f, pid_t pid)
 		}
 		frameless_untrack(f, pid); /* exec'd another file */
 	}
-	if (f->npids == FL_MAX_PIDS) {
+	if (add && f->npids == FL_MAX_PIDS) {
 		skipped("processes_full");
 		return 0;
 	}
@@ -465,16 +451,27 @@ int frameless_track(struct frameless *f, pid_t pid)
 	int bi = bin_of(f, pid, &st, exe);
 	if (bi < 0)
 		return bi == BIN_NONE ? 0 : bi;
-	if (pp_grow(&f->pids, &f->cap_pids, f->npids + 1, sizeof(*f->pids), 64))
-		return -ENOMEM;
 	struct fl_bin *b = &f->bins[bi];
 	b->used = ++f->tick;
 	/* only processes with a table are remembered: bins without one stay
 	 * idle, hence evictable, and cost a stat and a lookup per call */
-	if (!b->have)
-		return 0;
+	if (!b->have || !add)
+		return b->have ? 1 : 0;
+	if (pp_grow(&f->pids, &f->cap_pids, f->npids + 1, sizeof(*f->pids), 64))
+		return -ENOMEM;
+	b = &f->bins[bi];
 	p = &f->pids[f->npids++];
 	*p = (struct fl_pid){ .pid = pid, .bin = bi };
 	b->refs++;
 	return install(f, p, exe);
+}
+
+int frameless_prepare(struct frameless *f, pid_t pid)
+{
+	return track(f, pid, false);
+}
+
+int frameless_track(struct frameless *f, pid_t pid)
+{
+	return track(f, pid, true);
 }
