@@ -682,6 +682,7 @@ int node_meta_new(const struct node_meta_opts *o, struct node_meta **out, struct
 		node_meta_free(m);
 		return pp_errf(err, -EAGAIN, "cannot start the node labels thread");
 	}
+	pthread_setname_np(m->th, "pushprof-meta"); /* for top -H */
 	m->started = true;
 	/* the first profiles should carry the labels: wait a little for them */
 	struct timespec until;

@@ -690,6 +690,7 @@ int outbox_start_sender(struct outbox *o, struct pp_err *err)
 			return pp_errf(err, -rc, "outbox: cannot start the sender thread: %s",
 				       strerror(rc));
 		}
+		pthread_setname_np(st->sender, "pushprof-send"); /* for top -H */
 		st->sender_running = true;
 	}
 	return 0;
