@@ -61,7 +61,7 @@ def run_one(b, binary, hz, interval, windows, perf_out):
             c0 = bench.proc_cpu_s(ag.pid)
             t0 = thread_ns(ag.pid)
             if perf_out:
-                prof = subprocess.Popen(["perf", "record", "-F", "997", "-g", "-p",
+                prof = subprocess.Popen(["perf", "record", "-F", "4999", "-g", "-p",
                                          str(ag.pid), "-o", perf_out, "--quiet"],
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             ag.wait_windows(first + windows, 60 + 30 * windows)

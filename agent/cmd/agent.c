@@ -37,6 +37,7 @@
 #include "nodemeta.h"
 #include "debuginfo.h"
 #include "frameless.h"
+#include "givemem.h"
 #include "cpu_profile.h"
 #include "gotrack.h"
 #include "http.h"
@@ -79,7 +80,7 @@ struct agent {
 	int64_t window_start_real;
 	uint64_t windows;
 	int allow_errors;
-	size_t free_at; /* agent_give_back_memory() */
+	size_t free_at; /* pp_give_back_memory() */
 };
 
 /* The process's CPU time, and the calling thread's own: the window work
@@ -291,7 +292,7 @@ static void window(struct agent *a)
 	pp_err_clear(&err);
 	int fr = outbox_flush(a->outbox, &err);
 	targets_forget_gone(a->targets, forget_pid, a);
-	agent_give_back_memory(&a->free_at);
+	pp_give_back_memory(&a->free_at);
 
 	size_t matched = 0, procs = targets_count(a->targets, &matched);
 	struct sym_stats sst = { 0 };

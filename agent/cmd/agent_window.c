@@ -4,7 +4,6 @@
  */
 #include "agent_window.h"
 
-#include <malloc.h>
 
 #include "log.h"
 #include "metrics.h"
@@ -119,23 +118,4 @@ void agent_window_report(const struct window_report *r)
 	       (long long)(r->dur_ns / 1000000), r->cpu_ms, r->loop_cpu_ms,
 	       (unsigned long long)r->sst->maps_reads, (unsigned long long)r->sst->maps_kept,
 	       r->flush_error ? " flush_error=" : "", r->flush_error ? pp_q(r->flush_error) : "");
-}
-
-#define GIVE_BACK_FREE_BYTES ((size_t)4 << 20)
-
-int agent_give_back_memory(size_t *free_at)
-{
-	struct mallinfo2 mi = mallinfo2();
-
-	/* trimming does not change fordblks (the pages stay free chunks), so
-	 * the figure after a trim is the baseline for the next one */
-	if (mi.fordblks < *free_at)
-		*free_at = mi.fordblks;
-	if (mi.fordblks - *free_at <= GIVE_BACK_FREE_BYTES)
-		return 0;
-	malloc_trim(0);
-	pp_log(PP_DEBUG, "gave free memory back", "free_kib=%zu grew_kib=%zu", mi.fordblks >> 10,
-	       (mi.fordblks - *free_at) >> 10);
-	*free_at = mi.fordblks;
-	return 1;
 }

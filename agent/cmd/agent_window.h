@@ -29,15 +29,4 @@ struct window_report {
 
 void agent_window_report(const struct window_report *r);
 
-/*
- * After a window: hand memory glibc keeps after free back to the system
- * (malloc_trim) when the arenas' free bytes grew by more than 4 MiB since
- * the last time. *free_at holds that figure between calls (start at 0).
- * A burst (the first window loading every process's symbols, a large heap
- * snapshot) leaves that much; steady windows reuse their own free memory
- * and are not trimmed, since a page handed back is faulted in again when
- * reused. Returns 1 when it trimmed, 0 when not.
- */
-int agent_give_back_memory(size_t *free_at);
-
 #endif

@@ -5,7 +5,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
-#include <malloc.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -17,6 +16,7 @@
 #include <unistd.h>
 
 #include "gobin.h"
+#include "givemem.h"
 #include "goheap.h"
 #include "log.h"
 #include "oom.h"
@@ -544,6 +544,7 @@ static void run_job(struct gotrack *t, struct job *j)
 static void *worker(void *arg)
 {
 	struct gotrack *t = arg;
+	size_t free_at = 0; /* pp_give_back_memory() */
 
 	pthread_mutex_lock(&t->mu);
 	for (;;) {
@@ -556,14 +557,22 @@ static void *worker(void *arg)
 		pthread_mutex_unlock(&t->mu);
 		run_job(t, j);
 		/* glibc keeps what a thread freed in that thread's arena: a
-		 * snapshot's (budgeted) peak would stay resident, next to the OOM
-		 * watcher's, which trims likewise */
-		malloc_trim(0);
+		 * large snapshot's (budgeted) peak would stay resident. Given
+		 * back after a burst, and once the queue is empty: trimming
+		 * after each of the 50 snapshots that one heap interval queues
+		 * on a node cost them half their CPU in faults and TLB
+		 * shootdowns (givemem.h). */
+		pp_give_back_memory(&free_at);
 		pthread_mutex_lock(&t->mu);
 		t->done[t->ndone++] = j; /* room: todo + done <= MAX_JOBS */
 		uint64_t one = 1;
 		if (write(t->efd, &one, sizeof(one)) < 0) {
 			/* the counter cannot overflow at MAX_JOBS: nothing to do */
+		}
+		if (!t->ntodo && !t->stop) {
+			pthread_mutex_unlock(&t->mu);
+			pp_trim_memory(&free_at);
+			pthread_mutex_lock(&t->mu);
 		}
 	}
 	pthread_mutex_unlock(&t->mu);

@@ -427,7 +427,8 @@ out:
 	pprof_free(p);
 	goheap_free(&h);
 	/* this thread's malloc arena would keep the profile's memory: give it
-	 * back, as gotrack's worker does after a snapshot */
+	 * back (every time: captures are rare, and large when they matter;
+	 * gotrack's frequent snapshots trim only after a burst, givemem.h) */
 	malloc_trim(0);
 	return rc;
 }
