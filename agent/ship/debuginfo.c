@@ -42,6 +42,8 @@
 #include "upload.h"
 #include "ppclock.h"
 
+#include <grpc/status.h>
+
 #define SVC "/parca.debuginfo.v1alpha1.DebuginfoService/"
 #define CHUNK (8u << 20)
 #define MAX_FILE 1000000000ll
@@ -76,6 +78,9 @@ struct debuginfo {
 	struct slot *tab;
 	unsigned tabsz, used, max_ids;
 	struct debuginfo_stats st;
+	/* a store without the DebuginfoService (UNIMPLEMENTED): nothing is
+	 * hashed, queued or asked until then (under lock) */
+	uint64_t paused_until;
 };
 
 static bool valid_id(const char *id)
@@ -143,7 +148,7 @@ static int next_one(void *arg, const uint8_t **msg, size_t *len)
 
 /* Unary call: pack msg, send, return the response bytes. */
 static int unary(struct debuginfo *d, const char *method, const ProtobufCMessage *msg,
-		 uint8_t **resp, size_t *rlen, struct pp_err *err)
+		 uint8_t **resp, size_t *rlen, int *status, struct pp_err *err)
 {
 	struct one_msg m = { .len = protobuf_c_message_get_packed_size(msg) };
 
@@ -151,7 +156,7 @@ static int unary(struct debuginfo *d, const char *method, const ProtobufCMessage
 	if (!m.buf)
 		return pp_errf(err, -ENOMEM, "out of memory");
 	protobuf_c_message_pack(msg, m.buf);
-	int rc = uploader_call(d->u, method, next_one, &m, d->timeout_ns, resp, rlen, NULL, err);
+	int rc = uploader_call(d->u, method, next_one, &m, d->timeout_ns, resp, rlen, status, err);
 	free(m.buf);
 	return rc;
 }
@@ -331,8 +336,12 @@ static int upload(struct debuginfo *d, const char *id, const char *mapped, char 
 	sreq.hash = hash;
 	sreq.type = exe;
 	sreq.build_id_type = gnu;
-	if ((rc = unary(d, SVC "ShouldInitiateUpload", &sreq.base, &resp, &rlen, err)))
+	int status = GRPC_STATUS_OK;
+	if ((rc = unary(d, SVC "ShouldInitiateUpload", &sreq.base, &resp, &rlen, &status, err))) {
+		if (status == GRPC_STATUS_UNIMPLEMENTED)
+			rc = -EOPNOTSUPP; /* no such service there: see the worker */
 		goto out;
+	}
 	Parca__Debuginfo__V1alpha1__ShouldInitiateUploadResponse *sres =
 		parca__debuginfo__v1alpha1__should_initiate_upload_response__unpack(NULL, rlen,
 										    resp);
@@ -359,7 +368,7 @@ static int upload(struct debuginfo *d, const char *id, const char *mapped, char 
 	ireq.hash = hash;
 	ireq.type = exe;
 	ireq.build_id_type = gnu;
-	if ((rc = unary(d, SVC "InitiateUpload", &ireq.base, &resp, &rlen, err)))
+	if ((rc = unary(d, SVC "InitiateUpload", &ireq.base, &resp, &rlen, NULL, err)))
 		goto out;
 	Parca__Debuginfo__V1alpha1__InitiateUploadResponse *ires =
 		parca__debuginfo__v1alpha1__initiate_upload_response__unpack(NULL, rlen, resp);
@@ -409,7 +418,7 @@ static int upload(struct debuginfo *d, const char *id, const char *mapped, char 
 		mreq.build_id = (char *)id;
 		mreq.upload_id = upload_id;
 		mreq.type = exe;
-		rc = unary(d, SVC "MarkUploadFinished", &mreq.base, &resp, &rlen, err);
+		rc = unary(d, SVC "MarkUploadFinished", &mreq.base, &resp, &rlen, NULL, err);
 		free(resp);
 	}
 	free(upload_id);
@@ -440,6 +449,16 @@ static void *worker(void *arg)
 		struct job j = d->q[d->qhead];
 		d->qhead = (d->qhead + 1) % d->qlen;
 		d->qn--;
+		if (pp_mono_ns() < d->paused_until) {
+			/* queued before the store said it has no such service */
+			struct slot *s = find(d, j.id);
+			if (s && s->st != ST_EMPTY) {
+				s->st = ST_FAILED;
+				s->retry_at = d->paused_until;
+			}
+			free(j.path);
+			continue;
+		}
 		pthread_mutex_unlock(&d->lock);
 
 		struct pp_err err = { 0 };
@@ -448,7 +467,18 @@ static void *worker(void *arg)
 		uint64_t t0 = pp_mono_ns();
 		int rc = upload(d, j.id, j.path, file, sizeof(file), &sent, &err);
 		const char *res = rc > 0 ? "uploaded" : rc == 0 ? "refused" : "failed";
-		if (rc < 0)
+		if (rc == -EOPNOTSUPP) {
+			/* a store that pushes work but has no DebuginfoService
+			 * (a plain WriteRaw receiver): one warning, then no file
+			 * is hashed and no RPC made for retry_ns, instead of both
+			 * for every new build id */
+			pthread_mutex_lock(&d->lock);
+			d->paused_until = pp_mono_ns() + d->retry_ns;
+			pthread_mutex_unlock(&d->lock);
+			pp_log(PP_WARN, "debuginfo uploads paused: the store has no debuginfo service",
+			       "retry_in_s=%llu error=%s",
+			       (unsigned long long)(d->retry_ns / 1000000000ull), pp_q(err.msg));
+		} else if (rc < 0)
 			pp_log(PP_WARN, "debuginfo upload failed", "build_id=%s path=%s error=%s",
 			       j.id, pp_q(j.path), pp_q(err.msg));
 		else
@@ -518,6 +548,7 @@ int debuginfo_new(const struct debuginfo_opts *o, struct debuginfo **out, struct
 		r = pp_errf(err, -e, "cannot start the debuginfo thread: %s", strerror(e));
 		goto fail;
 	}
+	pthread_setname_np(d->th, "pushprof-debug"); /* for top -H */
 	d->started = true;
 	*out = d;
 	return 0;
@@ -556,6 +587,8 @@ void debuginfo_enqueue(struct debuginfo *d, const char *build_id, const char *pa
 	struct slot *s = find(d, build_id);
 	if (s && s->st != ST_EMPTY && (s->st != ST_FAILED || pp_mono_ns() < s->retry_at))
 		goto out; /* known: queued, done, refused, or failed recently */
+	if (pp_mono_ns() < d->paused_until)
+		goto out; /* asked again when the pause is over */
 	if (d->qn >= d->qlen || (s && s->st == ST_EMPTY && d->used >= d->max_ids) || !s) {
 		d->st.dropped++;
 		goto out;

@@ -9,7 +9,10 @@ DebuginfoService over real gRPC:
 (4) remote_store.debuginfo_upload: false -> no debuginfo RPC at all;
 (5) a separate debug file of another build under the workload's build id
     is not sent (the workload's own bytes are);
-(6) debuginfo_max_bytes_per_hour below the file's size: nothing uploaded.
+(6) debuginfo_max_bytes_per_hour below the file's size: nothing uploaded;
+(7) a store without the DebuginfoService (UNIMPLEMENTED, as a plain WriteRaw
+    receiver answers): asked once, then uploads paused with one warning -
+    no RPC for the other build ids (a second stripped binary among them).
 """
 import hashlib
 import os
@@ -39,14 +42,14 @@ check("no symbols" in (syms.stderr if hasattr(syms, "stderr") else str(syms)),
 work = subprocess.Popen([binary, "60"])
 
 
-def agent_run(name, mode, duration="4s", extra=""):
+def agent_run(name, mode, duration="4s", extra="", pids=None):
     out = os.path.join(d, name)
     os.makedirs(out, exist_ok=True)
     rcv = Receiver(os.path.join(out, "rcv"), debuginfo=mode).start()
     try:
         body = (f"remote_store: {{address: \"{rcv.address}\", insecure: true, timeout: 5s"
                 f"{extra}}}\n"
-                f"targets:\n  - pids: [{work.pid}]\n")
+                f"targets:\n  - pids: [{', '.join(str(p) for p in (pids or [work.pid]))}]\n")
         cfg, _ = ct.write_config(out, body, store=False)
         t0 = time.time()
         agent = pptest.Agent(cfg, args=["--duration", duration])
@@ -160,6 +163,32 @@ try:
           f"{rpcs(rcv, 'Upload')}")
     check("debuginfo_max_bytes_per_hour" in log, "the budget is named in the log",
           log[-1200:])
+
+    # (7) no DebuginfoService at all: one question, then a pause. A second
+    # stripped binary (its own build id) makes sure there is more to ask.
+    os.makedirs(os.path.join(d, "second"), exist_ok=True)
+    binary2 = ct.build_c("chain", os.path.join(d, "second"),
+                         flags=("-Wl,--build-id=0x" + "5e" * 20,))
+    run(["strip", binary2], check_rc=0)
+    work2 = subprocess.Popen([binary2, "60"])
+    try:
+        time.sleep(0.3)
+        rcv, rc, log, took = agent_run("absent", "absent", duration="4s",
+                                       pids=[work.pid, work2.pid])
+    finally:
+        work2.kill()
+        work2.wait()
+    nwin = len(ct.window_lines(log))
+    asked = rcv.debuginfo_calls()
+    check(rc == 0 and nwin >= 3 and len(rcv.calls()) == nwin and
+          all(c["status"] == "OK" for c in rcv.calls()),
+          "no DebuginfoService: every window pushed", f"rc={rc} nwin={nwin}")
+    check(len(asked) == 1 and asked[0]["status"] == "UNIMPLEMENTED",
+          "asked once (UNIMPLEMENTED), then no debuginfo RPC for the other build ids",
+          f"{asked}")
+    check(log.count("debuginfo uploads paused") == 1 and
+          "debuginfo upload failed" not in log,
+          "one warning that uploads are paused, no per-build-id failures", log[-1500:])
 
     # (4) off
     rcv, rc, log, took = agent_run("off", "yes", duration="2s",

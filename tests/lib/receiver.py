@@ -27,7 +27,9 @@ CLI (runs until SIGTERM/SIGINT; prints "listening 127.0.0.1:PORT" once ready):
       [--debuginfo MODE]     DebuginfoService: "yes" (default) answers
                              ShouldInitiateUpload true, "no" false, "down"
                              answers every debuginfo RPC UNAVAILABLE, "hang"
-                             never answers them (WriteRaw unaffected)
+                             never answers them, "absent" answers them
+                             UNIMPLEMENTED as a server without the service
+                             does (WriteRaw unaffected)
 
 Output directory (read by tests; also available from the Receiver object):
   calls.jsonl      one line per call: {"n", "status", "message", "auth",
@@ -337,6 +339,10 @@ class Receiver(Recorder):
             self._append("debuginfo.jsonl", rec)
             self._stopping.wait()
             context.abort(grpc.StatusCode.UNAVAILABLE, "receiver stopping")
+        if self.debuginfo == "absent":
+            rec["status"] = "UNIMPLEMENTED"
+            self._append("debuginfo.jsonl", rec)
+            context.abort(grpc.StatusCode.UNIMPLEMENTED, "Method not found!")
         if self.debuginfo == "down":
             rec["status"] = "UNAVAILABLE"
             self._append("debuginfo.jsonl", rec)
@@ -480,7 +486,7 @@ def main():
     ap.add_argument("--hang", action="store_true")
     ap.add_argument("--max-message-bytes", type=int, default=64 << 20)
     ap.add_argument("--port-file")
-    ap.add_argument("--debuginfo", choices=("yes", "no", "down", "hang"), default="yes")
+    ap.add_argument("--debuginfo", choices=("yes", "no", "down", "hang", "absent"), default="yes")
     a = ap.parse_args()
     r = Receiver(a.out, port=a.port, token=a.token, fail_first=a.fail_first, tls=a.tls,
                  client_ca=a.client_ca, hang=a.hang,
