@@ -81,6 +81,11 @@ struct agent {
 	uint64_t windows;
 	int allow_errors;
 	size_t free_at; /* pp_give_back_memory() */
+	int evfd;	      /* netlink process events (targets_events_open), or < 0 */
+	uint64_t events_ns;   /* take_events(): last time */
+	bool rescan;	      /* events were lost: the loop rescans /proc now */
+	bool took_events;     /* take_events() read some: the loop's gotrack recheck */
+	unsigned profile_delay_ms; /* tests: PUSHPROF_TEST_PROFILE_DELAY_MS */
 };
 
 /* The process's CPU time, and the calling thread's own: the window work
@@ -156,6 +161,25 @@ static void forget_pid(pid_t pid, void *arg)
 		gotrack_remove(a->go, pid);
 }
 
+/* Process events now (at most every 50 ms): new targets are let through the
+ * filter while a window is being built, which takes seconds on a loaded
+ * node (a process that lives shorter than the build was never sampled). */
+static void take_events(void *arg)
+{
+	struct agent *a = arg;
+	uint64_t now = pp_mono_ns();
+	if (now - a->events_ns < 50000000ull)
+		return;
+	a->events_ns = now;
+	a->took_events = true;
+	if (a->evfd >= 0 && targets_events_read(a->targets, now, on_target_change, a) == -ENOBUFS)
+		a->rescan = true;
+	if (a->procev && procev_drain(a->procev, on_procev, a) == -ENOBUFS) {
+		targets_events_lost(a->targets);
+		a->rescan = true;
+	}
+}
+
 /* report_cpu's argument: the window's profiles of one protocol's
  * encoding (all = true: the stores all have that protocol) */
 struct emit_ctx {
@@ -171,6 +195,8 @@ static int report_cpu(void *arg, const struct pp_labels *labels, const uint8_t *
 {
 	struct emit_ctx *e = arg;
 	(void)durable;
+	if (e->a->profile_delay_ms) /* tests: a build as slow as a loaded node's */
+		usleep(e->a->profile_delay_ms * 1000u);
 	return e->all ? outbox_submit(e->a->outbox, labels, gz, len, err)
 		      : outbox_submit_protocol(e->a->outbox, e->protocol, labels, gz, len, err);
 }
@@ -280,6 +306,8 @@ static void window(struct agent *a)
 			.sym = a->sym,
 			.unresolved = a->dbg && !k ? on_unresolved : NULL,
 			.unresolved_arg = a,
+			.between = take_events,
+			.between_arg = a,
 		};
 		struct cpu_profile_stats ks;
 		pp_err_clear(&err);
@@ -369,6 +397,9 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 	sigset_t mask;
 
 	memset(&a, 0, sizeof(a));
+	a.evfd = -1;
+	if (getenv("PUSHPROF_TEST_PROFILE_DELAY_MS"))
+		a.profile_delay_ms = (unsigned)atoi(getenv("PUSHPROF_TEST_PROFILE_DELAY_MS"));
 	a.cfg = cfg;
 	a.lab.cfg = cfg;
 	a.snap.cfg = cfg;
@@ -542,6 +573,7 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 	const char *evsrc = "none";
 	if (evfd >= 0) {
 		evsrc = "netlink";
+		a.evfd = evfd;
 	} else if (want_events && !(pe && !strcmp(pe, "netlink"))) {
 		struct pp_err perr = { 0 };
 		if (procev_new(&a.procev, &perr) == 0) {
@@ -694,6 +726,15 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 		now = pp_mono_ns();
 		if (now >= deadline)
 			stop = true;
+		if (a.rescan) { /* events lost during a window build */
+			a.rescan = false;
+			next_scan = now;
+		}
+		if (a.took_events) { /* as after the loop's own read of events */
+			a.took_events = false;
+			if (a.go && !go_host && next_recheck == UINT64_MAX)
+				next_recheck = last_recheck + RECHECK_NS;
+		}
 		if (now >= next_scan && !stop) {
 			struct pp_err serr = { 0 };
 			if (targets_scan(a.targets, now, on_target_change, &a, &serr) < 0)

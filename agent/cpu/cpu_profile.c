@@ -501,6 +501,8 @@ int cpu_profiles_build(const struct cpu_window *w, struct targets *t,
 			j++;
 		r = build_one(w, order + i, j - i, t, o, o->sym ? &kern : NULL, rep, st, err);
 		i = j;
+		if (o->between && i < w->nrecs)
+			o->between(o->between_arg);
 	}
 out:
 	addr_set_free(&kern);

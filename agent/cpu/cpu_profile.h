@@ -55,6 +55,12 @@ struct cpu_profile_opts {
 	 * for server-side symbolization (debuginfo.h). Keep it cheap. */
 	void (*unresolved)(pid_t pid, const struct sym_mapping *m, void *arg);
 	void *unresolved_arg;
+	/* Optional: called between two processes' profiles, when nothing of
+	 * the targets table or the symbolizer is held, so that the caller can
+	 * take process events (new targets) during a long build. It may
+	 * change the targets table and load symbols. */
+	void (*between)(void *arg);
+	void *between_arg;
 };
 
 struct cpu_profile_stats {
