@@ -171,13 +171,16 @@ static void take_events(void *arg)
 	if (now - a->events_ns < 50000000ull)
 		return;
 	a->events_ns = now;
-	a->took_events = true;
-	if (a->evfd >= 0 && targets_events_read(a->targets, now, on_target_change, a) == -ENOBUFS)
+	int n = a->evfd >= 0 ? targets_events_read(a->targets, now, on_target_change, a) : 0;
+	if (n == -ENOBUFS)
 		a->rescan = true;
-	if (a->procev && procev_drain(a->procev, on_procev, a) == -ENOBUFS) {
+	int m = a->procev ? procev_drain(a->procev, on_procev, a) : 0;
+	if (m == -ENOBUFS) {
 		targets_events_lost(a->targets);
 		a->rescan = true;
 	}
+	if (n || m)
+		a->took_events = true;
 }
 
 /* report_cpu's argument: the window's profiles of one protocol's

@@ -6,6 +6,7 @@
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <linux/cn_proc.h>
 #include <linux/connector.h>
 #include <linux/netlink.h>
@@ -625,7 +626,7 @@ int targets_events_read(struct targets *t, uint64_t now_ns, targets_change_fn cb
 {
 	/* Aligned for nlmsghdr; bounded parsing of every message below. */
 	char buf[8192] __attribute__((aligned(NLMSG_ALIGNTO)));
-	int lost = 0;
+	int lost = 0, seen = 0;
 
 	if (t->ev_fd < 0)
 		return 0;
@@ -670,7 +671,9 @@ int targets_events_read(struct targets *t, uint64_t now_ns, targets_change_fn cb
 				pid = ev.event_data.comm.process_tgid; /* renamed (comm_regex) */
 			if (pid > 0 && targets_event(t, pid, now_ns, cb, arg) == -ENOMEM)
 				return -ENOMEM;
+			if (pid > 0 && seen < INT_MAX)
+				seen++;
 		}
 	}
-	return lost;
+	return lost ? lost : seen;
 }

@@ -103,8 +103,9 @@ const struct target_proc *targets_get(const struct targets *t, pid_t pid);
  * or execs is evaluated as soon as the event is read, not at the next scan.
  * targets_events_open() returns a pollable fd, or a negative code when
  * events are unavailable (then scans alone find new processes).
- * targets_events_read() drains what is queued without blocking; -ENOBUFS
- * means events were lost (the next scan catches up).
+ * targets_events_read() drains what is queued without blocking: how many
+ * events named a process, or -ENOBUFS when events were lost (the next scan
+ * catches up), -ENOMEM.
  */
 int targets_events_open(struct targets *t);
 int targets_events_read(struct targets *t, uint64_t now_ns, targets_change_fn cb, void *arg);
