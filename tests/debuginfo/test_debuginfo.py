@@ -61,6 +61,18 @@ def agent_run(name, mode, duration="4s", extra="", pids=None):
         rcv.stop()
 
 
+def all_pushed(rcv, log):
+    """Every window's profiles arrived in accepted WriteRaw calls. A call may
+    carry the window before it too when it outlasts a window (1 s here; an
+    ASan build with both CPUs busy), as tests/cpu/test_cpu_push.py allows."""
+    wins = ct.window_lines(log)
+    built = sum(int(ct.logfields(w).get("processes", 0)) for w in wins)
+    calls = rcv.calls()
+    ok = (1 <= len(calls) <= len(wins) and all(c["status"] == "OK" for c in calls) and
+          sum(c["series"] for c in calls) == built)
+    return ok, f"windows={len(wins)} profiles={built} calls={calls}"
+
+
 def rpcs(rcv, rpc, bid=None):
     return [c for c in rcv.debuginfo_calls()
             if c["rpc"] == rpc and (bid is None or c["build_id"] == bid)]
@@ -102,9 +114,8 @@ try:
           "MarkUploadFinished once with the upload id", f"{mark}")
     ids = [c["build_id"] for c in rpcs(rcv, "ShouldInitiateUpload")]
     check(len(ids) == len(set(ids)), "no build id asked twice (libraries included)", f"{ids}")
-    calls = rcv.calls()
-    check(len(calls) == nwin and all(c["status"] == "OK" for c in calls),
-          "one accepted WriteRaw per window alongside", f"{len(calls)} {nwin}")
+    ok, why = all_pushed(rcv, log)
+    check(ok, "every window's profile in an accepted WriteRaw alongside", why)
     check("debuginfo" in log and "result=uploaded" in log, "the upload is logged",
           log[-1500:])
 
@@ -122,13 +133,12 @@ try:
     for mode in ("down", "hang"):
         rcv, rc, log, took = agent_run(mode, mode, duration="4s")
         nwin = len(ct.window_lines(log))
-        calls = rcv.calls()
         check(rc == 0 and nwin >= 3, f"agent runs and exits 0 with debuginfo {mode}",
               f"rc={rc} nwin={nwin}")
         check(len(rpcs(rcv, "ShouldInitiateUpload")) >= 1,
               f"debuginfo was attempted ({mode})", f"{rcv.debuginfo_calls()}")
-        check(len(calls) == nwin and all(c["status"] == "OK" for c in calls),
-              f"every window pushed with debuginfo {mode}", f"{len(calls)} {nwin}")
+        ok, why = all_pushed(rcv, log)
+        check(ok, f"every window pushed with debuginfo {mode}", why)
         check(not rpcs(rcv, "Upload"), f"nothing uploaded ({mode})")
         check(took < 4 + 6, f"exit not held by debuginfo {mode} ({took:.1f}s for a 4s run)",
               log[-1500:])
@@ -180,9 +190,9 @@ try:
         work2.wait()
     nwin = len(ct.window_lines(log))
     asked = rcv.debuginfo_calls()
-    check(rc == 0 and nwin >= 3 and len(rcv.calls()) == nwin and
-          all(c["status"] == "OK" for c in rcv.calls()),
-          "no DebuginfoService: every window pushed", f"rc={rc} nwin={nwin}")
+    ok, why = all_pushed(rcv, log)
+    check(rc == 0 and nwin >= 3 and ok, "no DebuginfoService: every window pushed",
+          f"rc={rc} {why}")
     check(len(asked) == 1 and asked[0]["status"] == "UNIMPLEMENTED",
           "asked once (UNIMPLEMENTED), then no debuginfo RPC for the other build ids",
           f"{asked}")
