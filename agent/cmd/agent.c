@@ -161,6 +161,29 @@ static void forget_pid(pid_t pid, void *arg)
 		gotrack_remove(a->go, pid);
 }
 
+/* Netlink process events: targets in and out. Lost events mean a rescan
+ * (the loop does it); events that named a process, gotrack's exec recheck. */
+static void read_netlink(struct agent *a, uint64_t now)
+{
+	int n = targets_events_read(a->targets, now, on_target_change, a);
+	if (n == -ENOBUFS)
+		a->rescan = true;
+	else if (n > 0)
+		a->took_events = true;
+}
+
+/* The BPF process events (exec, exit): the same contract as read_netlink. */
+static void drain_procev(struct agent *a)
+{
+	int m = procev_drain(a->procev, on_procev, a);
+	if (m == -ENOBUFS) {
+		targets_events_lost(a->targets);
+		a->rescan = true;
+	} else if (m > 0) {
+		a->took_events = true;
+	}
+}
+
 /* Process events now (at most every 50 ms): new targets are let through the
  * filter while a window is being built, which takes seconds on a loaded
  * node (a process that lives shorter than the build was never sampled). */
@@ -171,16 +194,10 @@ static void take_events(void *arg)
 	if (now - a->events_ns < 50000000ull)
 		return;
 	a->events_ns = now;
-	int n = a->evfd >= 0 ? targets_events_read(a->targets, now, on_target_change, a) : 0;
-	if (n == -ENOBUFS)
-		a->rescan = true;
-	int m = a->procev ? procev_drain(a->procev, on_procev, a) : 0;
-	if (m == -ENOBUFS) {
-		targets_events_lost(a->targets);
-		a->rescan = true;
-	}
-	if (n || m)
-		a->took_events = true;
+	if (a->evfd >= 0)
+		read_netlink(a, now);
+	if (a->procev)
+		drain_procev(a);
 }
 
 /* report_cpu's argument: the window's profiles of one protocol's
@@ -679,6 +696,8 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 		uint64_t prep_due = a.sym ? sym_prepare_due(a.sym) : UINT64_MAX;
 		if (prep_due < wake)
 			wake = prep_due;
+		if (a.rescan || a.took_events) /* set by events read since */
+			wake = now;
 		int timeout = wake > now ? (int)((wake - now + 999999) / 1000000) : 0;
 		struct pollfd pfd[4] = { { .fd = sfd, .events = POLLIN },
 					 { .fd = a.oom ? oom_watch_fd(a.oom) : -1,
@@ -706,13 +725,8 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 				       "push of an OOM profile failed; it stays in the spool",
 				       "error=%s", pp_q(oerr.msg));
 		}
-		if (pr > 0 && evfd >= 0 && (pfd[2].revents & POLLIN)) {
-			if (targets_events_read(a.targets, pp_mono_ns(), on_target_change, &a) ==
-			    -ENOBUFS)
-				next_scan = pp_mono_ns(); /* events lost: rescan now */
-			if (a.go && !go_host && next_recheck == UINT64_MAX)
-				next_recheck = last_recheck + RECHECK_NS;
-		}
+		if (pr > 0 && evfd >= 0 && (pfd[2].revents & POLLIN))
+			read_netlink(&a, pp_mono_ns());
 		if (pr > 0 && (pfd[0].revents & POLLIN)) {
 			struct signalfd_siginfo si;
 			while (read(sfd, &si, sizeof(si)) == sizeof(si)) {
@@ -729,11 +743,11 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 		now = pp_mono_ns();
 		if (now >= deadline)
 			stop = true;
-		if (a.rescan) { /* events lost during a window build */
+		if (a.rescan) { /* events were lost: rescan now */
 			a.rescan = false;
 			next_scan = now;
 		}
-		if (a.took_events) { /* as after the loop's own read of events */
+		if (a.took_events) { /* events named processes: recheck Go */
 			a.took_events = false;
 			if (a.go && !go_host && next_recheck == UINT64_MAX)
 				next_recheck = last_recheck + RECHECK_NS;
@@ -750,10 +764,8 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 				next_young = now + SCAN_NS;
 		}
 		if (now >= next_young && !stop) {
-			if (a.procev && procev_drain(a.procev, on_procev, &a) == -ENOBUFS) {
-				targets_events_lost(a.targets);
-				next_scan = now; /* events lost: rescan now */
-			}
+			if (a.procev)
+				drain_procev(&a);
 			/* between full scans: the young may still join a cgroup */
 			targets_recheck_young(a.targets, now, on_target_change, &a);
 			next_young = now + SCAN_NS;

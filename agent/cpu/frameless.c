@@ -459,7 +459,6 @@ static int track(struct frameless *f, pid_t pid, bool add)
 		return b->have ? 1 : 0;
 	if (pp_grow(&f->pids, &f->cap_pids, f->npids + 1, sizeof(*f->pids), 64))
 		return -ENOMEM;
-	b = &f->bins[bi];
 	p = &f->pids[f->npids++];
 	*p = (struct fl_pid){ .pid = pid, .bin = bi };
 	b->refs++;
