@@ -32,15 +32,17 @@ import scale  # noqa: E402  (target_only_bench: --targeted)
 
 
 def thread_ns(pid):
-    """{tid: (comm, ns on CPU)} of pid's threads (schedstat: ns, where the
-    stat file's ticks are 10 ms)."""
+    """{tid: (comm, ns on CPU, times run)} of pid's threads (schedstat: ns,
+    where the stat file's ticks are 10 ms; and how often each was put on a
+    CPU: its wake-ups, near enough)."""
     out = {}
     for tid in os.listdir(f"/proc/{pid}/task"):
         try:
             with open(f"/proc/{pid}/task/{tid}/comm") as f:
                 comm = f.read().strip()
             with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
-                out[int(tid)] = (comm, int(f.read().split()[0]))
+                v = f.read().split()
+                out[int(tid)] = (comm, int(v[0]), int(v[2]))
         except (OSError, ValueError, IndexError):
             pass
     return out
@@ -82,9 +84,13 @@ def run_one(b, binary, hz, interval, windows, perf_out):
             # each thread's CPU over the steady windows (ms), in thread-creation
             # order: the agent's threads are "pushprof" (the loop first; the
             # OOM watcher, gotrack's worker, the pusher...) and gRPC's
-            "threads_ms": [[i, t1[k][0], round((t1[k][1] - t0.get(k, ("", 0))[1]) / 1e6, 1)]
+            "threads_ms": [[i, t1[k][0], round((t1[k][1] - t0.get(k, ("", 0, 0))[1]) / 1e6, 1)]
                            for i, k in enumerate(sorted(t1))
-                           if t1[k][1] - t0.get(k, ("", 0))[1] > 1e6],
+                           if t1[k][1] - t0.get(k, ("", 0, 0))[1] > 1e6],
+            # how often each thread ran over those windows, per minute
+            "runs_per_min": [[t1[k][0], round((t1[k][2] - t0.get(k, ("", 0, 0))[2]) * 60 /
+                                              (windows * bench.interval_s(interval)))]
+                             for k in sorted(t1) if t1[k][2] > t0.get(k, ("", 0, 0))[2]],
             "rss_anon_kib": mem.get("RssAnon"), "own_rss_kib": mem.get("OwnRss"),
             # user+sys of the whole agent over the steady windows, in % of one CPU
             "cpu_pct_of_one": (c1 - c0) * 100 / (windows * bench.interval_s(interval)),

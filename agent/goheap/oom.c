@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -113,6 +114,7 @@ int oom_watch_track_shared(struct oom_watch *w, pid_t pid, const struct gobin *s
 	if (!t)
 		return pp_errf(err, -ENOMEM, "out of memory");
 	t->pid = pid;
+	t->pidfd = -1;
 	rc = shared ? gobin_share(shared, pid, &t->g, NULL) : -ENOENT;
 	if (rc) {
 		t->g = NULL;
@@ -127,6 +129,15 @@ int oom_watch_track_shared(struct oom_watch *w, pid_t pid, const struct gobin *s
 	rc = proc_start_time(pid, &t->start_ticks);
 	if (rc) {
 		rc = pp_errf(err, rc, "pid %d: start time: %s", (int)pid, strerror(-rc));
+		goto fail;
+	}
+	/* the pidfd names the process with this start time (read again after
+	 * the open: the pid may have been reused in between); without one
+	 * (no fds left, an old kernel) liveness is read from /proc */
+	t->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	uint64_t again;
+	if (t->pidfd >= 0 && (proc_start_time(pid, &again) || again != t->start_ticks)) {
+		rc = pp_errf(err, -ESRCH, "pid %d: exited while being tracked", (int)pid);
 		goto fail;
 	}
 	/* BPF sees start_boottime without our time namespace's offset */
@@ -225,10 +236,30 @@ bool oom_pid_alive(const struct oom_watch *w, pid_t pid, uint64_t start_ticks)
  * up (marked busy): every target whose next refresh is due within half a
  * period (idle ones wait longer, see OOM_IDLE_SHIFT_MAX). Caller holds w->mu.
  */
+/* Mark the targets whose process has exited (t->exited): one poll() of
+ * every pidfd. Caller holds w->mu. */
+static void poll_pidfds(struct oom_watch *w)
+{
+	size_t n = 0;
+
+	if (oom_grow((void **)&w->pfds, &w->pfds_cap, w->nt + 1, sizeof(*w->pfds)))
+		return; /* out of memory: the flags stay as they were */
+	for (size_t i = 0; i < w->nt; i++)
+		if (w->t[i]->pidfd >= 0)
+			w->pfds[n++] = (struct pollfd){ .fd = w->t[i]->pidfd, .events = POLLIN };
+	if (n == 0 || poll(w->pfds, n, 0) <= 0)
+		return;
+	n = 0;
+	for (size_t i = 0; i < w->nt; i++)
+		if (w->t[i]->pidfd >= 0)
+			w->t[i]->exited = w->pfds[n++].revents != 0;
+}
+
 static size_t pick_targets(struct oom_watch *w, struct target ***out, size_t *cap, int64_t period)
 {
 	size_t n = 0;
 
+	poll_pidfds(w);
 	for (size_t i = 0; i < w->nt;) {
 		struct target *t = w->t[i];
 
@@ -236,12 +267,14 @@ static size_t pick_targets(struct oom_watch *w, struct target ***out, size_t *ca
 			i++;
 			continue;
 		}
-		/* /proc/PID/stat for every target on every refresh was most of an
-		 * idle watcher's CPU: the agent untracks exited targets itself, so
-		 * this is a safety net, run every 5 s or after a failed read */
+		/* the agent untracks exited targets itself, so this is a safety
+		 * net: the pidfd every pass; without one, /proc/PID/stat (for
+		 * every target on every refresh it was most of an idle
+		 * watcher's CPU) every 5 s or after a failed read */
 		int64_t now = oom_now_ms();
-		bool check = t->read_failed || now - t->alive_ms >= 5000;
-		if (check && oom_pid_alive(w, t->pid, t->start_ticks)) {
+		bool check = t->pidfd >= 0 || t->read_failed || now - t->alive_ms >= 5000;
+		if (check && (t->pidfd >= 0 ? !t->exited
+					    : oom_pid_alive(w, t->pid, t->start_ticks))) {
 			t->alive_ms = now;
 			t->read_failed = false;
 		} else if (check) {
@@ -489,6 +522,7 @@ void oom_watch_free(struct oom_watch *w)
 	for (size_t i = 0; i < w->nt; i++)
 		oom_target_free(w->t[i]);
 	free(w->t);
+	free(w->pfds);
 	for (size_t i = 0; i < w->nc; i++)
 		oom_capture_free(w->c[i]);
 	free(w->c);

@@ -17,6 +17,7 @@
 #define PUSHPROF_OOM_INTERNAL_H
 
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -57,6 +58,12 @@ struct target {
 	bool read_failed; /* the last mirror read failed: check the pid */
 	bool budget_cut;  /* the mirror hit max_frames: captures stop at its end */
 	int64_t alive_ms; /* last time /proc said the pid is this process */
+	/* the process itself (pidfd_open), -1 when that failed: readable once
+	 * it has exited, so liveness is one poll() for every target per pass
+	 * instead of a /proc/PID/stat read each (and cannot name a reused
+	 * pid). Without it, /proc/PID/stat every 5 s as before. */
+	int pidfd;
+	bool exited; /* the last poll found pidfd readable */
 	/* idle programs are re-read less often (oom.c: pick_targets) */
 	int64_t next_ms; /* no mirror refresh before this (oom_now_ms); 0 = next pass */
 	unsigned idle;	 /* consecutive refreshes that found no new bucket */
@@ -125,6 +132,8 @@ struct oom_watch {
 
 	struct target **t;
 	size_t nt, t_cap;
+	struct pollfd *pfds; /* pick_targets' liveness poll, one per target */
+	size_t pfds_cap;
 	struct capture **c;
 	size_t nc, c_cap;
 	struct oom_result **res;

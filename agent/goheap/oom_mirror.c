@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <bpf/bpf.h>
 
@@ -232,6 +233,8 @@ void oom_target_free(struct target *t)
 	if (!t)
 		return;
 	gobin_free(t->g);
+	if (t->pidfd >= 0)
+		close(t->pidfd);
 	free(t->cgroup);
 	free(t->e);
 	free(t->pcs);

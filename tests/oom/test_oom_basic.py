@@ -2,7 +2,9 @@
 cgroup, five times in a row: each kill yields one complete profile whose top
 inuse_space function is the leaking one, with the OOM labels and the
 victim's RSS figures in the comments."""
+import json
 import os
+import time
 
 from pptest import check, tmpdir
 import oomlib
@@ -51,6 +53,34 @@ def main():
                 times.append(res["capture_ns"])
                 ok += 1
         check(w.alive(), "watcher alive after the kills")
+
+        # a tracked program that exits without an OOM kill: the watcher
+        # drops it by itself (its pidfd, or /proc every 5 s without one)
+        with oomlib.Cgroup("exits", 500) as cg:
+            v = oomlib.Victim(cg, [leak])
+            tr = v.ready() and w.tracked(v.pid)
+            check(bool(tr), "a program that will exit is tracked")
+            n = len(w.lines.all)
+            v.p.kill()
+            v.wait()
+            t0 = time.monotonic()
+
+            def untracked():  # a status line printed after the kill
+                for line in w.lines.all[n:]:
+                    try:
+                        e = json.loads(line)
+                    except ValueError:
+                        continue
+                    if e.get("event") == "status" and e.get("tracked") == 0:
+                        return True
+                return False
+            while tr and not untracked() and time.monotonic() - t0 < 30:
+                time.sleep(0.1)
+            took = time.monotonic() - t0
+            check(tr and untracked(), "the exited program is untracked without an OOM kill",
+                  f"not after {took:.1f}s")
+            print(f"untracked {took:.1f}s after the exit")
+            check(w.result(v.pid, 1) is None, "and no profile or OOM event names it")
     finally:
         st = w.stop()
     check(ok == KILLS, f"{KILLS} kills -> {KILLS} profiles", f"{ok}")
