@@ -20,10 +20,15 @@
 #include "grow.h"
 
 #define YOUNG_NS (5ull * 1000000000ull)
-/* Known processes are re-read in turn for cgroup moves and renames (exec
- * and fork arrive as process events when those work). */
+/* Known processes are re-read in turn for cgroup moves and renames (exec,
+ * fork and renames arrive as process events when those work). The whole
+ * host with events needs neither: no filter to update, and each sampled
+ * process is re-read when its window is built; its re-read is a safety net
+ * (an idle node's loop spent a third of its time re-reading idle processes
+ * every minute). */
 #define RECHECK_NS (10ull * 1000000000ull)
 #define RECHECK_EVENTS_NS (60ull * 1000000000ull)
+#define RECHECK_HOST_EVENTS_NS (600ull * 1000000000ull)
 #define MAX_CGROUP_LINES 32
 
 struct targets {
@@ -559,6 +564,12 @@ int targets_check_pid(struct targets *t, pid_t pid, uint64_t now_ns, targets_cha
 	return reevaluate(t, p, cb, arg);
 }
 
+/* Process events arrive: known processes are re-read less often. */
+static void events_on(struct targets *t)
+{
+	t->recheck_ns = targets_whole_host(t) ? RECHECK_HOST_EVENTS_NS : RECHECK_EVENTS_NS;
+}
+
 int targets_events_open(struct targets *t)
 {
 	if (t->ev_fd >= 0)
@@ -590,13 +601,13 @@ int targets_events_open(struct targets *t)
 		return e;
 	}
 	t->ev_fd = fd;
-	t->recheck_ns = RECHECK_EVENTS_NS;
+	events_on(t);
 	return fd;
 }
 
 void targets_events_external(struct targets *t)
 {
-	t->recheck_ns = RECHECK_EVENTS_NS;
+	events_on(t);
 }
 
 void targets_events_lost(struct targets *t)
