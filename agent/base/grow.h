@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 /*
  * Make *(T **)pp hold at least `need` elements of `elem` bytes: nothing
@@ -44,6 +45,66 @@ static inline int pp_grow(void *pp, size_t *cap, size_t need, size_t elem, size_
 	memcpy(pp, &nv, sizeof(nv));
 	*cap = nc;
 	return 0;
+}
+
+/*
+ * Vectors that can grow to hundreds of MiB (a 100,000-bucket heap walk, a
+ * heap profile's encoded samples) and are mostly small (an idle program's
+ * few dozen buckets). Small, they live in malloc's heap: a mapping of
+ * their own each time cost an mmap and an munmap per snapshot, and each
+ * munmap flushes the TLB of every CPU the agent's threads ran on (a third
+ * of gotrack's worker's time on an idle node). Past PP_GROW_MAP_BYTES the
+ * vector moves once into a mapping of its own and grows by mremap, which
+ * moves page tables instead of copying (realloc of a large block copies
+ * once malloc's dynamic mmap threshold has risen past its size).
+ * *mapped says which it is; pp_free_big frees either. Otherwise as
+ * pp_grow: `first` elements at least, doubling; 0 or -ENOMEM with the
+ * vector unchanged.
+ */
+#define PP_GROW_MAP_BYTES (1u << 20)
+
+static inline int pp_grow_big(void *pp, size_t *cap, bool *mapped, size_t need, size_t elem,
+			      size_t first)
+{
+	if (need <= *cap)
+		return 0;
+	size_t nc = *cap ? *cap : (first ? first : 1);
+	while (nc < need) {
+		if (nc > SIZE_MAX / 2)
+			return -ENOMEM;
+		nc *= 2;
+	}
+	if (!elem || nc > SIZE_MAX / elem)
+		return -ENOMEM;
+	size_t bytes = nc * elem;
+	if (!*mapped && bytes < PP_GROW_MAP_BYTES)
+		return pp_grow(pp, cap, need, elem, first);
+	void *old;
+	memcpy(&old, pp, sizeof(old));
+	void *nv;
+	if (*mapped) {
+		nv = mremap(old, *cap * elem, bytes, MREMAP_MAYMOVE);
+	} else {
+		nv = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (nv != MAP_FAILED && old) {
+			memcpy(nv, old, *cap * elem); /* once, under a MiB */
+			free(old);
+		}
+	}
+	if (nv == MAP_FAILED)
+		return -ENOMEM;
+	memcpy(pp, &nv, sizeof(nv));
+	*cap = nc;
+	*mapped = true;
+	return 0;
+}
+
+static inline void pp_free_big(void *p, size_t cap, size_t elem, bool mapped)
+{
+	if (mapped)
+		munmap(p, cap * elem);
+	else
+		free(p);
 }
 
 /*

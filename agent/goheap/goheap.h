@@ -84,6 +84,7 @@ struct goheap_arena;
 struct go_heap {
 	struct go_bucket *buckets;
 	size_t n, cap;
+	bool buckets_mapped; /* grow.h: pp_grow_big */
 	int64_t rate;	/* runtime.MemProfileRate at read time */
 	uint32_t cycle; /* raw runtime.mProfCycle (cycle << 1 | flushed) */
 	bool complete;

@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "gobucket.h"
+#include "grow.h"
 #include "goheap_internal.h"
 #include "remotemem.h"
 
@@ -89,8 +90,7 @@ void goheap_free(struct go_heap *h)
 		}
 		free(h->arena);
 	}
-	if (h->buckets)
-		munmap(h->buckets, h->cap * sizeof(*h->buckets));
+	pp_free_big(h->buckets, h->cap, sizeof(*h->buckets), h->buckets_mapped);
 	goheap_init(h);
 }
 
@@ -109,20 +109,10 @@ int goheap_add_bucket(struct go_heap *h, uint64_t addr, uint64_t size, const uin
 		      uint32_t nstk, bool truncated, const struct go_memrec *active,
 		      const struct go_memrec future[3])
 {
-	if (h->n == h->cap) {
-		/* mmap/mremap: growing moves page tables, never copies, and does
-		 * not depend on malloc's moving mmap threshold. */
-		size_t cap = h->cap ? h->cap * 2 : 4096;
-		void *nb = h->buckets
-				   ? mremap(h->buckets, h->cap * sizeof(*h->buckets),
-					    cap * sizeof(*h->buckets), MREMAP_MAYMOVE)
-				   : mmap(NULL, cap * sizeof(*h->buckets), PROT_READ | PROT_WRITE,
-					  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-		if (nb == MAP_FAILED)
-			return -ENOMEM;
-		h->buckets = nb;
-		h->cap = cap;
-	}
+	/* grow.h: small heaps in malloc's heap, large ones mremap'd */
+	if (pp_grow_big(&h->buckets, &h->cap, &h->buckets_mapped, h->n + 1, sizeof(*h->buckets),
+			64))
+		return -ENOMEM;
 	uint64_t *s = NULL;
 	if (nstk) {
 		s = goheap_arena_alloc(h, nstk);

@@ -176,8 +176,7 @@ void pprof_free(struct pprof *p)
 			   p->lines,	p->samples,  p->skey,	   p->vals,	p->sampletab.s };
 	for (size_t i = 0; i < sizeof(arrays) / sizeof(arrays[0]); i++)
 		free(arrays[i]);
-	if (p->sbuf)
-		munmap(p->sbuf, p->capsbuf);
+	pp_free_big(p->sbuf, p->capsbuf, 1, p->sbuf_mapped);
 	pprof_zs_free(p->zs);
 	free(p);
 }
@@ -424,25 +423,12 @@ int pprof_set_merge(struct pprof *p, bool merge)
 	return 0;
 }
 
-/* Room for n more bytes in sbuf. mmap/mremap: growing moves page tables,
- * never copies (realloc copies once malloc's dynamic mmap threshold has
- * risen past the size, as it does after the first large free). */
+/* Room for n more bytes in sbuf (grow.h: pp_grow_big). */
 int pprof_sbuf_room(struct pprof *p, size_t n)
 {
-	if (p->nsbuf + n <= p->capsbuf)
-		return 0;
-	size_t cap = p->capsbuf ? p->capsbuf : 64 << 10;
-	while (cap < p->nsbuf + n)
-		if ((cap *= 2) > ((size_t)1 << 40))
-			return -ENOMEM;
-	void *nb = p->sbuf ? mremap(p->sbuf, p->capsbuf, cap, MREMAP_MAYMOVE)
-			   : mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-				  -1, 0);
-	if (nb == MAP_FAILED)
+	if (p->nsbuf + n < p->nsbuf)
 		return -ENOMEM;
-	p->sbuf = nb;
-	p->capsbuf = cap;
-	return 0;
+	return pp_grow_big(&p->sbuf, &p->capsbuf, &p->sbuf_mapped, p->nsbuf + n, 1, 16 << 10);
 }
 
 /* An unmerged sample, encoded now as w_sample would, in one pass over

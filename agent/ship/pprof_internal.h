@@ -117,6 +117,7 @@ struct pprof {
 	bool nomerge;
 	uint8_t *sbuf;
 	size_t nsbuf, capsbuf;
+	bool sbuf_mapped; /* pp_grow_big's */
 	/* pprof_stream_gzip(): sample types and samples compressed as they
 	 * come; sbuf then stages what deflate has not been given yet. */
 	struct pprof_zs *zs;
