@@ -2,7 +2,7 @@
 """Where each of the agent's threads spends its CPU, from a `perf record -g`
 file (window_ab.py --perf DIR writes them).
 
-  /usr/bin/python3 bench/perf_threads.py FILE.data [--thread pushprof] [--top 25]
+  /usr/bin/python3 bench/perf_threads.py FILE.data [--thread pushprof [--exact]] [--top 25]
 
 Prints the samples per thread name, then for the chosen thread (a prefix of
 its name) the functions with the most samples anywhere in their stacks
@@ -38,13 +38,14 @@ def main():
     ap.add_argument("file")
     ap.add_argument("--thread", default="pushprof")
     ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("--exact", action="store_true", help="the thread name exactly, not a prefix")
     a = ap.parse_args()
     per_thread = collections.Counter()
     incl, self_ = collections.Counter(), collections.Counter()
     n = 0
     for comm, frames in stacks(a.file):
         per_thread[comm] += 1
-        if not comm.startswith(a.thread):
+        if not (comm == a.thread if a.exact else comm.startswith(a.thread)):
             continue
         n += 1
         if frames:

@@ -88,9 +88,14 @@ static int fill(struct rmem *r, uint64_t addr, size_t len, const uint8_t **at)
 	uint64_t want = addr + len, ahead = want + RMEM_AHEAD;
 	if (ahead < want)
 		ahead = want;
+	/* A walk down one chunk grows its windows; a jump elsewhere (an idle
+	 * program's few buckets lie in as many chunks) starts small again. */
+	bool onward = r->win && want + RMEM_WINDOW > r->last_start && want <= r->last_start + 4096;
+	uint64_t win = onward ? r->win : RMEM_WINDOW_FIRST;
+	r->win = win < RMEM_WINDOW ? win * 2 : RMEM_WINDOW;
 	uint64_t end =
 		ahead > UINT64_MAX - 4095 ? UINT64_MAX & ~4095ULL : (ahead + 4095) & ~4095ULL;
-	uint64_t start = end >= RMEM_WINDOW ? end - RMEM_WINDOW : 0;
+	uint64_t start = end >= win ? end - win : 0;
 	if (start > addr) { /* no more than a window: the exact read below then */
 		start = addr & ~4095ULL;
 		end = start + RMEM_WINDOW < start ? UINT64_MAX & ~4095ULL : start + RMEM_WINDOW;
@@ -115,7 +120,10 @@ static int fill(struct rmem *r, uint64_t addr, size_t len, const uint8_t **at)
 	r->ups = up ? r->ups + 1 : 0;
 	if (r->ups >= 2) {
 		start = addr & ~4095ULL;
-		end = start + RMEM_WINDOW < start ? UINT64_MAX & ~4095ULL : start + RMEM_WINDOW;
+		end = start + win < start ? UINT64_MAX & ~4095ULL : start + win;
+		if (end < want) /* a request longer than this window */
+			end = start + RMEM_WINDOW < start ? UINT64_MAX & ~4095ULL
+							  : start + RMEM_WINDOW;
 	} else if (start < r->floor && r->floor <= addr) {
 		start = r->floor;
 	}
@@ -137,6 +145,7 @@ static int fill(struct rmem *r, uint64_t addr, size_t len, const uint8_t **at)
 	}
 	w->start = start;
 	w->len = (size_t)n;
+	r->last_start = start;
 	*at = w->buf + (addr - start);
 	return 0;
 }

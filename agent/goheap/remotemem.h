@@ -46,6 +46,11 @@ int rmem_read_exact(const struct gobin_mem *mem, pid_t pid, uint64_t addr, void 
 		    struct pp_err *err);
 
 #define RMEM_WINDOW (128u << 10) /* cached reads: bytes per window, most per read */
+/* The first window of a walk, and of each jump to another part of the
+ * heap; misses just below the last window double it up to RMEM_WINDOW. An
+ * idle program's few buckets lie a few in each of several chunks: windows
+ * of 128 KiB copied (and pinned the pages of) 480 KiB for 6 buckets. */
+#define RMEM_WINDOW_FIRST (16u << 10)
 #define RMEM_NWINDOWS 8
 #define RMEM_AHEAD 1024 /* bytes a downward window reads past the request */
 
@@ -64,6 +69,8 @@ struct rmem {
 	/* cached only */
 	struct rmem_window w[RMEM_NWINDOWS];
 	unsigned next;	    /* round-robin victim */
+	size_t win;	    /* the next window's size if the walk goes on down */
+	uint64_t last_start; /* where the last window began */
 	uint64_t last_miss; /* address of the previous miss: the walk's direction */
 	unsigned ups;	    /* misses in a row above the one before */
 	uint64_t run_top;   /* highest end of a miss since the last jump up */
