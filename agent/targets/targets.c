@@ -471,6 +471,11 @@ int targets_recheck_young(struct targets *t, uint64_t now_ns, targets_change_fn 
 	return 0;
 }
 
+bool targets_young_work(const struct targets *t)
+{
+	return t->npending || !targets_whole_host(t);
+}
+
 const struct target_proc *targets_refresh(struct targets *t, pid_t pid)
 {
 	struct target_proc *p = find(t, pid);
