@@ -12,24 +12,13 @@ own gRPC threads (bench/window_ab.py's runs_per_min and threads_ms).
 import argparse
 import os
 import subprocess
+import sys
 import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def sched(pid):
-    out = {}
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            with open(f"/proc/{pid}/task/{tid}/comm") as f:
-                comm = f.read().strip()
-            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
-                v = f.read().split()
-            out[tid] = (comm, int(v[0]), int(v[2]))
-        except (OSError, ValueError, IndexError):
-            pass
-    return out
+sys.path.insert(0, HERE)
+from window_ab import thread_ns as sched  # noqa: E402  {tid: (comm, ns, runs)}
 
 
 def measure(binary, args, seconds):

@@ -25,17 +25,28 @@
  * size would overflow) with *pp and *cap unchanged, the old block still
  * the caller's.
  */
+/* The capacity pp_grow and pp_grow_big move to (need > cap): 0 with *nc
+ * set, or -ENOMEM when it or its size in bytes would overflow. */
+static inline int pp_grow_cap(size_t cap, size_t need, size_t elem, size_t first, size_t *nc)
+{
+	size_t c = cap ? cap : (first ? first : 1);
+	while (c < need) {
+		if (c > SIZE_MAX / 2)
+			return -ENOMEM;
+		c *= 2;
+	}
+	if (elem && c > SIZE_MAX / elem)
+		return -ENOMEM;
+	*nc = c;
+	return 0;
+}
+
 static inline int pp_grow(void *pp, size_t *cap, size_t need, size_t elem, size_t first)
 {
 	if (need <= *cap)
 		return 0;
-	size_t nc = *cap ? *cap : (first ? first : 1);
-	while (nc < need) {
-		if (nc > SIZE_MAX / 2)
-			return -ENOMEM;
-		nc *= 2;
-	}
-	if (elem && nc > SIZE_MAX / elem)
+	size_t nc;
+	if (pp_grow_cap(*cap, need, elem, first, &nc))
 		return -ENOMEM;
 	void *old;
 	memcpy(&old, pp, sizeof(old));
@@ -68,13 +79,8 @@ static inline int pp_grow_big(void *pp, size_t *cap, bool *mapped, size_t need, 
 {
 	if (need <= *cap)
 		return 0;
-	size_t nc = *cap ? *cap : (first ? first : 1);
-	while (nc < need) {
-		if (nc > SIZE_MAX / 2)
-			return -ENOMEM;
-		nc *= 2;
-	}
-	if (!elem || nc > SIZE_MAX / elem)
+	size_t nc;
+	if (!elem || pp_grow_cap(*cap, need, elem, first, &nc))
 		return -ENOMEM;
 	size_t bytes = nc * elem;
 	if (!*mapped && bytes < PP_GROW_MAP_BYTES)
