@@ -16,15 +16,6 @@
 #include <string.h>
 #include <sys/mman.h>
 
-/*
- * Make *(T **)pp hold at least `need` elements of `elem` bytes: nothing
- * when *cap already does, else realloc to the first of first, 2*first, ...
- * (or 2*cap, 4*cap, ... when *cap > 0) that does. `pp` is the address of
- * the caller's typed pointer (T **), so no cast is needed at the call.
- * New elements are uninitialised. 0, or -ENOMEM (allocation failed or the
- * size would overflow) with *pp and *cap unchanged, the old block still
- * the caller's.
- */
 /* The capacity pp_grow and pp_grow_big move to (need > cap): 0 with *nc
  * set, or -ENOMEM when it or its size in bytes would overflow. */
 static inline int pp_grow_cap(size_t cap, size_t need, size_t elem, size_t first, size_t *nc)
@@ -41,6 +32,15 @@ static inline int pp_grow_cap(size_t cap, size_t need, size_t elem, size_t first
 	return 0;
 }
 
+/*
+ * Make *(T **)pp hold at least `need` elements of `elem` bytes: nothing
+ * when *cap already does, else realloc to the first of first, 2*first, ...
+ * (or 2*cap, 4*cap, ... when *cap > 0) that does. `pp` is the address of
+ * the caller's typed pointer (T **), so no cast is needed at the call.
+ * New elements are uninitialised. 0, or -ENOMEM (allocation failed or the
+ * size would overflow) with *pp and *cap unchanged, the old block still
+ * the caller's.
+ */
 static inline int pp_grow(void *pp, size_t *cap, size_t need, size_t elem, size_t first)
 {
 	if (need <= *cap)

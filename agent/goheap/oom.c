@@ -231,11 +231,6 @@ bool oom_pid_alive(const struct oom_watch *w, pid_t pid, uint64_t start_ticks)
 	return !start_ticks || st == start_ticks;
 }
 
-/*
- * Drop targets whose process is gone, and pick those whose mirror to catch
- * up (marked busy): every target whose next refresh is due within half a
- * period (idle ones wait longer, see OOM_IDLE_SHIFT_MAX). Caller holds w->mu.
- */
 /* Mark the targets whose process has exited (t->exited): one poll() of
  * every pidfd. Caller holds w->mu. */
 static void poll_pidfds(struct oom_watch *w)
@@ -255,6 +250,11 @@ static void poll_pidfds(struct oom_watch *w)
 			w->t[i]->exited = w->pfds[n++].revents != 0;
 }
 
+/*
+ * Drop targets whose process is gone, and pick those whose mirror to catch
+ * up (marked busy): every target whose next refresh is due within half a
+ * period (idle ones wait longer, see OOM_IDLE_SHIFT_MAX). Caller holds w->mu.
+ */
 static size_t pick_targets(struct oom_watch *w, struct target ***out, size_t *cap, int64_t period)
 {
 	size_t n = 0;
