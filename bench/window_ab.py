@@ -11,7 +11,11 @@ A B A B ... (go_heap on, pushing to a local WriteRaw sink). For each run,
 over the steady windows (the first window, which loads every process's
 symbols, left out): agent CPU (utime+stime from /proc/PID/stat) per 1,000
 samples, and the agent's own agent_cpu_ms per window (drain, symbolize,
-build, encode, push) per 1,000 samples and per window. Prints one line per
+build, encode, push) per 1,000 samples and per window. The sample path
+(path_ms_per_1000, issue 16's goal) is the loop thread's window work less
+the process events it took between two profiles (events_cpu_ms: new
+executables' tables and symbols), plus the pusher thread's CPU (which
+pushes heap profiles too: an upper bound). Prints one line per
 run, then the medians per binary and their ratio B/A. --perf DIR also
 records `perf record -g` of each agent's steady windows into DIR. Needs
 root (BPF). The figures are CPU time, not wall time: other load on the
@@ -79,6 +83,13 @@ def run_one(b, binary, hz, interval, windows, perf_out):
         samples = sum(int(x.get("samples", 0)) for x in steady)
         win_ms = [float(x.get("agent_cpu_ms", 0)) for x in steady]
         loop_ms = [float(x.get("loop_cpu_ms", 0)) for x in steady]
+        events_ms = [float(x.get("events_cpu_ms", 0)) for x in steady]
+        # the sample path: the loop's window work without the process events
+        # it took between two profiles, plus the pusher thread (which also
+        # pushes the heap profiles: an upper bound)
+        path_ms = [lm - em for lm, em in zip(loop_ms, events_ms)]
+        push_ms = sum((t1[k][1] - t0.get(k, ("", 0, 0))[1]) / 1e6
+                      for k in t1 if t1[k][0] == "pushprof-send")
         return {
             "samples": samples,
             # each thread's CPU over the steady windows (ms), in thread-creation
@@ -100,6 +111,13 @@ def run_one(b, binary, hz, interval, windows, perf_out):
             # the loop thread's own CPU in the window work (no other thread's)
             "loop_ms_per_1000": sum(loop_ms) * 1000 / samples if samples else None,
             "maps_read_kept": [steady[-1].get("maps_read"), steady[-1].get("maps_kept")]
+            if steady else None,
+            "events_ms_per_1000": sum(events_ms) * 1000 / samples if samples else None,
+            "push_ms_per_1000": push_ms * 1000 / samples if samples else None,
+            "path_ms_per_1000": (sum(path_ms) + push_ms) * 1000 / samples if samples else None,
+            # the median window's path (loop without events) per 1,000 of its samples
+            "path_ms_per_1000_median_window": statistics.median(
+                [pm * 1000 / int(x.get("samples", 1) or 1) for pm, x in zip(path_ms, steady)])
             if steady else None,
             "processes": statistics.median([int(x.get("processes", 0)) for x in steady])
             if steady else 0,
@@ -142,10 +160,13 @@ def main():
                 print(f"round {r} {key}: " + json.dumps(x), flush=True)
     finally:
         pop.stop()
-    for field in ("cpu_pct_of_one", "rss_anon_kib", "own_rss_kib", "cpu_ms_per_1000", "win_ms_per_1000", "win_ms_median", "loop_ms_per_1000"):
+    for field in ("cpu_pct_of_one", "rss_anon_kib", "own_rss_kib", "cpu_ms_per_1000",
+                  "win_ms_per_1000", "win_ms_median", "loop_ms_per_1000", "events_ms_per_1000",
+                  "push_ms_per_1000", "path_ms_per_1000", "path_ms_per_1000_median_window"):
         ma = statistics.median([x[field] for x in res["a"] if x[field] is not None])
         mb = statistics.median([x[field] for x in res["b"] if x[field] is not None])
-        print(f"{field}: A {ma:.2f}  B {mb:.2f}  B/A {mb / ma:.3f}")
+        ratio = f"{mb / ma:.3f}" if ma else "-"  # a build without that figure: 0
+        print(f"{field}: A {ma:.2f}  B {mb:.2f}  B/A {ratio}")
 
 
 if __name__ == "__main__":

@@ -85,6 +85,7 @@ struct agent {
 	uint64_t events_ns;   /* take_events(): last time */
 	bool rescan;	      /* events were lost: the loop rescans /proc now */
 	bool took_events;     /* take_events() read some: the loop's gotrack recheck */
+	uint64_t between_ns;  /* the loop's CPU in take_events() during this window's build */
 	unsigned profile_delay_ms; /* tests: PUSHPROF_TEST_PROFILE_DELAY_MS */
 };
 
@@ -200,6 +201,18 @@ static void take_events(void *arg)
 		drain_procev(a);
 }
 
+/* take_events() between two processes' profiles, its CPU time counted
+ * apart: the window line tells the sample path from process events that
+ * arrived during the build (a new executable's tables, its symbols). */
+static void between_profiles(void *arg)
+{
+	struct agent *a = arg;
+	uint64_t t0 = thread_cpu_ns();
+
+	take_events(a);
+	a->between_ns += thread_cpu_ns() - t0;
+}
+
 /* report_cpu's argument: the window's profiles of one protocol's
  * encoding (all = true: the stores all have that protocol) */
 struct emit_ctx {
@@ -291,6 +304,7 @@ static void window(struct agent *a)
 	a->window_start_mono = end_mono;
 	a->window_start_real = pp_clock_ns(CLOCK_REALTIME);
 	a->windows++;
+	a->between_ns = 0;
 
 	if (cpu_sampler_drain(a->cpu, &a->win, &err) < 0) {
 		pp_log(PP_ERROR, "cpu window drain failed", "error=%s", pp_q(err.msg));
@@ -326,7 +340,7 @@ static void window(struct agent *a)
 			.sym = a->sym,
 			.unresolved = a->dbg && !k ? on_unresolved : NULL,
 			.unresolved_arg = a,
-			.between = take_events,
+			.between = between_profiles,
 			.between_arg = a,
 		};
 		struct cpu_profile_stats ks;
@@ -357,6 +371,7 @@ static void window(struct agent *a)
 		.dur_ns = dur,
 		.cpu_ms = (double)(cpu_time_ns() - cpu0) / 1e6,
 		.loop_cpu_ms = (double)(thread_cpu_ns() - tcpu0) / 1e6,
+		.events_cpu_ms = (double)a->between_ns / 1e6,
 		.sst = &sst,
 		.flush_error = fr < 0 ? err.msg : NULL,
 	});

@@ -98,7 +98,7 @@ void agent_window_report(const struct window_report *r)
 	       "frameless_fault=%llu g0_switch=%llu g0_fail=%llu fl_search=%llu "
 	       "targets=%zu/%zu "
 	       "locations=%llu named=%llu cpus=%u duration_ms=%lld agent_cpu_ms=%.1f "
-	       "loop_cpu_ms=%.1f maps_read=%llu maps_kept=%llu%s%s",
+	       "loop_cpu_ms=%.1f events_cpu_ms=%.1f maps_read=%llu maps_kept=%llu%s%s",
 	       (unsigned long long)r->window, (unsigned long long)r->win->samples,
 	       (unsigned long long)user_frames, r->ps->profiles, (unsigned long long)r->ps->bytes,
 	       (unsigned long long)s[CPU_STAT_LOST_COUNTS_FULL],
@@ -116,6 +116,7 @@ void agent_window_report(const struct window_report *r)
 	       r->matched, r->procs, (unsigned long long)r->ps->frames,
 	       (unsigned long long)r->ps->frames_named, cpu_sampler_ncpus(r->cpu),
 	       (long long)(r->dur_ns / 1000000), r->cpu_ms, r->loop_cpu_ms,
+	       r->events_cpu_ms,
 	       (unsigned long long)r->sst->maps_reads, (unsigned long long)r->sst->maps_kept,
 	       r->flush_error ? " flush_error=" : "", r->flush_error ? pp_q(r->flush_error) : "");
 }

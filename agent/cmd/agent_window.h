@@ -23,6 +23,7 @@ struct window_report {
 	size_t matched, procs;		    /* targets matched, processes known */
 	int64_t dur_ns;			    /* the window's length */
 	double cpu_ms, loop_cpu_ms;	    /* the window work: all threads, the loop's */
+	double events_cpu_ms; /* of loop_cpu_ms: process events taken during the build */
 	const struct sym_stats *sst;
 	const char *flush_error; /* NULL: the outbox flush went well */
 };
