@@ -5,6 +5,8 @@
 #include "log.h"
 
 #define GIVE_BACK_FREE_BYTES ((size_t)4 << 20)
+#define MMAP_THRESHOLD_BYTES (32 << 20)
+#define TRIM_THRESHOLD_BYTES (2 << 20)
 
 int pp_give_back_memory(size_t *free_at)
 {
@@ -27,4 +29,15 @@ void pp_trim_memory(size_t *free_at)
 {
 	malloc_trim(0);
 	*free_at = mallinfo2().fordblks;
+}
+
+void pp_malloc_policy(void)
+{
+	/* mallopt refuses a value out of its range (another libc's limits):
+	 * that threshold stays glibc's own */
+	int ok = mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES);
+
+	ok &= mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES);
+	if (!ok)
+		pp_log(PP_DEBUG, "malloc thresholds not set", "using=%s", "glibc defaults");
 }

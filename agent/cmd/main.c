@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "givemem.h"
 #include "commands.h"
 #include "version.h"
 
@@ -49,6 +50,8 @@ int main(int argc, char **argv)
 	}
 	const char *cmd = argv[1];
 	int (*fn)(int, char **) = command(cmd);
+
+	pp_malloc_policy(); /* before any thread: base/givemem.h */
 
 	if (fn)
 		return fn(argc - 1, argv + 1);

@@ -99,6 +99,7 @@ struct goheap_builder {
 		uint32_t li;
 		uint32_t one;
 	} * lcache;
+	size_t lcache_mask; /* slots - 1: grown with nlocs (goheap_pprof.c) */
 	struct loccache *locs;
 	size_t nlocs, caplocs;
 	uint64_t goexit_pc;  /* a pc found in runtime.goexit (ends every stack), 0 */

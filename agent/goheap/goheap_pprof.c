@@ -18,6 +18,43 @@
 #include "pprof.h"
 #include "grow.h"
 
+/*
+ * The builder's tables start small and grow with what the heap holds: an
+ * idle program's snapshot has a few dozen PCs, a 100,000-bucket one a few
+ * thousand. Sized for the large case up front they were ~450 KiB zeroed
+ * per snapshot (the cache 192 KiB, pcmap and locmap 128 KiB each), most
+ * of an idle program's snapshot: the memset, the page faults and the
+ * allocator's trim (madvise, a TLB flush of every CPU) that followed.
+ */
+#define LCACHE_MIN 256
+#define LCACHE_MAX 8192
+#define BUILDER_MAP_MIN 64
+
+static inline size_t lcache_slot(const struct goheap_builder *b, uint64_t pc)
+{
+	return (pc ^ (pc >> 13)) & b->lcache_mask;
+}
+
+/* Four times the slots (up to LCACHE_MAX) once the locations pass a
+ * quarter of them, about the load the fixed 8192 slots had on a large
+ * heap: a cache, so the new one starts empty, and out of memory keeps the
+ * old one. */
+static void lcache_grow(struct goheap_builder *b)
+{
+	size_t slots = b->lcache_mask + 1, want = slots * 4;
+
+	if (b->nlocs <= slots / 4 || slots >= LCACHE_MAX)
+		return;
+	if (want > LCACHE_MAX)
+		want = LCACHE_MAX;
+	void *n = calloc(want, sizeof(*b->lcache));
+	if (!n)
+		return;
+	free(b->lcache);
+	b->lcache = n;
+	b->lcache_mask = want - 1;
+}
+
 static struct gobin_frame *frames_alloc(struct goheap_builder *b, size_t n)
 {
 	struct frame_chunk *c = b->frames;
@@ -153,6 +190,7 @@ static uint64_t deck_emit(struct goheap_builder *b, bool final, int *rc)
 		l->first = b->dfr[0];
 		l->first_inlined = b->dinl[0];
 		b->nlocs++;
+		lcache_grow(b);
 	}
 	b->nd = 0;
 	b->dlast = -1;
@@ -165,18 +203,11 @@ static uint64_t raw_location(struct goheap_builder *b, uint64_t pc)
 	return pprof_location(b->p, mapping_of(b, pc - 1), pc - 1, NULL, 0);
 }
 
-#define LCACHE 8192
-
 /* locmap lookup through a direct-mapped cache: stacks repeat the same few
  * thousand PCs, and this is the per-frame hot path. */
-static inline size_t lcache_slot(uint64_t pc)
-{
-	return (pc ^ (pc >> 13)) & (LCACHE - 1);
-}
-
 static inline bool loc_lookup(struct goheap_builder *b, uint64_t pc, uint32_t *li)
 {
-	size_t slot = lcache_slot(pc);
+	size_t slot = lcache_slot(b, pc);
 	if (pc && b->lcache[slot].pc == pc) { /* 0 marks an empty slot */
 		*li = b->lcache[slot].li;
 		return true;
@@ -236,7 +267,7 @@ static int locs_for_stack(struct goheap_builder *b, const uint64_t *stk, uint32_
 			continue;
 		}
 		if (!b->nd) {
-			size_t slot = lcache_slot(pc);
+			size_t slot = lcache_slot(b, pc);
 			if (pc && b->lcache[slot].pc == pc && b->lcache[slot].one) {
 				locs[(*nlocs)++] = b->lcache[slot].one;
 				i++;
@@ -331,10 +362,11 @@ static int builder_fill(struct goheap_builder *b, const struct gobin *g, int64_t
 	b->rate = rate;
 	goheap_init(&b->pool);
 	pprof_new(&b->p, NULL); /* b->p NULL on failure: -ENOMEM below */
-	b->lcache = calloc(LCACHE, sizeof(*b->lcache));
+	b->lcache = calloc(LCACHE_MIN, sizeof(*b->lcache));
+	b->lcache_mask = LCACHE_MIN - 1;
 	b->stkbuf = malloc(2 * GOHEAP_NSTK_LIMIT * sizeof(*b->stkbuf));
-	if (!b->p || !b->lcache || !b->stkbuf || u64map_init(&b->pcmap, 4096) ||
-	    u64map_init(&b->locmap, 4096))
+	if (!b->p || !b->lcache || !b->stkbuf || u64map_init(&b->pcmap, BUILDER_MAP_MIN) ||
+	    u64map_init(&b->locmap, BUILDER_MAP_MIN))
 		return -ENOMEM;
 	/* writeHeapProto writes one sample per bucket and merges none: the
 	 * same here, without pprof's merge table (100,000 buckets are

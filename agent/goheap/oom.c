@@ -303,6 +303,37 @@ static size_t pick_targets(struct oom_watch *w, struct target ***out, size_t *ca
 	return n;
 }
 
+/*
+ * How long the watcher may sleep, in ms: 50 while a capture is under way;
+ * else until the first target is due, and at least a period after the
+ * last refresh; at most 1 s (the reconcile) without targets or while one
+ * has no pidfd (its liveness is a /proc read, every 5 s), else at most
+ * the idle interval (OOM_IDLE_SHIFT_MAX). Caller holds w->mu.
+ */
+static int next_timeout(const struct oom_watch *w, int64_t period, int64_t last_refresh)
+{
+	int64_t now = oom_now_ms(), cap = 1000, at = last_refresh + period;
+	int64_t due = INT64_MAX;
+
+	if (w->nc)
+		return 50;
+	if (w->nt)
+		cap = period << OOM_IDLE_SHIFT_MAX;
+	for (size_t i = 0; i < w->nt; i++) {
+		const struct target *t = w->t[i];
+
+		if (t->pidfd < 0 && cap > 1000)
+			cap = period < 1000 ? period : 1000;
+		if (!t->frozen && t->next_ms < due)
+			due = t->next_ms; /* 0: a new one, due now */
+	}
+	if (due > at)
+		at = due;
+	if (at - now > cap)
+		return (int)cap;
+	return at - now < 1 ? 1 : (int)(at - now);
+}
+
 static void *thread_main(void *arg)
 {
 	struct oom_watch *w = arg;
@@ -324,8 +355,9 @@ static void *thread_main(void *arg)
 
 		/* wait outside the lock; ring_cb runs inside consume, under it.
 		 * Records wake us; the timeout only paces mirror refreshes and
-		 * the reconcile that catches lost records, so an idle watcher
-		 * (no Go targets, no capture) wakes once a second. */
+		 * the reconcile that catches lost records (next_timeout): a
+		 * watcher of idle Go programs wakes every 4 s, one without
+		 * targets once a second. */
 		if (epoll_wait(ring_buffer__epoll_fd(w->rb), &ev, 1, timeout) > 0) {
 			uint64_t v;
 
@@ -351,7 +383,6 @@ static void *thread_main(void *arg)
 			w->kick = false;
 			last_refresh = now;
 		}
-		timeout = w->nc ? 50 : (int)(w->nt && period < 1000 ? period : 1000);
 		pthread_mutex_unlock(&w->mu);
 
 		for (size_t i = 0; i < nfin; i++) {
@@ -362,6 +393,9 @@ static void *thread_main(void *arg)
 			pthread_mutex_unlock(&w->mu);
 		}
 		oom_mirror_refresh(w, picked, npicked, period);
+		pthread_mutex_lock(&w->mu);
+		timeout = next_timeout(w, period, last_refresh);
+		pthread_mutex_unlock(&w->mu);
 	}
 	free(picked);
 	free(fin);

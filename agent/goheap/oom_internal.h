@@ -78,6 +78,14 @@ struct target {
  * one second's (the ring has 1 MiB of slack for them). A target over its
  * frame budget keeps the base period (its capture stops OOM_BUDGET_SLACK
  * buckets past the mirror).
+ *
+ * Idle reads fall on the grid of their interval (multiples of 2 s or 4 s
+ * of the monotonic clock; the first after a change of interval comes at
+ * most half a period late), so idle programs are read together and the
+ * watcher sleeps until the next target is due: one wake-up every 4 s for
+ * any number of idle programs, not one a second (each costs more on a VM
+ * than the reads it does). Exits still show within that: the pidfd poll
+ * runs at every pass.
  */
 #define OOM_IDLE_SHIFT_MAX 2
 

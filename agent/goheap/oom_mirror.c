@@ -242,11 +242,12 @@ void oom_target_free(struct target *t)
 }
 
 /* When to read t again: period << min(idle, OOM_IDLE_SHIFT_MAX) after a
- * read that found nothing new; one period after anything else. Caller
- * holds w->mu. */
+ * read that found nothing new, on that interval's grid of the monotonic
+ * clock (oom_internal.h, OOM_IDLE_SHIFT_MAX); one period after anything
+ * else. Caller holds w->mu. */
 static void schedule_next(struct target *t, bool found_nothing, int64_t period)
 {
-	unsigned shift;
+	int64_t now = oom_now_ms(), every;
 
 	if (found_nothing && !t->budget_cut) {
 		if (t->idle < OOM_IDLE_SHIFT_MAX)
@@ -254,8 +255,14 @@ static void schedule_next(struct target *t, bool found_nothing, int64_t period)
 	} else {
 		t->idle = 0;
 	}
-	shift = t->idle;
-	t->next_ms = oom_now_ms() + (period << shift);
+	every = period << t->idle;
+	if (t->idle == 0) {
+		t->next_ms = now + every;
+		return;
+	}
+	/* the grid point nearest now + every; a read up to half a period
+	 * early (pick_targets) still lands on the next one */
+	t->next_ms = (now + every + period / 2) / every * every;
 }
 
 /* Catch the picked mirrors up: read without the lock, apply with it. */

@@ -27,6 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "givemem.h"
 #include "gobin.h"
 #include "goheap.h"
 #include "pprof.h"
@@ -494,6 +495,7 @@ static int cmd_scale(void)
 
 int main(int argc, char **argv)
 {
+	pp_malloc_policy(); /* as pushprof runs: the benches measure its allocator too */
 	if (argc >= 2 && !strcmp(argv[1], "scale"))
 		return cmd_scale();
 	if (argc >= 4 && !strcmp(argv[1], "fuzz-profile"))

@@ -12,6 +12,18 @@ import oomlib
 KILLS = int(os.environ.get("OOM_KILLS", "5"))
 
 
+def thread_runs(pid, name):
+    """How often the thread called name of pid was put on a CPU
+    (/proc/PID/task/TID/schedstat, third field): its wake-ups."""
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{tid}/comm") as f:
+            if f.read().strip() != name:
+                continue
+        with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+            return int(f.read().split()[2])
+    raise RuntimeError(f"no thread {name} in {pid}")
+
+
 def main():
     oomlib.cleanup_stale()
     d = tmpdir()
@@ -81,11 +93,39 @@ def main():
                   f"not after {took:.1f}s")
             print(f"untracked {took:.1f}s after the exit")
             check(w.result(v.pid, 1) is None, "and no profile or OOM event names it")
+
     finally:
         st = w.stop()
     check(ok == KILLS, f"{KILLS} kills -> {KILLS} profiles", f"{ok}")
     check(st is not None and st["profiles"] == KILLS and st["events"] == 0,
           "watcher counted every profile and no event", str(st))
+
+    # idle programs are read together, on a 4 s grid, and the watcher
+    # sleeps until the next is due (oom_internal.h): with the agent's 1 s
+    # mirror period its thread runs about once per 4 s (it ran every
+    # second before: 16 times in 16 s)
+    w = oomlib.Watcher(out, "--mirror-interval-ms", "1000")
+    try:
+        with oomlib.Cgroup("idle", 500) as cg:
+            vs = [oomlib.Victim(cg, [leak]) for _ in range(3)]
+            try:
+                check(all(v.ready() and w.tracked(v.pid) for v in vs),
+                      "three idle programs tracked")
+                time.sleep(10)  # empty reads 1 s, 2 s, then 4 s apart
+                r0, t0 = thread_runs(w.p.pid, "pushprof-oom"), time.monotonic()
+                time.sleep(16)
+                runs = thread_runs(w.p.pid, "pushprof-oom") - r0
+                took = time.monotonic() - t0
+                print(f"watcher thread ran {runs} times in {took:.1f}s with 3 idle programs")
+                check(runs <= 8, "the watcher of idle programs wakes about every 4 s",
+                      f"{runs} runs in {took:.1f}s")
+                check(w.alive(), "watcher alive with idle programs")
+            finally:
+                for v in vs:
+                    v.p.kill()
+                    v.wait()
+    finally:
+        w.stop()
     print(f"capture_ns per kill: {times}")
     oomlib.finish(d)
 
