@@ -306,9 +306,17 @@ static size_t pick_targets(struct oom_watch *w, struct target ***out, size_t *ca
 /*
  * How long the watcher may sleep, in ms: 50 while a capture is under way;
  * else until the first target is due, and at least a period after the
- * last refresh; at most 1 s (the reconcile) without targets or while one
- * has no pidfd (its liveness is a /proc read, every 5 s), else at most
- * the idle interval (OOM_IDLE_SHIFT_MAX). Caller holds w->mu.
+ * last refresh; at most 1 s (the reconcile) without targets, while one
+ * has no pidfd (its liveness is a /proc read, every 5 s) or for
+ * OOM_LOSSY_MS after ring records were lost, else at most the idle
+ * interval (OOM_IDLE_SHIFT_MAX).
+ *
+ * Why the reconcile may wait longer than 1 s otherwise: it finds captures
+ * the ring never reported, and a record is lost only when the ring is
+ * full. The ring wakes the watcher when a record lands in a ring it had
+ * caught up with (libbpf's adaptive wake-up), so a full ring has woken it
+ * before any loss, and the pass that consumes it sees stat_ring_drops
+ * grow. Caller holds w->mu.
  */
 static int next_timeout(const struct oom_watch *w, int64_t period, int64_t last_refresh)
 {
@@ -317,7 +325,7 @@ static int next_timeout(const struct oom_watch *w, int64_t period, int64_t last_
 
 	if (w->nc)
 		return 50;
-	if (w->nt)
+	if (w->nt && now >= w->lossy_until_ms)
 		cap = period << OOM_IDLE_SHIFT_MAX;
 	for (size_t i = 0; i < w->nt; i++) {
 		const struct target *t = w->t[i];
@@ -368,6 +376,14 @@ static void *thread_main(void *arg)
 		pthread_mutex_lock(&w->mu);
 		ring_buffer__consume(w->rb);
 		now = oom_now_ms();
+		uint64_t drops = __atomic_load_n(&w->skel->bss->stat_ring_drops, __ATOMIC_RELAXED);
+
+		if (drops != w->drops_seen) {
+			/* records lost: reconcile now and every second a while */
+			w->drops_seen = drops;
+			w->lossy_until_ms = now + OOM_LOSSY_MS;
+			last_reconcile = 0;
+		}
 		if (w->nc || now - last_reconcile >= 1000) {
 			oom_reconcile(w);
 			last_reconcile = now;

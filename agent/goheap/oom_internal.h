@@ -89,6 +89,11 @@ struct target {
  */
 #define OOM_IDLE_SHIFT_MAX 2
 
+/* After ring records were lost, the watcher reconciles every second for
+ * this long, idle targets or not (next_timeout in oom.c says why that is
+ * enough): a capture whose every record was dropped is found within 1 s. */
+#define OOM_LOSSY_MS 30000
+
 struct cap_bucket {
 	uint64_t index, addr, size;
 	uint32_t nstk, nkept;
@@ -148,6 +153,12 @@ struct oom_watch {
 	size_t nres, res_cap;
 	uint64_t profiles, events;
 	uint64_t delivered, deliver_failed;
+	/* ring records lost (the BPF side's stat_ring_drops) as last seen,
+	 * and until when the watcher reconciles every second because of it
+	 * (next_timeout): a capture whose records were all dropped is found
+	 * only by the reconcile */
+	uint64_t drops_seen;
+	int64_t lossy_until_ms;
 	/* ids of captures already reported: a record that arrives after its
 	 * capture was retired (a late MARK) must not start a new one */
 	uint64_t retired[256];
