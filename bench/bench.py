@@ -46,6 +46,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.abspath(os.path.join(HERE, ".."))
 sys.path.insert(0, os.path.join(SRC, "tests", "lib"))
 os.environ.setdefault("PUSHPROF_SOURCE_DIR", SRC)
+import schedstat  # noqa: E402  (tests/lib: threads' CPU time)
 
 CLK = os.sysconf("SC_CLK_TCK")
 NCPU = os.sysconf("SC_NPROCESSORS_ONLN")
@@ -75,24 +76,6 @@ def proc_cpu_s(pid):
         return (int(st[11]) + int(st[12])) / CLK
     except (OSError, IndexError, ValueError):
         return None
-
-
-def proc_oncpu_s(pid):
-    """Time on CPU of all live threads of pid in seconds, from
-    /proc/PID/task/*/schedstat (nanoseconds: finer than the 10 ms ticks of
-    /proc/PID/stat, which matters for runs of a few seconds)."""
-    total = 0
-    try:
-        tids = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return None
-    for t in tids:
-        try:
-            with open(f"/proc/{pid}/task/{t}/schedstat") as f:
-                total += int(f.read().split()[0])
-        except (OSError, ValueError, IndexError):
-            continue
-    return total / 1e9
 
 
 def proc_mem_kib(pid):
@@ -458,10 +441,10 @@ def settle(pid, quiet_s=0.005, step=0.5, limit=15.0):
     symbols when it starts, which is not the steady cost measured here).
     Returns the seconds waited."""
     t0 = time.time()
-    last = proc_oncpu_s(pid)
+    last = schedstat.oncpu_s(pid)
     while time.time() - t0 < limit:
         time.sleep(step)
-        now = proc_oncpu_s(pid)
+        now = schedstat.oncpu_s(pid)
         if now is None or last is None or now - last < quiet_s:
             break
         last = now
@@ -496,10 +479,10 @@ def section_slowdown(b):
                 prof.wait_windows(1, 60)
             if prof:
                 settle_s = settle(prof.pid)
-            c0 = proc_oncpu_s(prof.pid) if prof else 0
+            c0 = schedstat.oncpu_s(prof.pid) if prof else 0
             out = subprocess.run([work, str(wr)], capture_output=True, text=True, timeout=3600,
                                  preexec_fn=die_with_parent)
-            c1 = proc_oncpu_s(prof.pid) if prof else 0
+            c1 = schedstat.oncpu_s(prof.pid) if prof else 0
             if kind == "perf":
                 rc = prof.stop()
                 samples = prof.samples

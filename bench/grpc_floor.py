@@ -17,8 +17,8 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-from window_ab import thread_ns as sched  # noqa: E402  {tid: (comm, ns, runs)}
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "lib"))
+from schedstat import threads as sched  # noqa: E402  {tid: (comm, ns, runs)}
 
 
 def measure(binary, args, seconds):

@@ -33,23 +33,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import bench  # noqa: E402  (bench.py: population, agent, sink)
 import scale  # noqa: E402  (target_only_bench: --targeted)
-
-
-def thread_ns(pid):
-    """{tid: (comm, ns on CPU, times run)} of pid's threads (schedstat: ns,
-    where the stat file's ticks are 10 ms; and how often each was put on a
-    CPU: its wake-ups, near enough)."""
-    out = {}
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            with open(f"/proc/{pid}/task/{tid}/comm") as f:
-                comm = f.read().strip()
-            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
-                v = f.read().split()
-                out[int(tid)] = (comm, int(v[0]), int(v[2]))
-        except (OSError, ValueError, IndexError):
-            pass
-    return out
+from schedstat import threads as thread_ns  # noqa: E402  {tid: (comm, ns, runs)}
 
 
 def run_one(b, binary, hz, interval, windows, perf_out):

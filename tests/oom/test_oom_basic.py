@@ -8,20 +8,9 @@ import time
 
 from pptest import check, tmpdir
 import oomlib
+from schedstat import thread_runs
 
 KILLS = int(os.environ.get("OOM_KILLS", "5"))
-
-
-def thread_runs(pid, name):
-    """How often the thread called name of pid was put on a CPU
-    (/proc/PID/task/TID/schedstat, third field): its wake-ups."""
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        with open(f"/proc/{pid}/task/{tid}/comm") as f:
-            if f.read().strip() != name:
-                continue
-        with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
-            return int(f.read().split()[2])
-    raise RuntimeError(f"no thread {name} in {pid}")
 
 
 def main():

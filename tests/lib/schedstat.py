@@ -1,0 +1,40 @@
+"""A process's threads as the scheduler counts them, for tests and bench/:
+one reader of /proc/PID/task/TID/schedstat ("ns on CPU, ns waiting, times
+run"). Nanoseconds, where /proc/PID/stat has 10 ms ticks (which matters for
+runs of a few seconds); times run is how often a thread was put on a CPU:
+its wake-ups, near enough."""
+import os
+
+
+def threads(pid):
+    """{tid: (comm, ns on CPU, times run)} of pid's live threads; a thread
+    that exits while it is read is left out. {} when pid is gone."""
+    out = {}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                comm = f.read().strip()
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                v = f.read().split()
+            out[int(tid)] = (comm, int(v[0]), int(v[2]))
+        except (OSError, ValueError, IndexError):
+            pass
+    return out
+
+
+def thread_runs(pid, name):
+    """Times run of pid's thread called name (the first one, if several)."""
+    for comm, _, runs in threads(pid).values():
+        if comm == name:
+            return runs
+    raise RuntimeError(f"no thread {name} in {pid}")
+
+
+def oncpu_s(pid):
+    """Seconds on CPU of pid's live threads, None when pid is gone."""
+    t = threads(pid)
+    return sum(ns for _, ns, _ in t.values()) / 1e9 if t else None
