@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * procev.bpf.c - fork / exec / rename events for the target scanner, when
+ * procev.bpf.c - fork / exec / rename / exit events for the target scanner, when
  * the netlink proc connector is not available (see procev_abi.h).
  */
 #include "vmlinux.h"
@@ -54,5 +54,19 @@ int BPF_PROG(procev_rename, struct task_struct *task, const char *comm)
 
 	if (pid == tgid)
 		emit(PROCEV_COMM, tgid);
+	return 0;
+}
+
+/*
+ * The whole process is gone when its last thread exits: do_exit() counts
+ * the group's live threads down (signal->live) before this tracepoint, in
+ * every kernel that has it. One record per process, not one per thread
+ * (a thread pool's churn would fill the ring).
+ */
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(procev_exit, struct task_struct *p)
+{
+	if (BPF_CORE_READ(p, signal, live.counter) == 0)
+		emit(PROCEV_EXIT, BPF_CORE_READ(p, tgid));
 	return 0;
 }

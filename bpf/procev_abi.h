@@ -3,8 +3,8 @@
  *
  * Where the netlink proc connector is out of reach (it needs CAP_NET_ADMIN
  * in the host's network namespace, which a DaemonSet usually lacks), the
- * agent still learns of new processes, execs and renames as they happen
- * from these three tracepoints. Records are written without waking user
+ * agent still learns of new processes, execs, renames and exits as they
+ * happen from these four tracepoints. Records are written without waking user
  * space; the agent drains the ring once a second.
  */
 #ifndef PUSHPROF_BPF_PROCEV_ABI_H
@@ -18,6 +18,7 @@ enum procev_type {
 	PROCEV_FORK = 1, /* a new process (not a thread) */
 	PROCEV_EXEC = 2,
 	PROCEV_COMM = 3, /* a process's main thread renamed itself */
+	PROCEV_EXIT = 4, /* a process's last thread exited (it may wait to be reaped) */
 };
 
 struct procev_rec {

@@ -395,6 +395,7 @@ static int stat_fields(const char *s, struct proc_stat *st)
 	st->start_time = f[22 - 4];
 	st->vsize = f[23 - 4];
 	st->rss_pages = f[24 - 4];
+	st->threads = f[20 - 4];
 	return 0;
 }
 
@@ -441,6 +442,8 @@ int proc_comm_start(pid_t pid, char *comm, size_t len, uint64_t *ticks)
 		}
 		comm[k] = '\0';
 		*ticks = st.start_time;
+		if ((st.state == 'Z' || st.state == 'X') && st.threads <= 1)
+			rc = -ESRCH; /* exited, not yet reaped */
 	} else if (rc == 0) {
 		rc = -EINVAL;
 	}

@@ -82,6 +82,7 @@ struct proc_stat {
 	uint64_t utime, stime; /* CPU time in user and kernel mode, clock ticks */
 	uint64_t vsize;	       /* virtual memory, bytes */
 	uint64_t rss_pages;    /* resident set, pages */
+	uint64_t threads;      /* live threads (a zombie leader's other threads: > 1) */
 };
 int proc_stat(pid_t pid, struct proc_stat *st);
 /* Start time in clock ticks since boot (field 22 of /proc/PID/stat):
@@ -90,7 +91,9 @@ int proc_start_time(pid_t pid, uint64_t *ticks);
 /* proc_comm() and proc_start_time() from one read of /proc/PID/stat (a
  * process's facts are re-read often: one open instead of two). comm is as
  * /proc/PID/comm shows it: '\n' and '\\' escaped, cut to len - 1 bytes.
- * -ESRCH/-ENOENT when the process is gone. */
+ * -ESRCH/-ENOENT when the process is gone, -ESRCH also when it has exited
+ * and waits to be reaped (a zombie: state Z or X with no thread left; a
+ * zombie leader whose other threads still run is a live process). */
 int proc_comm_start(pid_t pid, char *comm, size_t len, uint64_t *ticks);
 /* tgid from /proc/PID/status (for thread ids). */
 int proc_tgid(pid_t pid, pid_t *tgid);

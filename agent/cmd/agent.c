@@ -52,12 +52,14 @@
 #include "version.h"
 #include "ppclock.h"
 
-/* Full /proc scans: every second without process events; with them (forks
- * and execs arrive as they happen) a scan only catches exits, cgroup moves
- * and renames, so every 10 s. Listing /proc and reading each process's
- * files was most of an idle agent's CPU time at one scan a second. */
+/* Full /proc scans: every second without process events; with them (forks,
+ * execs, renames and exits arrive as they happen) a scan only catches what
+ * they do not tell, cgroup moves and the rare exit whose leader left first
+ * (targets_exit), so every 60 s. Listing /proc and reading each process's
+ * files was most of an idle agent's CPU time at one scan a second; at one
+ * in 10 s the listing alone was a sixth of the loop's. */
 #define SCAN_NS 1000000000ull
-#define SCAN_EVENTS_NS 10000000000ull
+#define SCAN_EVENTS_NS 60000000000ull
 #define RECHECK_NS 250000000ull /* exec'd targets: gotrack_recheck() spacing */
 
 struct agent {
@@ -145,6 +147,10 @@ static void on_target_seen(pid_t pid, bool matched, void *arg)
 static void on_procev(enum procev_kind kind, pid_t pid, void *arg)
 {
 	struct agent *a = arg;
+	if (kind == PROCEV_KIND_EXIT) {
+		targets_exit(a->targets, pid);
+		return;
+	}
 	/* whole host: a fork's child has its parent's facts until it execs */
 	if (kind == PROCEV_KIND_FORK && targets_whole_host(a->targets))
 		return;
@@ -173,7 +179,7 @@ static void read_netlink(struct agent *a, uint64_t now)
 		a->took_events = true;
 }
 
-/* The BPF process events (exec, exit): the same contract as read_netlink. */
+/* The BPF process events: the same contract as read_netlink. */
 static void drain_procev(struct agent *a)
 {
 	int m = procev_drain(a->procev, on_procev, a);

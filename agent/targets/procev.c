@@ -29,10 +29,12 @@ static int on_rec(void *ctx, void *data, size_t size)
 		return 0;
 	memcpy(&r, data, sizeof(r));
 	if (r.tgid == 0 || r.tgid > 0x3fffffff ||
-	    (r.type != PROCEV_FORK && r.type != PROCEV_EXEC && r.type != PROCEV_COMM))
+	    (r.type != PROCEV_FORK && r.type != PROCEV_EXEC && r.type != PROCEV_COMM &&
+	     r.type != PROCEV_EXIT))
 		return 0;
 	p->fn((enum procev_kind)r.type, (pid_t)r.tgid, p->arg);
-	p->n++;
+	if (r.type != PROCEV_EXIT)
+		p->n++;
 	return 0;
 }
 

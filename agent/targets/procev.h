@@ -1,11 +1,12 @@
 /*
- * procev.h - fork, exec and rename events from BPF tracepoints.
+ * procev.h - fork, exec, rename and exit events from BPF tracepoints.
  *
  * The target scanner learns of new processes from the netlink proc
  * connector when it can; that needs CAP_NET_ADMIN in the host's network
  * namespace, which a Kubernetes DaemonSet usually does not have. This is
- * the same information from sched_process_fork, sched_process_exec and
- * task_rename, needing only the BPF capabilities the sampler already has.
+ * the same information from sched_process_fork, sched_process_exec,
+ * task_rename and sched_process_exit (a process's last thread), needing
+ * only the BPF capabilities the sampler already has.
  * Events queue in a ring without waking anyone; the agent drains it once a
  * second, so new processes are still seen within about a second without a
  * /proc listing every second.
@@ -18,7 +19,12 @@
 
 #include "err.h"
 
-enum procev_kind { PROCEV_KIND_FORK = 1, PROCEV_KIND_EXEC = 2, PROCEV_KIND_COMM = 3 };
+enum procev_kind {
+	PROCEV_KIND_FORK = 1,
+	PROCEV_KIND_EXEC = 2,
+	PROCEV_KIND_COMM = 3,
+	PROCEV_KIND_EXIT = 4,
+};
 
 struct procev;
 
@@ -32,7 +38,8 @@ void procev_free(struct procev *p);
 
 typedef void (*procev_fn)(enum procev_kind kind, pid_t tgid, void *arg);
 
-/* Hand every queued event to fn. Returns how many, or -ENOBUFS when the ring
+/* Hand every queued event to fn. Returns how many forks, execs and renames
+ * (exits are handed over but not counted), or -ENOBUFS when the ring
  * overflowed since the last drain (events were lost: rescan /proc). */
 int procev_drain(struct procev *p, procev_fn fn, void *arg);
 

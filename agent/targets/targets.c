@@ -47,6 +47,10 @@ struct targets {
 	 * second; nothing here needs them before the next second) */
 	pid_t *pending;
 	size_t npending, pending_cap;
+	/* known live processes an exit event named, checked at the next
+	 * recheck (targets_exit) */
+	pid_t *exits;
+	size_t nexits, exits_cap;
 };
 
 void targets_set_observer(struct targets *t, targets_change_fn fn, void *arg)
@@ -130,6 +134,7 @@ void targets_free(struct targets *t)
 		close(t->ev_fd);
 	free(t->v);
 	free(t->pending);
+	free(t->exits);
 	free(t);
 }
 
@@ -440,9 +445,38 @@ int targets_scan(struct targets *t, uint64_t now_ns, targets_change_fn cb, void 
 	return r;
 }
 
+/* The processes exit events named: gone when /proc says so (exited, a
+ * zombie, or the pid now names a process started since), reported as an
+ * exit is by a scan. A process that still lives (a thread's exit, a leader
+ * whose other threads run on) is left alone. */
+static void check_exits(struct targets *t, targets_change_fn cb, void *arg)
+{
+	bool match = !targets_whole_host(t);
+
+	for (size_t i = 0; i < t->nexits; i++) {
+		struct target_proc *p = find(t, t->exits[i]);
+		char comm[16];
+		uint64_t st = 0;
+
+		if (!p || p->gone)
+			continue;
+		int r = proc_comm_start(p->pid, comm, sizeof(comm), &st);
+		if (r == 0 && (!p->start_time || st == p->start_time))
+			continue;
+		if (r < 0 && r != -ESRCH && r != -ENOENT)
+			continue; /* unreadable for another reason: the scan decides */
+		p->gone = true;
+		if (match && cb && p->matched)
+			cb(p->pid, false, arg);
+	}
+	t->nexits = 0;
+}
+
 int targets_recheck_young(struct targets *t, uint64_t now_ns, targets_change_fn cb, void *arg)
 {
 	bool match = !targets_whole_host(t);
+
+	check_exits(t, cb, arg);
 
 	for (size_t i = 0; i < t->npending; i++) {
 		pid_t pid = t->pending[i];
@@ -473,7 +507,7 @@ int targets_recheck_young(struct targets *t, uint64_t now_ns, targets_change_fn 
 
 bool targets_young_work(const struct targets *t)
 {
-	return t->npending || !targets_whole_host(t);
+	return t->npending || t->nexits || !targets_whole_host(t);
 }
 
 const struct target_proc *targets_refresh(struct targets *t, pid_t pid)
@@ -638,6 +672,21 @@ int targets_event(struct targets *t, pid_t pid, uint64_t now_ns, targets_change_
 	return 0;
 }
 
+void targets_exit(struct targets *t, pid_t pid)
+{
+	const struct target_proc *p = find(t, pid);
+
+	if (!p || p->gone)
+		return; /* most exits: processes that came and went unseen */
+	for (size_t i = t->nexits; i > 0 && i + 8 > t->nexits; i--)
+		if (t->exits[i - 1] == pid)
+			return;
+	/* no room: the next scan finds it gone */
+	if (t->nexits < PENDING_MAX &&
+	    !pp_grow(&t->exits, &t->exits_cap, t->nexits + 1, sizeof(*t->exits), 64))
+		t->exits[t->nexits++] = pid;
+}
+
 int targets_events_read(struct targets *t, uint64_t now_ns, targets_change_fn cb, void *arg)
 {
 	/* Aligned for nlmsghdr; bounded parsing of every message below. */
@@ -685,6 +734,12 @@ int targets_events_read(struct targets *t, uint64_t now_ns, targets_change_fn cb
 			else if (ev.what == PROC_EVENT_COMM &&
 				 ev.event_data.comm.process_pid == ev.event_data.comm.process_tgid)
 				pid = ev.event_data.comm.process_tgid; /* renamed (comm_regex) */
+			else if (ev.what == PROC_EVENT_EXIT &&
+				 ev.event_data.exit.process_pid == ev.event_data.exit.process_tgid)
+				/* the leader: the connector tells each thread's exit,
+				 * not the group's; exit_group takes the others with it
+				 * well before the check a second later */
+				targets_exit(t, ev.event_data.exit.process_tgid);
 			if (pid > 0 && targets_event(t, pid, now_ns, cb, arg) == -ENOMEM)
 				return -ENOMEM;
 			if (pid > 0 && seen < INT_MAX)

@@ -4,11 +4,11 @@
  *
  * config `targets:` entries are ANDed within an entry and ORed across
  * entries; no entries means the whole host. targets_scan() lists /proc
- * (the agent calls it every second, or every 10 s when process events
- * tell it about forks and execs as they happen): new processes are
+ * (the agent calls it every second, or every 60 s when process events
+ * tell it about forks, execs and exits as they happen): new processes are
  * evaluated at once, young ones (< 5 s, they may still exec) on every
  * scan, the rest every ~10 s in turn (~60 s with process events, which
- * also report renames). Changes of the matched set are
+ * also report renames; ~10 min for the whole host). Changes of the matched set are
  * reported through a callback so the kernel filter (cpu_sampler_allow)
  * follows them; every evaluation is reported to an optional observer.
  *
@@ -89,13 +89,14 @@ void targets_set_observer(struct targets *t, targets_change_fn fn, void *arg);
 int targets_scan(struct targets *t, uint64_t now_ns, targets_change_fn cb, void *arg,
 		 struct pp_err *err);
 
-/* Between full scans (with process events): evaluate the processes events
- * named (whole host) and re-evaluate the young ones already known, those
+/* Between full scans (with process events): check the exits events named,
+ * evaluate the processes events named (whole host) and re-evaluate the
+ * young ones already known, those
  * that may still move into a cgroup or exec; no /proc listing. Same
  * reporting as targets_scan(). */
 int targets_recheck_young(struct targets *t, uint64_t now_ns, targets_change_fn cb, void *arg);
-/* Whether targets_recheck_young() would have anything to do: events queued
- * (whole host), or a filter whose young targets it re-reads (targeted). */
+/* Whether targets_recheck_young() would have anything to do: events or
+ * exits queued, or a filter whose young targets it re-reads (targeted). */
 bool targets_young_work(const struct targets *t);
 
 /* Known process (alive or gone since the last forget), or NULL. */
@@ -107,7 +108,8 @@ const struct target_proc *targets_get(const struct targets *t, pid_t pid);
  * targets_events_open() returns a pollable fd, or a negative code when
  * events are unavailable (then scans alone find new processes).
  * targets_events_read() drains what is queued without blocking: how many
- * events named a process, or -ENOBUFS when events were lost (the next scan
+ * fork, exec and rename events named a process (exits go to targets_exit()
+ * and are not counted), or -ENOBUFS when events were lost (the next scan
  * catches up), -ENOMEM.
  */
 int targets_events_open(struct targets *t);
@@ -118,6 +120,14 @@ int targets_events_read(struct targets *t, uint64_t now_ns, targets_change_fn cb
  * re-reads every process. */
 void targets_events_external(struct targets *t);
 void targets_events_lost(struct targets *t);
+/* A process exited (an exit event; the netlink connector's for its
+ * leader, BPF's for its last thread): if it is known and alive, /proc is
+ * asked at the next targets_recheck_young(), which marks it gone and
+ * reports it unmatched as a scan would. Exits of processes never seen cost
+ * a lookup. So exits need no /proc listing: the agent lists /proc every
+ * 60 s with events, for what they do not tell (a cgroup move, an exit
+ * whose leader left first). */
+void targets_exit(struct targets *t, pid_t pid);
 /* A process forked, exec'd or was renamed. With a kernel filter (targets
  * set) it is evaluated now; for the whole host it is remembered and
  * evaluated by the next targets_recheck_young() if it still lives. */

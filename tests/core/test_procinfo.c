@@ -1,5 +1,6 @@
 /* Unit test of agent/base/procinfo.c against this very process and a child. */
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +11,25 @@
 
 #include "procinfo.h"
 #include "check.h"
+
+static void *sleeper(void *arg)
+{
+	(void)arg;
+	for (;;)
+		pause();
+	return NULL;
+}
+
+/* The state and thread count of pid once its state is want (up to 5 s). */
+static bool wait_state(pid_t pid, char want, struct proc_stat *st)
+{
+	for (int i = 0; i < 500; i++) {
+		if (proc_stat(pid, st) == 0 && st->state == want)
+			return true;
+		usleep(10000);
+	}
+	return false;
+}
 
 static int cg_count_cb(const char *ctrls, const char *path, void *arg)
 {
@@ -71,6 +91,31 @@ int main(void)
 	CHECK(proc_comm(child, buf, sizeof(buf)) == -ESRCH, "gone: comm");
 	CHECK(proc_exe(child, buf, sizeof(buf)) == -ESRCH, "gone: exe");
 	CHECK(proc_start_time(child, &t1) == -ESRCH, "gone: stat");
+
+	/* Exited, not yet reaped (a zombie): gone for proc_comm_start, which
+	 * the target scanner reads; /proc/PID/stat itself still reads. */
+	child = fork();
+	if (child == 0)
+		_exit(0);
+	CHECK(wait_state(child, 'Z', &st) && st.threads == 1, "zombie: state Z, %llu threads",
+	      (unsigned long long)st.threads);
+	CHECK(proc_comm_start(child, buf, 16, &t1) == -ESRCH, "zombie: gone for proc_comm_start");
+	waitpid(child, NULL, 0);
+
+	/* A leader that called pthread_exit while another thread runs shows Z
+	 * too, but the process lives. */
+	child = fork();
+	if (child == 0) {
+		pthread_t th;
+		if (pthread_create(&th, NULL, sleeper, NULL) == 0)
+			pthread_exit(NULL);
+		_exit(1);
+	}
+	CHECK(wait_state(child, 'Z', &st) && st.threads == 2, "zombie leader: state Z, %llu threads",
+	      (unsigned long long)st.threads);
+	CHECK(proc_comm_start(child, buf, 16, &t1) == 0, "zombie leader with a live thread: alive");
+	kill(child, SIGKILL);
+	waitpid(child, NULL, 0);
 
 	return check_done();
 }

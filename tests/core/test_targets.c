@@ -8,16 +8,25 @@
  * matched, so that per-pid state (the Go heap tracker's analysis of the
  * old binary) is dropped and rebuilt. Seen in CI: snapshots of the new
  * program never came when the fork event was read after the exec.
+ *
+ * Exits come as events too (targets_exit), from the netlink connector and
+ * from BPF: a matched process that exits is reported unmatched at the next
+ * targets_recheck_young(), without a /proc listing, also while it waits to
+ * be reaped (a zombie); a process whose leader exited while another thread
+ * runs on is not.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "procev.h"
 #include "targets.h"
 #include "check.h"
 
@@ -32,7 +41,7 @@ static void on_change(pid_t pid, bool matched, void *arg)
 {
 	struct calls *c = arg;
 
-	if (pid != c->only)
+	if (!c || pid != c->only)
 		return;
 	if (c->n < 8) {
 		c->pid[c->n] = pid;
@@ -159,9 +168,165 @@ out:
 	pp_regex_free(e.exe_re);
 }
 
+/* state of pid once it is want (up to 5 s); false if it never is */
+static bool wait_state(pid_t pid, char want)
+{
+	for (int i = 0; i < 500; i++) {
+		char path[64], buf[512] = "";
+		FILE *f;
+
+		snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+		f = fopen(path, "re");
+		if (f) {
+			size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+			buf[n] = '\0';
+			fclose(f);
+		}
+		const char *p = strrchr(buf, ')');
+		if (p && p[1] == ' ' && p[2] == want)
+			return true;
+		usleep(10000);
+	}
+	return false;
+}
+
+static void *sleeper(void *arg)
+{
+	(void)arg;
+	for (;;)
+		pause();
+	return NULL;
+}
+
+/* A filter (t) and the whole host (h) fed by the same events. */
+struct pair {
+	struct targets *t, *h;
+};
+
+static void on_ev(enum procev_kind kind, pid_t pid, void *arg)
+{
+	struct pair *p = arg;
+
+	if (kind == PROCEV_KIND_EXIT) {
+		targets_exit(p->t, pid);
+		targets_exit(p->h, pid);
+	}
+}
+
+/* Take the exits the source has queued (pe: the BPF ring, else the
+ * netlink connector) and check them, as the agent's young tick does (c
+ * NULL: only take them). */
+static void take_exits(struct pair *tp, struct procev *pe, struct calls *c)
+{
+	if (pe) {
+		procev_drain(pe, on_ev, tp);
+	} else {
+		targets_events_read(tp->t, now_ns(), on_change, c);
+		targets_events_read(tp->h, now_ns(), NULL, NULL);
+	}
+	if (!c)
+		return;
+	targets_recheck_young(tp->t, now_ns(), on_change, c);
+	targets_recheck_young(tp->h, now_ns(), NULL, NULL);
+}
+
+static void exit_case(bool bpf)
+{
+	/* `sleep`, and the test's own fork by its name (a leader that exited
+	 * has no /proc/PID/exe to match: the young re-read would unmatch it) */
+	struct target_config e[2] = { { .exe_regex = "/sleep$" }, { .comm_regex = "^ppexitb$" } };
+	struct pp_err err = { 0 };
+	struct calls c = { 0 };
+	struct procev *pe = NULL;
+	const char *what = bpf ? "bpf exit" : "netlink exit";
+	struct targets *t = NULL;
+
+	struct pp_regex_opts ro = { .src = e[0].exe_regex }, ro2 = { .src = e[1].comm_regex };
+	CHECK(pp_regex_new(&ro, &e[0].exe_re, &err) == 0 && pp_regex_new(&ro2, &e[1].comm_re, &err) == 0,
+	      "compile: %s", err.msg);
+	struct targets_opts to = { .entries = e, .nentries = 2 };
+	struct pair tp = { 0 };
+	targets_new(&to, &t, &err);
+	targets_new(NULL, &tp.h, &err);
+	tp.t = t;
+	if (bpf) {
+		CHECK(procev_new(&pe, &err) == 0, "%s: load the BPF events: %s", what, err.msg);
+		if (!pe)
+			goto out;
+		targets_events_external(t);
+		targets_events_external(tp.h);
+	} else {
+		CHECK(targets_events_open(t) >= 0 && targets_events_open(tp.h) >= 0,
+		      "%s: subscribe to the connector", what);
+	}
+
+	/* A exits, its parent (this test) does not reap it yet */
+	pid_t a = start_sleep();
+	c.only = a;
+	CHECK(targets_check_pid(t, a, now_ns(), on_change, &c) == 0 && c.n == 1 && c.matched[0],
+	      "%s: A matched", what);
+	targets_check_pid(tp.h, a, now_ns(), NULL, NULL);
+	take_exits(&tp, pe, &c); /* what came before */
+	c.n = 0;
+	kill(a, SIGKILL);
+	CHECK(wait_state(a, 'Z'), "%s: A a zombie", what);
+	take_exits(&tp, pe, NULL); /* queue only: the tick comes next */
+	CHECK(targets_young_work(tp.h), "%s: whole host: the exit wakes the young tick", what);
+	take_exits(&tp, pe, &c);
+	CHECK(c.n == 1 && !c.matched[0], "%s: A unmatched from its exit event, unreaped (%d calls)",
+	      what, c.n);
+	const struct target_proc *p = targets_get(t, a);
+	CHECK(p && p->gone, "%s: A known and gone (kept for its last window)", what);
+	/* the whole host re-reads no known process between scans: only the
+	 * exit event can have told it */
+	p = targets_get(tp.h, a);
+	CHECK(p && p->gone, "%s: whole host: A gone without a scan", what);
+	waitpid(a, NULL, 0);
+
+	/* B's leader exits while another thread runs: B lives */
+	pid_t b = fork();
+	if (b == 0) {
+		pthread_t th;
+		prctl(PR_SET_NAME, "ppexitb", 0, 0, 0);
+		if (pthread_create(&th, NULL, sleeper, NULL) == 0)
+			pthread_exit(NULL);
+		_exit(1);
+	}
+	c.only = b;
+	c.n = 0;
+	CHECK(wait_state(b, 'Z'), "%s: B's leader exited", what);
+	CHECK(targets_check_pid(t, b, now_ns(), on_change, &c) == 0 && c.n == 1 && c.matched[0],
+	      "%s: B matched", what);
+	targets_check_pid(tp.h, b, now_ns(), NULL, NULL);
+	c.n = 0;
+	take_exits(&tp, pe, &c);
+	CHECK(c.n == 0, "%s: B, its leader gone, still matched (%d calls)", what, c.n);
+	p = targets_get(tp.h, b);
+	CHECK(p && !p->gone, "%s: whole host: B alive", what);
+	kill(b, SIGKILL);
+	waitpid(b, NULL, 0);
+	if (bpf) {
+		/* the last thread's exit is BPF's event; the connector tells
+		 * only the leader's (the scan catches that one) */
+		take_exits(&tp, pe, &c);
+		CHECK(c.n == 1 && !c.matched[0], "%s: B unmatched when its last thread exits (%d)",
+		      what, c.n);
+		p = targets_get(tp.h, b);
+		CHECK(p && p->gone, "%s: whole host: B gone", what);
+	}
+out:
+	procev_free(pe);
+	targets_free(t);
+	targets_free(tp.h);
+	pp_regex_free(e[0].exe_re);
+	pp_regex_free(e[1].comm_re);
+}
+
 int main(void)
 {
 	reuse_case(0);
 	reuse_case(1);
+	exit_case(false);
+	exit_case(true);
 	return check_done();
 }
