@@ -52,13 +52,15 @@ def build_go_versions(name, out_dir):
     return builds
 
 
-def write_config(d, body, interval="1s", freq=FREQ, store=True, http=""):
+def write_config(d, body, interval="1s", freq=FREQ, store=True, http="", spool=""):
+    """spool: the spool directory ("" none: what a remote store does not
+    take is dropped)."""
     path = os.path.join(d, "pushprof.yaml")
     store_dir = os.path.join(d, "store")
     text = (f"node: cpu-test-node\n"
             f"log: {{level: debug}}\n"
             f"http_address: \"{http}\"\n"
-            f"spool: {{directory: \"\"}}\n"
+            f"spool: {{directory: \"{spool}\"}}\n"
             f"cpu: {{frequency_hz: {freq}, interval: {interval}}}\n"
             f"go_heap: {{enabled: false}}\n")
     if store:

@@ -14,10 +14,12 @@ DebuginfoService over real gRPC:
     receiver answers): asked once, then uploads paused with one warning -
     no RPC for the other build ids (a second stripped binary among them).
 """
+import glob
 import hashlib
 import os
 import re
 import shutil
+import struct
 import subprocess
 import time
 
@@ -50,7 +52,7 @@ def agent_run(name, mode, duration="4s", extra="", pids=None):
         body = (f"remote_store: {{address: \"{rcv.address}\", insecure: true, timeout: 5s"
                 f"{extra}}}\n"
                 f"targets:\n  - pids: [{', '.join(str(p) for p in (pids or [work.pid]))}]\n")
-        cfg, _ = ct.write_config(out, body, store=False)
+        cfg, _ = ct.write_config(out, body, store=False, spool=os.path.join(out, "spool"))
         t0 = time.time()
         agent = pptest.Agent(cfg, args=["--duration", duration])
         rc, _ = agent.wait(60)
@@ -61,16 +63,33 @@ def agent_run(name, mode, duration="4s", extra="", pids=None):
         rcv.stop()
 
 
+def spooled(rcv):
+    """Profiles in the run's spool (agent_run's spool directory, beside the
+    receiver's): the spool file's payload starts with its profile count
+    (agent/ship/spool.c)."""
+    n = 0
+    for f in glob.glob(os.path.join(os.path.dirname(rcv.out), "spool", "*.spool")):
+        payload = pptest.spool_payload(f)
+        if payload and len(payload) >= 4:
+            n += struct.unpack("<I", payload[:4])[0]
+    return n
+
+
 def all_pushed(rcv, log):
     """Every window's profiles arrived in accepted WriteRaw calls. A call may
     carry the window before it too when it outlasts a window (1 s here; an
-    ASan build with both CPUs busy), as tests/cpu/test_cpu_push.py allows."""
+    ASan build with both CPUs busy), as tests/cpu/test_cpu_push.py allows.
+    The last window's push gets 2 s after the agent is told to stop
+    (docs/operations.md); what a slow receiver (this Python one on a loaded
+    host: 1-3 s a call) has not taken by then must be in the spool."""
     wins = ct.window_lines(log)
     built = sum(int(ct.logfields(w).get("processes", 0)) for w in wins)
     calls = rcv.calls()
+    got = sum(c["series"] for c in calls)
+    sp = spooled(rcv)
     ok = (1 <= len(calls) <= len(wins) and all(c["status"] == "OK" for c in calls) and
-          sum(c["series"] for c in calls) == built)
-    return ok, f"windows={len(wins)} profiles={built} calls={calls}"
+          (got == built or (got < built and got + sp >= built)))
+    return ok, f"windows={len(wins)} profiles={built} spooled={sp} calls={calls}"
 
 
 def rpcs(rcv, rpc, bid=None):
@@ -192,7 +211,7 @@ try:
     asked = rcv.debuginfo_calls()
     ok, why = all_pushed(rcv, log)
     check(rc == 0 and nwin >= 3 and ok, "no DebuginfoService: every window pushed",
-          f"rc={rc} {why}")
+          f"rc={rc} {why}\n{log[-3000:]}")
     check(len(asked) == 1 and asked[0]["status"] == "UNIMPLEMENTED",
           "asked once (UNIMPLEMENTED), then no debuginfo RPC for the other build ids",
           f"{asked}")
