@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "procev.h"
+#include "procinfo.h"
 #include "targets.h"
 #include "check.h"
 
@@ -172,18 +173,9 @@ out:
 static bool wait_state(pid_t pid, char want)
 {
 	for (int i = 0; i < 500; i++) {
-		char path[64], buf[512] = "";
-		FILE *f;
+		struct proc_stat st;
 
-		snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-		f = fopen(path, "re");
-		if (f) {
-			size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-			buf[n] = '\0';
-			fclose(f);
-		}
-		const char *p = strrchr(buf, ')');
-		if (p && p[1] == ' ' && p[2] == want)
+		if (proc_stat(pid, &st) == 0 && st.state == want)
 			return true;
 		usleep(10000);
 	}

@@ -34,7 +34,12 @@ try:
             "relabel_configs:\n"
             "  - {source_labels: [__meta_process_pid], target_label: pid}\n"
             "  - {source_labels: [__meta_process_cgroup], target_label: cgroup_path}\n")
-    cfg, store = ct.write_config(d, body, http=f"127.0.0.1:{ct.free_port()}")
+    # a spool for what the final push cannot deliver in its 2 s after the
+    # stop (docs/operations.md): this Python receiver took 1-3 s a call on a
+    # host with both CPUs busy. A call the agent gave up on may still be
+    # recorded by the receiver and be in the spool too (at least once).
+    spool1 = os.path.join(d, "spool1")
+    cfg, store = ct.write_config(d, body, http=f"127.0.0.1:{ct.free_port()}", spool=spool1)
     agent = pptest.Agent(cfg, args=["--duration", "6s"])
     port = agent.port
     import urllib.request
@@ -74,11 +79,14 @@ try:
     check(5 <= nwin <= 7, "one window per second over 6 s", f"{nwin}")
     # a window's WriteRaw may carry the one before it too when a call
     # outlasts a window (1 s here; a loaded host's calls took 1.2-1.5 s)
+    got, spooled = sum(c["series"] for c in calls), pptest.spool_count(spool1)
     check(1 <= len(calls) <= nwin and all(c["status"] == "OK" for c in calls) and
-          sum(c["series"] for c in calls) == nwin,
-          "every window's profile in an accepted WriteRaw", f"{calls}")
+          (got == nwin or (got < nwin and got + spooled >= nwin)),
+          "every window's profile in an accepted WriteRaw (the last one may be spooled)",
+          f"windows={nwin} spooled={spooled} calls={calls}")
     series = rcv.series()
-    check(len(series) == nwin, "one series per window (one targeted process)", f"{len(series)}")
+    check(len(series) == got, "one series per window received (one targeted process)",
+          f"{len(series)} of {got}")
     for s in series:
         lab = s["labels"]
         want = {"__name__": "parca_agent", "node": "cpu-test-node", "comm": "chain",
@@ -95,8 +103,11 @@ try:
             check(ct.Prof(path).total() > 0, "received profile has samples")
 
     # SIGTERM mid-window: a 10 s window cut short, still flushed.
-    before = len(rcv.calls())
-    cfg2, _ = ct.write_config(d, body, interval="10s")
+    # calls the first agent gave up on may still land (the receiver finishes
+    # them): the second agent's are those that arrived after it started
+    t2 = time.time()
+    spool2 = os.path.join(d, "spool2")
+    cfg2, _ = ct.write_config(d, body, interval="10s", spool=spool2)
     agent = pptest.Agent(cfg2)
     prog_id = ct.logfields(agent.started or "").get("bpf_prog_id")
     time.sleep(1.5)
@@ -105,10 +116,13 @@ try:
     print(log[-800:])
     check(rc == 0, "SIGTERM: exit 0", f"rc={rc}")
     check(took < 5, "SIGTERM: exits promptly", f"{took:.1f}s")
-    after = rcv.calls()[before:]
-    check(len(after) == 1 and after[0]["status"] == "OK", "SIGTERM: the short window is pushed",
-          f"{after}")
-    new = [s for s in rcv.series() if s["request"] > before]
+    after = [c for c in rcv.calls() if c["time"] >= t2]
+    spooled = pptest.spool_count(spool2)
+    check((len(after) == 1 and after[0]["status"] == "OK") or
+          (not after and spooled == 1),
+          "SIGTERM: the short window is pushed (or spooled when the receiver is too slow)",
+          f"calls={after} spooled={spooled}")
+    new = [s for s in rcv.series() if s["request"] in {c["n"] for c in after}]
     if new:
         f = new[0]["files"][0]
         p = ct.Prof(f if os.path.isabs(f) else os.path.join(rcv.out, f))

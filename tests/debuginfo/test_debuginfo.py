@@ -14,12 +14,10 @@ DebuginfoService over real gRPC:
     receiver answers): asked once, then uploads paused with one warning -
     no RPC for the other build ids (a second stripped binary among them).
 """
-import glob
 import hashlib
 import os
 import re
 import shutil
-import struct
 import subprocess
 import time
 
@@ -63,18 +61,6 @@ def agent_run(name, mode, duration="4s", extra="", pids=None):
         rcv.stop()
 
 
-def spooled(rcv):
-    """Profiles in the run's spool (agent_run's spool directory, beside the
-    receiver's): the spool file's payload starts with its profile count
-    (agent/ship/spool.c)."""
-    n = 0
-    for f in glob.glob(os.path.join(os.path.dirname(rcv.out), "spool", "*.spool")):
-        payload = pptest.spool_payload(f)
-        if payload and len(payload) >= 4:
-            n += struct.unpack("<I", payload[:4])[0]
-    return n
-
-
 def all_pushed(rcv, log):
     """Every window's profiles arrived in accepted WriteRaw calls. A call may
     carry the window before it too when it outlasts a window (1 s here; an
@@ -86,7 +72,7 @@ def all_pushed(rcv, log):
     built = sum(int(ct.logfields(w).get("processes", 0)) for w in wins)
     calls = rcv.calls()
     got = sum(c["series"] for c in calls)
-    sp = spooled(rcv)
+    sp = pptest.spool_count(os.path.join(os.path.dirname(rcv.out), "spool"))
     ok = (1 <= len(calls) <= len(wins) and all(c["status"] == "OK" for c in calls) and
           (got == built or (got < built and got + sp >= built)))
     return ok, f"windows={len(wins)} profiles={built} spooled={sp} calls={calls}"

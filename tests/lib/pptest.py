@@ -9,11 +9,13 @@ processes and a real gRPC receiver. Every produced profile is read back with
 """
 import atexit
 import collections
+import glob
 import json
 import os
 import re
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
@@ -340,3 +342,17 @@ def spool_payload(path):
         return None
     z = subprocess.run(["zstd", "-dcq"], input=raw[len(SPOOL_MAGIC):], capture_output=True)
     return z.stdout if z.returncode == 0 else None
+
+
+def spool_count(directory):
+    """Profiles held in the spool files of directory (a config's
+    `spool.directory`): each file's payload starts with its profile count,
+    a little-endian u32 (agent/ship/spool.c). A test whose receiver may be
+    too slow for the agent's 2 s final push (docs/operations.md) counts
+    received + spooled: a profile is lost only when it is in neither."""
+    n = 0
+    for f in glob.glob(os.path.join(directory, "*.spool")):
+        payload = spool_payload(f)
+        if payload and len(payload) >= 4:
+            n += struct.unpack("<I", payload[:4])[0]
+    return n
