@@ -135,6 +135,8 @@ def main():
     per = (a.rounds * 2) * (bench.interval_s(a.interval) * (a.windows + 1) + 15)
     pop = bench.Population(b, a.procs, a.busy, a.go_idle, int(per) + 60)
     res = {"a": [], "b": []}
+    if a.perf:
+        os.makedirs(a.perf, exist_ok=True)  # perf record -o fails quietly without it
     try:
         for r in range(a.rounds):
             for key, binary in (("a", a.a), ("b", a.b)):

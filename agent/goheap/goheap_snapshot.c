@@ -163,8 +163,8 @@ static int snapshot_locked(pid_t pid, const struct gobin *g, const struct goheap
 	out->truncated_stacks = h.truncated_stacks;
 	out->rate = h.rate;
 	out->read_ns = h.duration_ns;
-	/* pprof_gzip compresses at level 1, as runtime/pprof does. */
-	if ((rc = pprof_encode(p, true, &out->gz, &out->len, err)))
+	/* gzip level 1, as runtime/pprof does; p's stream finished in place */
+	if ((rc = pprof_encode_last(p, &out->gz, &out->len, err)))
 		goto out;
 	if ((rc = goheap_series_labels(pid, g, o->node, o->trigger, o->view, o->external,
 				       &out->labels, err)))

@@ -83,6 +83,13 @@ size_t pprof_sample_count(const struct pprof *p);
 
 /* Serialize; gzip when asked. *out is malloc'd, caller frees. */
 int pprof_encode(const struct pprof *p, bool gzip, uint8_t **out, size_t *len, struct pp_err *err);
+/* Gzip'd, as pprof_encode(p, true, ...), for the last time: a streamed
+ * profile's own deflate stream is finished instead of a copy of it (no
+ * second 256 KiB deflate state, no copy of the first: a heap snapshot of
+ * an idle program touched ~600 KiB to send ~1 KiB). A streamed p is spent
+ * afterwards: encoding it again fails (-EINVAL). Other profiles are
+ * encoded as by pprof_encode and stay encodable. */
+int pprof_encode_last(struct pprof *p, uint8_t **out, size_t *len, struct pp_err *err);
 
 /* Helpers shared by everything that handles pprof bytes. */
 bool pprof_is_gzip(const uint8_t *buf, size_t len);

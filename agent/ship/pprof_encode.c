@@ -247,6 +247,7 @@ struct pprof_zs {
 	uint8_t *out; /* z.total_out bytes of outcap */
 	size_t outcap;
 	bool failed;
+	bool spent; /* finished by pprof_encode_last(): nothing more to encode */
 };
 
 void pprof_zs_free(struct pprof_zs *zs)
@@ -261,6 +262,8 @@ void pprof_zs_free(struct pprof_zs *zs)
 int pprof_zs_flush(struct pprof *p)
 {
 	struct pprof_zs *s = p->zs;
+	if (s->spent) /* a sample after pprof_encode_last() */
+		return -EINVAL;
 	struct pbw w = { .buf = p->sbuf,
 			 .n = p->nsbuf,
 			 .z = &s->z,
@@ -304,12 +307,27 @@ int pprof_stream_gzip(struct pprof *p)
 	return 0;
 }
 
-static int encode_gzip(const struct pprof *p, uint8_t **out, size_t *len, struct pp_err *err)
+/* own: p's stream, finished in place (pprof_encode_last), else NULL. */
+static int encode_gzip(const struct pprof *p, struct pprof_zs *own, uint8_t **out, size_t *len,
+		       struct pp_err *err)
 {
 	z_stream zs = { 0 };
 	struct pbw w = { .z = &zs, .cap = 64 << 10 };
 	int rc = 0;
-	if (p->zs) {
+	if (p->zs && p->zs->spent)
+		return pp_errf(err, -EINVAL, "pprof: a streamed profile was already encoded for good");
+	if (own) {
+		/* Go on in p's own stream: no second deflate state (256 KiB)
+		 * and no copy of the first; p is spent afterwards. */
+		if (own->failed)
+			return pp_errf(err, -ENOMEM, "pprof: out of memory compressing samples");
+		w.z = &own->z;
+		w.out = own->out;
+		w.outcap = own->outcap;
+		own->out = NULL; /* w's now: handed to the caller or freed below */
+		own->outcap = 0;
+		own->spent = true;
+	} else if (p->zs) {
 		/* Go on from a copy of the stream: p stays encodable. */
 		if (p->zs->failed)
 			return pp_errf(err, -ENOMEM, "pprof: out of memory compressing samples");
@@ -337,9 +355,10 @@ static int encode_gzip(const struct pprof *p, uint8_t **out, size_t *len, struct
 		free(w.out);
 	} else {
 		*out = w.out;
-		*len = zs.total_out;
+		*len = w.z->total_out;
 	}
-	deflateEnd(&zs);
+	if (!own) /* p's own stream ends with p (pprof_free) */
+		deflateEnd(&zs);
 	free(w.buf);
 	return rc;
 }
@@ -350,7 +369,7 @@ int pprof_encode(const struct pprof *p, bool gzip, uint8_t **out, size_t *len, s
 	*out = NULL;
 	*len = 0;
 	if (gzip)
-		return encode_gzip(p, out, len, err);
+		return encode_gzip(p, NULL, out, len, err);
 	if (p->zs)
 		return pp_errf(err, -EINVAL, "pprof: a streamed profile is encoded gzip'd only");
 	encode_to(p, &w);
@@ -368,4 +387,11 @@ int pprof_encode(const struct pprof *p, bool gzip, uint8_t **out, size_t *len, s
 	*out = w.buf;
 	*len = n;
 	return 0;
+}
+
+int pprof_encode_last(struct pprof *p, uint8_t **out, size_t *len, struct pp_err *err)
+{
+	*out = NULL;
+	*len = 0;
+	return encode_gzip(p, p->zs && !p->zs->spent ? p->zs : NULL, out, len, err);
 }

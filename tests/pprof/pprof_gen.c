@@ -265,6 +265,59 @@ static void gen_big(const char *dir)
 	pprof_free(p);
 }
 
+/* A streamed profile (pprof_stream_gzip, as heap snapshots are built):
+ * with enough samples to pass a stage, pprof_encode_last() finishes its
+ * own stream into exactly the bytes pprof_encode() makes from a copy of
+ * it, and the profile is then spent. */
+static void check_stream(void)
+{
+	struct pprof *p = NULL;
+	struct pp_err err = { 0 };
+	uint8_t *a = NULL, *b = NULL, *c = NULL;
+	size_t alen = 0, blen = 0, clen = 0;
+
+	CHECK(pprof_new(&p, &err) == 0, "stream: new");
+	CHECK(pprof_add_sample_type(p, "alloc_space", "bytes") == 0 &&
+	      pprof_add_sample_type(p, "inuse_space", "bytes") == 0 &&
+	      pprof_set_merge(p, false) == 0 && pprof_stream_gzip(p) == 0,
+	      "stream: sample types, no merge, streamed");
+	uint64_t map = pprof_mapping(p, 0x400000, 0x800000, 0, "/bin/streamed", "", true, true);
+	size_t n = 0;
+	for (; n < 20000; n++) { /* ~20 bytes a sample: several 64 KiB stages */
+		char name[32];
+		snprintf(name, sizeof(name), "main.f%zu", n % 300);
+		uint64_t fn = pprof_function(p, name, name, "/src/s.go", 1);
+		struct pprof_line l = { fn, (int64_t)(n % 300) };
+		uint64_t loc = pprof_location(p, map, 0x401000 + 0x10 * (n % 300), &l, 1);
+		int64_t v[2] = { (int64_t)n * 64, (int64_t)n };
+		if (pprof_add_sample(p, &loc, 1, v, NULL, 0))
+			break;
+	}
+	CHECK(n == 20000, "stream: 20,000 samples added (%zu)", n);
+	pprof_set_time(p, 1700000000000000000, 0);
+	CHECK(pprof_encode(p, false, &a, &alen, &err) == -EINVAL,
+	      "stream: no plain encoding of a streamed profile");
+	free(a);
+	a = NULL;
+	CHECK(pprof_encode(p, true, &a, &alen, &err) == 0 && pprof_validate(a, alen, &err) == 0,
+	      "stream: pprof_encode from a copy of the stream validates (%s)", err.msg);
+	CHECK(pprof_encode_last(p, &b, &blen, &err) == 0 && blen == alen && b &&
+	      memcmp(a, b, alen) == 0,
+	      "stream: pprof_encode_last gives the same bytes (%zu vs %zu)", blen, alen);
+	CHECK(pprof_encode_last(p, &c, &clen, &err) == -EINVAL && !c &&
+	      pprof_encode(p, true, &c, &clen, &err) == -EINVAL && !c,
+	      "stream: spent after pprof_encode_last (%s)", err.msg);
+	int64_t v[2] = { 1, 1 };
+	uint64_t loc = 1;
+	int rc = 0;
+	for (size_t i = 0; i < 5000 && !rc; i++) /* until a stage is handed over */
+		rc = pprof_add_sample(p, &loc, 1, v, NULL, 0);
+	CHECK(rc == -EINVAL, "stream: samples after pprof_encode_last refused (%d)", rc);
+	free(a);
+	free(b);
+	pprof_free(p);
+}
+
 /* Pack a hand-made profile message, for validator negative cases. */
 static size_t pack(Perftools__Profiles__Profile *pr, uint8_t *buf)
 {
@@ -387,6 +440,7 @@ int main(int argc, char **argv)
 	gen_cpu(argv[1]);
 	gen_heap(argv[1]);
 	gen_big(argv[1]);
+	check_stream();
 	check_validate();
 	return check_done();
 }
