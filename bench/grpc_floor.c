@@ -89,6 +89,22 @@ static grpc_channel *open_channel(const char *target)
 	return ch;
 }
 
+/* Everything open_channel() and grpc_init() started, stopped: the channel,
+ * the completion queue drained to its shutdown event, then grpc_shutdown()
+ * (which joins libgrpc's threads, so a cold push pays their restart). */
+static void close_channel(grpc_channel **ch, grpc_completion_queue **cq)
+{
+	grpc_channel_destroy(*ch);
+	*ch = NULL;
+	grpc_completion_queue_shutdown(*cq);
+	while (grpc_completion_queue_next(*cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type !=
+	       GRPC_QUEUE_SHUTDOWN)
+		;
+	grpc_completion_queue_destroy(*cq);
+	*cq = NULL;
+	grpc_shutdown();
+}
+
 static int push_loop(const char *target, int cold, double period, double seconds)
 {
 	grpc_channel *ch = NULL;
@@ -109,16 +125,8 @@ static int push_loop(const char *target, int cold, double period, double seconds
 		if (write_raw(ch, cq) != GRPC_STATUS_OK)
 			bad++;
 		n++;
-		if (cold) {
-			grpc_channel_destroy(ch);
-			ch = NULL;
-			grpc_completion_queue_shutdown(cq);
-			while (grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL)
-				       .type != GRPC_QUEUE_SHUTDOWN)
-				;
-			grpc_completion_queue_destroy(cq);
-			grpc_shutdown();
-		}
+		if (cold)
+			close_channel(&ch, &cq);
 		if (n > 1 && mono_s() - t0 >= seconds)
 			break;
 		usleep((useconds_t)(period * 1e6));
@@ -126,15 +134,8 @@ static int push_loop(const char *target, int cold, double period, double seconds
 	double wall = mono_s() - t0, cpu = cpu_s() - c0;
 	printf("%s calls=%d failed=%d cpu_ms_per_min=%.2f cpu_ms_per_call=%.3f\n",
 	       cold ? "cold" : "warm", n - 1, bad, cpu * 1e3 * 60 / wall, cpu * 1e3 / (n - 1));
-	if (ch) {
-		grpc_channel_destroy(ch);
-		grpc_completion_queue_shutdown(cq);
-		while (grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type !=
-		       GRPC_QUEUE_SHUTDOWN)
-			;
-		grpc_completion_queue_destroy(cq);
-		grpc_shutdown();
-	}
+	if (ch)
+		close_channel(&ch, &cq);
 	return bad ? 1 : 0;
 }
 
