@@ -19,14 +19,20 @@ struct {
 
 /* records that did not fit: user space rescans /proc when this moves */
 __u64 lost;
+/* set by user space before it drains (procev_abi.h): the next record wakes
+ * it, the ones after do not until it drains again */
+__u64 wake_armed;
 
 static __always_inline void emit(__u32 type, __u32 tgid)
 {
 	struct procev_rec r = { .type = type, .tgid = tgid };
+	__u64 flags = BPF_RB_NO_WAKEUP;
 
-	/* no wakeup: the agent drains once a second, and a busy node forks
-	 * thousands of times a second */
-	if (bpf_ringbuf_output(&events, &r, sizeof(r), BPF_RB_NO_WAKEUP))
+	/* one wake-up per drain: a busy node forks thousands of times a
+	 * second. Two CPUs may both see it armed: two wake-ups, harmless. */
+	if (wake_armed && __sync_lock_test_and_set(&wake_armed, 0))
+		flags = BPF_RB_FORCE_WAKEUP;
+	if (bpf_ringbuf_output(&events, &r, sizeof(r), flags))
 		__sync_fetch_and_add(&lost, 1);
 }
 

@@ -4,8 +4,12 @@
  * Where the netlink proc connector is out of reach (it needs CAP_NET_ADMIN
  * in the host's network namespace, which a DaemonSet usually lacks), the
  * agent still learns of new processes, execs, renames and exits as they
- * happen from these four tracepoints. Records are written without waking user
- * space; the agent drains the ring once a second.
+ * happen from these four tracepoints. Records wake user space only when it
+ * asks for it: the agent sets `wake_armed` (procev.bpf.c) before each drain,
+ * and the first record after that wakes a poll on the ring and disarms it.
+ * The agent then drains at most once a second, so a node that forks
+ * thousands of times a second wakes it once a second, and one where nothing
+ * starts does not wake it at all.
  */
 #ifndef PUSHPROF_BPF_PROCEV_ABI_H
 #define PUSHPROF_BPF_PROCEV_ABI_H

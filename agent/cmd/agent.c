@@ -61,6 +61,9 @@
 #define SCAN_NS 1000000000ull
 #define SCAN_EVENTS_NS 60000000000ull
 #define RECHECK_NS 250000000ull /* exec'd targets: gotrack_recheck() spacing */
+/* BPF process events: the first after a quiet stretch wakes the loop, which
+ * drains them this much later (a fork and its exec in one drain) */
+#define PROCEV_GATHER_NS 50000000ull
 
 struct agent {
 	const struct config *cfg;
@@ -73,6 +76,7 @@ struct agent {
 	struct gotrack *go;	    /* NULL: go_heap disabled */
 	struct oom_watch *oom;	    /* NULL: go_heap.on_oom off or unavailable */
 	struct procev *procev;	    /* BPF process events (no netlink connector) */
+	bool procev_ready;	    /* procev_fd() woke the loop: drain at the young tick */
 	struct debuginfo *dbg;	    /* NULL: no remote store or debuginfo_upload off */
 	struct agent_labeler lab;   /* the outbox's labeler: metadata, relabel_configs */
 	struct agent_snapshot snap; /* POST /api/v1/snapshot */
@@ -183,6 +187,7 @@ static void read_netlink(struct agent *a, uint64_t now)
 static void drain_procev(struct agent *a)
 {
 	int m = procev_drain(a->procev, on_procev, a);
+	a->procev_ready = false;
 	if (m == -ENOBUFS) {
 		targets_events_lost(a->targets);
 		a->rescan = true;
@@ -713,9 +718,10 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 		if (next_flush < wake)
 			wake = next_flush;
 		/* the young tick wakes the loop only with work: queued events,
-		 * young targets to re-read, or the BPF ring to drain (an idle
-		 * whole host with netlink events slept 60 times a minute less) */
-		if (next_young < wake && (a.procev || targets_young_work(a.targets)))
+		 * young targets to re-read, or BPF events to drain (a host where
+		 * nothing starts or exits sleeps 60 times a minute less) */
+		if (next_young < wake &&
+		    (a.procev_ready || targets_young_work(a.targets, now)))
 			wake = next_young;
 		uint64_t prep_due = a.sym ? sym_prepare_due(a.sym) : UINT64_MAX;
 		if (prep_due < wake)
@@ -723,12 +729,24 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 		if (a.rescan || a.took_events) /* set by events read since */
 			wake = now;
 		int timeout = wake > now ? (int)((wake - now + 999999) / 1000000) : 0;
-		struct pollfd pfd[4] = { { .fd = sfd, .events = POLLIN },
+		/* the BPF ring only until its first event wakes the loop: it
+		 * stays readable until the young tick drains it */
+		int pefd = a.procev && !a.procev_ready ? procev_fd(a.procev) : -1;
+		struct pollfd pfd[5] = { { .fd = sfd, .events = POLLIN },
 					 { .fd = a.oom ? oom_watch_fd(a.oom) : -1,
 					   .events = POLLIN },
 					 { .fd = evfd, .events = POLLIN },
-					 { .fd = a.go ? gotrack_fd(a.go) : -1, .events = POLLIN } };
-		int pr = poll(pfd, 4, timeout); /* negative fds are ignored */
+					 { .fd = a.go ? gotrack_fd(a.go) : -1, .events = POLLIN },
+					 { .fd = pefd, .events = POLLIN } };
+		int pr = poll(pfd, 5, timeout); /* negative fds are ignored */
+		if (pr > 0 && (pfd[4].revents & POLLIN)) {
+			/* drained 50 ms from now (a fork's exec comes with it), and
+			 * not before a second after the last drain */
+			uint64_t soon = pp_mono_ns() + PROCEV_GATHER_NS;
+			a.procev_ready = true;
+			if (next_young < soon)
+				next_young = soon;
+		}
 		if (pr > 0 && (pfd[3].revents & POLLIN)) {
 			/* heap snapshots finished on gotrack's worker (already in the
 			 * outbox): pressure ones are pushed at once (the OOM killer may

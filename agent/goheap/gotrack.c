@@ -565,9 +565,17 @@ static void *worker(void *arg)
 		pp_give_back_memory(&free_at);
 		pthread_mutex_lock(&t->mu);
 		t->done[t->ndone++] = j; /* room: todo + done <= MAX_JOBS */
-		uint64_t one = 1;
-		if (write(t->efd, &one, sizeof(one)) < 0) {
-			/* the counter cannot overflow at MAX_JOBS: nothing to do */
+		/* The loop pushes interval snapshots with its next window: it
+		 * is woken once the queue is empty, not for each of the 50 an
+		 * interval queues on a node (a wake-up of an idle loop costs
+		 * more on a VM than collecting). Other triggers (pressure: the
+		 * OOM killer may be near) at once; half-full, so that enqueue()
+		 * keeps room. */
+		if (!t->ntodo || strcmp(j->trigger, "interval") || t->ndone >= MAX_JOBS / 2) {
+			uint64_t one = 1;
+			if (write(t->efd, &one, sizeof(one)) < 0) {
+				/* the counter cannot overflow at MAX_JOBS: nothing to do */
+			}
 		}
 		if (!t->ntodo && !t->stop) {
 			pthread_mutex_unlock(&t->mu);

@@ -83,7 +83,9 @@ size_t gotrack_count(const struct gotrack *t);
  * (counted in pushprof_go_heap_snapshots_backed_off_total) and those whose
  * previous job is not done. */
 void gotrack_snapshot_all(struct gotrack *t);
-/* Readable (eventfd) when the worker has finished jobs. */
+/* Readable (eventfd) when the worker has finished jobs: a pressure job as
+ * soon as it is done, interval jobs when the queue has run empty (or is
+ * half full), so that one interval wakes the loop once, not per process. */
 int gotrack_fd(const struct gotrack *t);
 /* Apply finished jobs: drop processes found gone, back off those cut by
  * the budget (backoff, doubling per consecutive cut up to 8x; logged at

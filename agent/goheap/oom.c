@@ -306,10 +306,11 @@ static size_t pick_targets(struct oom_watch *w, struct target ***out, size_t *ca
 /*
  * How long the watcher may sleep, in ms: 50 while a capture is under way;
  * else until the first target is due, and at least a period after the
- * last refresh; at most 1 s (the reconcile) without targets, while one
- * has no pidfd (its liveness is a /proc read, every 5 s) or for
- * OOM_LOSSY_MS after ring records were lost, else at most the idle
- * interval (OOM_IDLE_SHIFT_MAX).
+ * last refresh; at most 1 s (the reconcile) while a target has no pidfd
+ * (its liveness is a /proc read, every 5 s) or for OOM_LOSSY_MS after ring
+ * records were lost, else at most the idle interval (OOM_IDLE_SHIFT_MAX),
+ * or OOM_EMPTY_MS without targets: nothing is due then, and what can
+ * happen wakes it (a new target, a victim's ring record, the stop).
  *
  * Why the reconcile may wait longer than 1 s otherwise: it finds captures
  * the ring never reported, and a record is lost only when the ring is
@@ -325,8 +326,8 @@ static int next_timeout(const struct oom_watch *w, int64_t period, int64_t last_
 
 	if (w->nc)
 		return 50;
-	if (w->nt && now >= w->lossy_until_ms)
-		cap = period << OOM_IDLE_SHIFT_MAX;
+	if (now >= w->lossy_until_ms)
+		cap = w->nt ? period << OOM_IDLE_SHIFT_MAX : OOM_EMPTY_MS;
 	for (size_t i = 0; i < w->nt; i++) {
 		const struct target *t = w->t[i];
 
@@ -365,7 +366,7 @@ static void *thread_main(void *arg)
 		 * Records wake us; the timeout only paces mirror refreshes and
 		 * the reconcile that catches lost records (next_timeout): a
 		 * watcher of idle Go programs wakes every 4 s, one without
-		 * targets once a second. */
+		 * targets once a minute. */
 		if (epoll_wait(ring_buffer__epoll_fd(w->rb), &ev, 1, timeout) > 0) {
 			uint64_t v;
 

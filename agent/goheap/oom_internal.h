@@ -89,6 +89,11 @@ struct target {
  */
 #define OOM_IDLE_SHIFT_MAX 2
 
+/* The watcher's longest sleep without targets (a node or a filter without
+ * Go programs): it used to wake every second for a reconcile that finds
+ * only captures whose ring records were lost, which OOM_LOSSY_MS covers. */
+#define OOM_EMPTY_MS 60000
+
 /* After ring records were lost, the watcher reconciles every second for
  * this long, idle targets or not (next_timeout in oom.c says why that is
  * enough): a capture whose every record was dropped is found within 1 s. */

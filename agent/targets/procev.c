@@ -60,6 +60,7 @@ int procev_new(struct procev **out, struct pp_err *err)
 		rc = pp_errf(err, -errno, "process-event ring: %s", strerror(errno));
 		goto fail;
 	}
+	__atomic_store_n(&p->skel->bss->wake_armed, 1, __ATOMIC_RELEASE);
 	*out = p;
 	return 0;
 fail:
@@ -83,10 +84,19 @@ int procev_drain(struct procev *p, procev_fn fn, void *arg)
 	p->fn = fn;
 	p->arg = arg;
 	p->n = 0;
+	/* armed before the ring is read: a record that lands after the read
+	 * wakes the next poll (one that lands before it is read now and may
+	 * wake a poll for nothing: harmless) */
+	__atomic_store_n(&p->skel->bss->wake_armed, 1, __ATOMIC_SEQ_CST);
 	ring_buffer__consume(p->rb);
 	if (lost != p->lost_seen) {
 		p->lost_seen = lost;
 		return -ENOBUFS;
 	}
 	return p->n;
+}
+
+int procev_fd(const struct procev *p)
+{
+	return ring_buffer__epoll_fd(p->rb);
 }

@@ -7,9 +7,11 @@
  * the same information from sched_process_fork, sched_process_exec,
  * task_rename and sched_process_exit (a process's last thread), needing
  * only the BPF capabilities the sampler already has.
- * Events queue in a ring without waking anyone; the agent drains it once a
- * second, so new processes are still seen within about a second without a
- * /proc listing every second.
+ * Events queue in a ring. The first one after a drain makes procev_fd()
+ * readable, the others wake no one: the agent drains at most once a second,
+ * so new processes are still seen within about a second without a /proc
+ * listing every second, and a node where nothing starts or exits does not
+ * wake the agent at all.
  */
 #ifndef PUSHPROF_PROCEV_H
 #define PUSHPROF_PROCEV_H
@@ -38,9 +40,15 @@ void procev_free(struct procev *p);
 
 typedef void (*procev_fn)(enum procev_kind kind, pid_t tgid, void *arg);
 
-/* Hand every queued event to fn. Returns how many forks, execs and renames
- * (exits are handed over but not counted), or -ENOBUFS when the ring
- * overflowed since the last drain (events were lost: rescan /proc). */
+/* Hand every queued event to fn, and arm the wake-up (procev_fd()) for the
+ * next one. Returns how many forks, execs and renames (exits are handed
+ * over but not counted), or -ENOBUFS when the ring overflowed since the
+ * last drain (events were lost: rescan /proc). */
 int procev_drain(struct procev *p, procev_fn fn, void *arg);
+
+/* A descriptor for poll(): readable from the first event after the last
+ * procev_drain() (or procev_new()) until the next drain. Poll it only
+ * between a drain and its wake-up: it stays readable while events wait. */
+int procev_fd(const struct procev *p);
 
 #endif

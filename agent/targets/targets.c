@@ -51,7 +51,18 @@ struct targets {
 	 * recheck (targets_exit) */
 	pid_t *exits;
 	size_t nexits, exits_cap;
+	/* the youngest process's first_seen_ns + YOUNG_NS: a filter has young
+	 * targets to re-read until then (targets_young_work) */
+	uint64_t young_until_ns;
 };
+
+/* p was first seen at now_ns: young (re-read every second) for YOUNG_NS */
+static void first_seen(struct targets *t, struct target_proc *p, uint64_t now_ns)
+{
+	p->first_seen_ns = now_ns;
+	if (now_ns + YOUNG_NS > t->young_until_ns)
+		t->young_until_ns = now_ns + YOUNG_NS;
+}
 
 void targets_set_observer(struct targets *t, targets_change_fn fn, void *arg)
 {
@@ -404,7 +415,7 @@ int targets_scan(struct targets *t, uint64_t now_ns, targets_change_fn cb, void 
 		if (!known) {
 			memset(&p, 0, sizeof(p));
 			p.pid = pids[j];
-			p.first_seen_ns = now_ns;
+			first_seen(t, &p, now_ns);
 			/* Spread later re-checks over the re-check period. */
 			p.checked_ns = now_ns - (uint64_t)(p.pid % 10) * (t->recheck_ns / 10);
 			p.matched = !match;
@@ -424,7 +435,7 @@ int targets_scan(struct targets *t, uint64_t now_ns, targets_change_fn cb, void 
 				if (known)
 					p.checked_ns = now_ns;
 				if (known && st_before && p.start_time != st_before) {
-					p.first_seen_ns = now_ns; /* pid reused */
+					first_seen(t, &p, now_ns); /* pid reused */
 					if (match && cb && was && p.matched) {
 						cb(p.pid, false, arg); /* as reevaluate() */
 						was = false;
@@ -505,9 +516,9 @@ int targets_recheck_young(struct targets *t, uint64_t now_ns, targets_change_fn 
 	return 0;
 }
 
-bool targets_young_work(const struct targets *t)
+bool targets_young_work(const struct targets *t, uint64_t now_ns)
 {
-	return t->npending || t->nexits || !targets_whole_host(t);
+	return t->npending || t->nexits || (!targets_whole_host(t) && now_ns < t->young_until_ns);
 }
 
 const struct target_proc *targets_refresh(struct targets *t, pid_t pid)
@@ -587,7 +598,7 @@ int targets_check_pid(struct targets *t, pid_t pid, uint64_t now_ns, targets_cha
 		p = &t->v[k];
 		memset(p, 0, sizeof(*p));
 		p->pid = pid;
-		p->first_seen_ns = now_ns;
+		first_seen(t, p, now_ns);
 		p->checked_ns = now_ns - (uint64_t)(pid % 10) * (t->recheck_ns / 10);
 		p->matched = !match;
 		t->n++;
@@ -596,7 +607,7 @@ int targets_check_pid(struct targets *t, pid_t pid, uint64_t now_ns, targets_cha
 		proc_clear(p);
 		memset(p, 0, sizeof(*p));
 		p->pid = pid;
-		p->first_seen_ns = now_ns;
+		first_seen(t, p, now_ns);
 		p->checked_ns = now_ns - (uint64_t)(pid % 10) * (t->recheck_ns / 10);
 		p->matched = !match;
 	}

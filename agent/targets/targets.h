@@ -95,9 +95,10 @@ int targets_scan(struct targets *t, uint64_t now_ns, targets_change_fn cb, void 
  * that may still move into a cgroup or exec; no /proc listing. Same
  * reporting as targets_scan(). */
 int targets_recheck_young(struct targets *t, uint64_t now_ns, targets_change_fn cb, void *arg);
-/* Whether targets_recheck_young() would have anything to do: events or
- * exits queued, or a filter whose young targets it re-reads (targeted). */
-bool targets_young_work(const struct targets *t);
+/* Whether targets_recheck_young() would have anything to do at now_ns:
+ * events or exits queued, or a filter with young targets to re-read
+ * (first seen less than 5 s before now_ns). */
+bool targets_young_work(const struct targets *t, uint64_t now_ns);
 
 /* Known process (alive or gone since the last forget), or NULL. */
 const struct target_proc *targets_get(const struct targets *t, pid_t pid);

@@ -14,8 +14,14 @@
  * targets_recheck_young(), without a /proc listing, also while it waits to
  * be reaped (a zombie); a process whose leader exited while another thread
  * runs on is not.
+ *
+ * The agent's loop sleeps through a quiet host: a filter has young-tick
+ * work only while a target is young (targets_young_work), and the BPF
+ * ring wakes a poll on procev_fd() with the first event after a drain
+ * (wake_case: a fork while the poll sleeps must end it).
  */
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -260,10 +266,15 @@ static void exit_case(bool bpf)
 	targets_check_pid(tp.h, a, now_ns(), NULL, NULL);
 	take_exits(&tp, pe, &c); /* what came before */
 	c.n = 0;
+	uint64_t tn = now_ns();
+	CHECK(targets_young_work(t, tn) && !targets_young_work(t, tn + 6000000000ull),
+	      "%s: filter: young work while A is young (< 5 s), none after", what);
+	CHECK(!targets_young_work(tp.h, tn), "%s: whole host: no young work with nothing queued",
+	      what);
 	kill(a, SIGKILL);
 	CHECK(wait_state(a, 'Z'), "%s: A a zombie", what);
 	take_exits(&tp, pe, NULL); /* queue only: the tick comes next */
-	CHECK(targets_young_work(tp.h), "%s: whole host: the exit wakes the young tick", what);
+	CHECK(targets_young_work(tp.h, now_ns()), "%s: whole host: the exit wakes the young tick", what);
 	take_exits(&tp, pe, &c);
 	CHECK(c.n == 1 && !c.matched[0], "%s: A unmatched from its exit event, unreaped (%d calls)",
 	      what, c.n);
@@ -314,11 +325,52 @@ out:
 	pp_regex_free(e[1].comm_re);
 }
 
+/* A process event while the agent's poll sleeps on procev_fd() ends the
+ * poll: the first record after a drain wakes it (records were written
+ * without a wake-up before, and the poll slept until its timeout). */
+static void wake_case(void)
+{
+	struct pp_err err = { 0 };
+	struct procev *pe = NULL;
+	struct pair tp = { 0 };
+
+	CHECK(targets_new(NULL, &tp.h, &err) == 0, "wake: table: %s", err.msg);
+	tp.t = tp.h;
+	CHECK(procev_new(&pe, &err) == 0, "wake: load the BPF events: %s", err.msg);
+	if (!pe) {
+		targets_free(tp.h);
+		return;
+	}
+	/* the child forks again 300 ms from now, while the poll below sleeps */
+	pid_t c = fork();
+	if (c == 0) {
+		usleep(300000);
+		pid_t g = fork();
+		if (g == 0)
+			_exit(0);
+		waitpid(g, NULL, 0);
+		_exit(0);
+	}
+	procev_drain(pe, on_ev, &tp); /* the child's own fork; arms the wake-up */
+	struct pollfd pfd = { .fd = procev_fd(pe), .events = POLLIN };
+	uint64_t t0 = now_ns();
+	int pr = poll(&pfd, 1, 5000);
+	uint64_t took_ms = (now_ns() - t0) / 1000000;
+	CHECK(pr == 1 && (pfd.revents & POLLIN) && took_ms < 4000,
+	      "wake: an event wakes the poll (poll %d after %llu ms)", pr,
+	      (unsigned long long)took_ms);
+	procev_drain(pe, on_ev, &tp);
+	waitpid(c, NULL, 0);
+	procev_free(pe);
+	targets_free(tp.h);
+}
+
 int main(void)
 {
 	reuse_case(0);
 	reuse_case(1);
 	exit_case(false);
 	exit_case(true);
+	wake_case();
 	return check_done();
 }

@@ -1,7 +1,8 @@
 """A Go program leaking from one function is OOM-killed in a 100 MiB memory
 cgroup, five times in a row: each kill yields one complete profile whose top
 inuse_space function is the leaking one, with the OOM labels and the
-victim's RSS figures in the comments."""
+victim's RSS figures in the comments. The watcher's thread wakes about every
+4 s with idle programs and sleeps without any."""
 import json
 import os
 import time
@@ -113,6 +114,17 @@ def main():
                 for v in vs:
                     v.p.kill()
                     v.wait()
+        # no targets left: nothing is due, and what can happen (a new
+        # target, a victim's ring record, the stop) wakes it; it woke every
+        # second before (8 times in 8 s)
+        time.sleep(6)  # the exits are seen at the next pass (<= 4 s)
+        r0, t0 = thread_runs(w.p.pid, "pushprof-oom"), time.monotonic()
+        time.sleep(8)
+        runs = thread_runs(w.p.pid, "pushprof-oom") - r0
+        took = time.monotonic() - t0
+        print(f"watcher thread ran {runs} times in {took:.1f}s without targets")
+        check(runs <= 2, "the watcher without targets sleeps", f"{runs} runs in {took:.1f}s")
+        check(w.alive(), "watcher alive without targets")
     finally:
         w.stop()
     print(f"capture_ns per kill: {times}")

@@ -1,0 +1,66 @@
+"""A quiet host does not wake the agent's loop, and a process that starts
+after a quiet stretch is still targeted at once.
+
+With process events (BPF tracepoints, as a DaemonSet gets them, or the
+netlink connector), the loop used to wake every second to drain the BPF
+ring and to re-read its young targets, whether anything had started or not.
+Now the first BPF event after a drain wakes it (agent/targets/procev.h) and
+the young tick runs only while a target is young (< 5 s). The check: a
+targeted agent with nothing new to see and no window due runs its loop
+thread at most 4 times in 8 s (it ran 8-9 times before); then a matching
+process started after that quiet stretch is added within 3 s. Serial (a
+parallel test's forks would wake the loop, as they should).
+"""
+import os
+import re
+import shutil
+import subprocess
+import time
+
+import cputest as ct
+import pptest
+from pptest import check, done, tmpdir
+from schedstat import thread_runs
+
+d = tmpdir()
+quiet = os.path.join(d, "ppquiet")
+shutil.copy("/bin/sleep", quiet)
+
+QUIET_S = 8
+MAX_RUNS = 4
+
+for source in ("bpf", "netlink"):
+    cfg, _ = ct.write_config(d, """targets:
+  - comm_regex: "^ppquiet$"
+""", interval="60s")
+    agent = pptest.Agent(cfg, env={"PUSHPROF_PROC_EVENTS": source})
+    check(agent.started and f"proc_events={source}" in agent.started,
+          f"{source}: agent starts with its process events", agent.log()[-800:])
+    if not agent.started:
+        continue
+    # the first scan's processes are young for 5 s: let them age
+    time.sleep(6.5)
+    r0 = thread_runs(agent.pid, "pushprof")
+    time.sleep(QUIET_S)
+    runs = thread_runs(agent.pid, "pushprof") - r0
+    print(f"{source}: loop runs in {QUIET_S} s of quiet: {runs}")
+    check(runs <= MAX_RUNS, f"{source}: the loop sleeps through a quiet host",
+          f"{runs} runs in {QUIET_S} s (at most {MAX_RUNS}; one a second before)")
+
+    t0 = time.time()
+    p = subprocess.Popen([quiet, "30"])
+    added = None
+    while time.time() - t0 < 10 and added is None:
+        if any(re.search(rf'"target added".*pid={p.pid}\b', ln) for ln in agent.lines):
+            added = time.time() - t0
+        time.sleep(0.05)
+    print(f"{source}: new target added after {added} s")
+    check(added is not None and added < 3,
+          f"{source}: a process started after the quiet stretch is added at once",
+          f"after {added if added is None else round(added, 2)} s")
+    p.kill()
+    p.wait()
+    rc, _ = agent.stop()
+    check(rc == 0, f"{source}: agent exits 0", agent.log()[-800:])
+
+done()
