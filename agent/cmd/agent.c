@@ -76,7 +76,8 @@ struct agent {
 	struct gotrack *go;	    /* NULL: go_heap disabled */
 	struct oom_watch *oom;	    /* NULL: go_heap.on_oom off or unavailable */
 	struct procev *procev;	    /* BPF process events (no netlink connector) */
-	bool procev_ready;	    /* procev_fd() woke the loop: drain at the young tick */
+	bool procev_ready;	    /* drain at the young tick: procev_fd() woke the loop, or
+				     * an event took its wake-up during the last drain */
 	struct debuginfo *dbg;	    /* NULL: no remote store or debuginfo_upload off */
 	struct agent_labeler lab;   /* the outbox's labeler: metadata, relabel_configs */
 	struct agent_snapshot snap; /* POST /api/v1/snapshot */
@@ -187,7 +188,9 @@ static void read_netlink(struct agent *a, uint64_t now)
 static void drain_procev(struct agent *a)
 {
 	int m = procev_drain(a->procev, on_procev, a);
-	a->procev_ready = false;
+	/* an event during the drain took the wake-up: the next tick drains
+	 * without waiting for one (a busy host: once a second, as before) */
+	a->procev_ready = !procev_armed(a->procev);
 	if (m == -ENOBUFS) {
 		targets_events_lost(a->targets);
 		a->rescan = true;

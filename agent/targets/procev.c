@@ -85,8 +85,8 @@ int procev_drain(struct procev *p, procev_fn fn, void *arg)
 	p->arg = arg;
 	p->n = 0;
 	/* armed before the ring is read: a record that lands after the read
-	 * wakes the next poll (one that lands before it is read now and may
-	 * wake a poll for nothing: harmless) */
+	 * wakes the next poll; one that lands during the read takes the
+	 * wake-up and may be read now (procev_armed() tells the caller) */
 	__atomic_store_n(&p->skel->bss->wake_armed, 1, __ATOMIC_SEQ_CST);
 	ring_buffer__consume(p->rb);
 	if (lost != p->lost_seen) {
@@ -99,4 +99,9 @@ int procev_drain(struct procev *p, procev_fn fn, void *arg)
 int procev_fd(const struct procev *p)
 {
 	return ring_buffer__epoll_fd(p->rb);
+}
+
+bool procev_armed(const struct procev *p)
+{
+	return __atomic_load_n(&p->skel->bss->wake_armed, __ATOMIC_SEQ_CST) != 0;
 }

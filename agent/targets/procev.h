@@ -16,6 +16,7 @@
 #ifndef PUSHPROF_PROCEV_H
 #define PUSHPROF_PROCEV_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -50,5 +51,11 @@ int procev_drain(struct procev *p, procev_fn fn, void *arg);
  * procev_drain() (or procev_new()) until the next drain. Poll it only
  * between a drain and its wake-up: it stays readable while events wait. */
 int procev_fd(const struct procev *p);
+
+/* Whether procev_fd() will wake a poll for the next event: false when an
+ * event took the wake-up while the last procev_drain() ran (it may have
+ * been read by that drain, so no wake-up comes for the ones after it):
+ * drain again soon instead of waiting for the descriptor. */
+bool procev_armed(const struct procev *p);
 
 #endif

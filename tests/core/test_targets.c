@@ -359,6 +359,10 @@ static void wake_case(void)
 	CHECK(pr == 1 && (pfd.revents & POLLIN) && took_ms < 4000,
 	      "wake: an event wakes the poll (poll %d after %llu ms)", pr,
 	      (unsigned long long)took_ms);
+	/* the event that woke it took the wake-up: the next one would wake
+	 * no one until a drain arms it again (the agent drains at once when
+	 * one took it during a drain) */
+	CHECK(!procev_armed(pe), "wake: the event took the wake-up");
 	procev_drain(pe, on_ev, &tp);
 	waitpid(c, NULL, 0);
 	procev_free(pe);
