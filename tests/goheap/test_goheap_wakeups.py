@@ -3,8 +3,10 @@ snapshots, and once the worker's queue has run empty), not once for every
 tracked program: the periodic snapshots are pushed with the next window
 anyway, and a wake-up costs an idle VM more than the collecting does.
 Six idle Go programs, a 2 s heap interval, no CPU windows: the loop thread
-may run at most 3 times an interval (it ran ~7 times, one per finished
-snapshot, before), and every program's profiles still reach the store.
+may sleep and be woken (voluntary context switches: a busy host's
+preemptions do not count) at most 4 times an interval (~7 times, one per
+finished snapshot, before), and every program's profiles still reach the
+store.
 Serial (another test's processes would wake the loop, as they should)."""
 import glob
 import os
@@ -13,14 +15,14 @@ import time
 import ghlib
 import pptest
 from pptest import check, done
-from schedstat import thread_runs
+from schedstat import thread_wakeups
 
 tmp = ghlib.tmpdir("pushprof-goheap-wakeups-")
 binary = ghlib.build("many", tmp, "plain")
 NPROG = 6
 INTERVAL_S = 2
 WATCH_S = 12
-MAX_RUNS = 3 * WATCH_S // INTERVAL_S
+MAX_WAKES = 4 * WATCH_S // INTERVAL_S
 
 store = os.path.join(tmp, "store")
 os.makedirs(store)
@@ -46,16 +48,16 @@ try:
     check(tracked == NPROG, f"all {NPROG} programs tracked", f"{tracked}")
     # the start's young targets (5 s of re-reads) and first snapshots done
     time.sleep(6)
-    r0 = thread_runs(agent.pid, "pushprof")
+    r0 = thread_wakeups(agent.pid, "pushprof")
     n0 = sum(1 for ln in agent.lines if '"go heap snapshot"' in ln)
     time.sleep(WATCH_S)
-    runs = thread_runs(agent.pid, "pushprof") - r0
+    wakes = thread_wakeups(agent.pid, "pushprof") - r0
     snaps = sum(1 for ln in agent.lines if '"go heap snapshot"' in ln) - n0
-    print(f"loop runs in {WATCH_S} s: {runs}; snapshots: {snaps}")
+    print(f"loop wake-ups in {WATCH_S} s: {wakes}; snapshots: {snaps}")
     check(snaps >= NPROG * (WATCH_S // INTERVAL_S - 1),
           "every program snapshotted each interval", f"{snaps} snapshots")
-    check(runs <= MAX_RUNS, "the loop wakes about twice an interval, not per snapshot",
-          f"{runs} runs in {WATCH_S} s (at most {MAX_RUNS})")
+    check(wakes <= MAX_WAKES, "the loop wakes about twice an interval, not per snapshot",
+          f"{wakes} wake-ups in {WATCH_S} s (at most {MAX_WAKES})")
     files = glob.glob(os.path.join(store, "**", "*.pb.gz"), recursive=True)
     for w in progs:
         mine = [p for p in files if f"-{w.pid}-" in p]

@@ -1,6 +1,6 @@
 """A process's threads as the scheduler counts them, for tests and bench/:
 one reader of /proc/PID/task/TID/schedstat ("ns on CPU, ns waiting, times
-run"). Nanoseconds, where /proc/PID/stat has 10 ms ticks (which matters for
+run") and of a thread's voluntary context switches (its wake-ups). Nanoseconds, where /proc/PID/stat has 10 ms ticks (which matters for
 runs of a few seconds); times run is how often a thread was put on a CPU:
 its wake-ups, near enough."""
 import os
@@ -31,6 +31,24 @@ def thread_runs(pid, name):
     for comm, _, runs in threads(pid).values():
         if comm == name:
             return runs
+    raise RuntimeError(f"no thread {name} in {pid}")
+
+
+def thread_wakeups(pid, name):
+    """Voluntary context switches of pid's thread called name (the first
+    one, if several): how often it went to sleep and so had to be woken.
+    Unlike times run, a thread preempted on a busy host does not add to it."""
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                if f.read().strip() != name:
+                    continue
+            with open(f"/proc/{pid}/task/{tid}/status") as f:
+                for line in f:
+                    if line.startswith("voluntary_ctxt_switches:"):
+                        return int(line.split()[1])
+        except (OSError, ValueError, IndexError):
+            pass
     raise RuntimeError(f"no thread {name} in {pid}")
 
 
