@@ -4,14 +4,16 @@
  * cpu_profiles_build() does before building the profile (targets_refresh,
  * resolving 24 addresses in its executable mappings, sym_exe_info), once a
  * round, rounds 1.1 s apart (the symbolizer's maps age out between them, as
- * between windows). Prints the CPU time (user+sys) per round and process.
+ * between windows). Prints the CPU time (user+sys) per round and process,
+ * and of it the label reads (targets_refresh: stat, exe, cgroup).
  *
- *   cc -O2 -Iagent/base -Iagent/sym -Iagent/targets -Iagent/config -Ibuild \
- *      bench/symwin.c build/libpushprof.a -lelf -lz -lpthread ... (see
- *      bench/window_ab.py's docstring); symwin ROUNDS PID...
+ *   cc -O2 $(find agent -mindepth 1 -maxdepth 1 -type d -printf ' -I%p') -Ibuild -o /tmp/symwin \
+ *      bench/symwin.c build/libpushprof.a -lelf -lz -lzstd -lyaml -lpcre2-8 -lm -lpthread
+ *   /tmp/symwin ROUNDS PID...
  * -DOLD_API builds it against a tree before 2026-12-02 whose
  * sym_resolve_user() and sym_exe_info() take no start time (the
- * start time read again by the symbolizer), for before/after runs.
+ * start time read again by the symbolizer) and whose targets_refresh()
+ * takes no since_ns (before 2026-12-07), for before/after runs.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,9 +69,17 @@ int main(int argc, char **argv)
 	struct sym_batch b;
 	sym_batch_init(&b);
 	for (int r = 0; r <= rounds; r++) {
-		double c0 = cpu_ms();
+		double c0 = cpu_ms(), labels_ms = 0;
 		for (int i = 0; i < np; i++) {
+			double l0 = cpu_ms();
+#ifdef OLD_API
 			const struct target_proc *tp = targets_refresh(t, pids[i]);
+#else
+			/* every round re-reads, as a window re-reads a process it
+			 * has not read since the window began */
+			const struct target_proc *tp = targets_refresh(t, pids[i], 0);
+#endif
+			labels_ms += cpu_ms() - l0;
 			struct sym_exe x;
 			if (!tp)
 				continue;
@@ -86,8 +96,8 @@ int main(int argc, char **argv)
 		}
 		double c1 = cpu_ms();
 		if (r) /* round 0 loads every file: the warm-up */
-			printf("round=%d cpu_ms=%.2f us_per_process=%.1f\n", r, c1 - c0,
-			       (c1 - c0) * 1e3 / np);
+			printf("round=%d cpu_ms=%.2f us_per_process=%.1f labels_us_per_process=%.1f\n",
+			       r, c1 - c0, (c1 - c0) * 1e3 / np, labels_ms * 1e3 / np);
 		fflush(stdout);
 		usleep(1100000);
 	}

@@ -312,9 +312,9 @@ static void window(struct agent *a)
 {
 	struct pp_err err = { 0 };
 	uint64_t cpu0 = cpu_time_ns(), tcpu0 = thread_cpu_ns();
-	uint64_t end_mono = pp_mono_ns();
+	uint64_t end_mono = pp_mono_ns(), start_mono = a->window_start_mono;
 	int64_t start_real = a->window_start_real;
-	int64_t dur = (int64_t)(end_mono - a->window_start_mono);
+	int64_t dur = (int64_t)(end_mono - start_mono);
 	a->window_start_mono = end_mono;
 	a->window_start_real = pp_clock_ns(CLOCK_REALTIME);
 	a->windows++;
@@ -351,6 +351,7 @@ static void window(struct agent *a)
 			.cpu_label = sample_label_on(a->cfg->cpu.cpu_label, p),
 			.time_nanos = start_real,
 			.duration_nanos = dur,
+			.facts_since_ns = start_mono,
 			.sym = a->sym,
 			.unresolved = a->dbg && !k ? on_unresolved : NULL,
 			.unresolved_arg = a,

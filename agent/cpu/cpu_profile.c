@@ -361,9 +361,10 @@ static int build_one(const struct cpu_window *w, struct cpu_record *const *recs,
 	uint64_t samples = 0;
 	int r;
 
-	const struct target_proc *tp = targets_refresh(t, pid);
-	/* targets_refresh() has just read the start time of a live process:
-	 * the symbolizer need not read it again */
+	const struct target_proc *tp = targets_refresh(t, pid, o->facts_since_ns);
+	/* targets_refresh() has read the start time of a live process during
+	 * this window: the symbolizer need not read it again (a process that
+	 * exited since fails its maps read, which keeps the maps it had) */
 	uint64_t live_start = tp && !tp->gone ? tp->start_time : 0;
 	memset(&user, 0, sizeof(user));
 	sym_batch_init(&user.b);

@@ -49,6 +49,10 @@ struct cpu_profile_opts {
 	bool cpu_label;	    /* `cpu` sample label (the sampler recorded key.cpu) */
 	int64_t time_nanos; /* window start, CLOCK_REALTIME */
 	int64_t duration_nanos;
+	/* A process's comm, exe and cgroup read at or after this time
+	 * (CLOCK_MONOTONIC: the window's start) are current for its profile:
+	 * not read again (targets_refresh). 0: every process is re-read. */
+	uint64_t facts_since_ns;
 	struct symbolizer *sym; /* NULL: addresses + mappings only */
 	/* Optional: called once per process and file mapping (with a GNU build
 	 * id) that had addresses left without a name, so its file can be sent

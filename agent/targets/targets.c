@@ -18,6 +18,7 @@
 
 #include "procinfo.h"
 #include "grow.h"
+#include "ppclock.h"
 
 #define YOUNG_NS (5ull * 1000000000ull)
 /* Known processes are re-read in turn for cgroup moves and renames (exec,
@@ -254,6 +255,7 @@ static int evaluate(struct targets *t, struct target_proc *p, bool match)
 	p->cgroup = ncg;
 	memcpy(p->comm, comm, sizeof(p->comm));
 	p->comm[sizeof(p->comm) - 1] = '\0';
+	p->read_ns = pp_mono_ns();
 
 	if (!match)
 		return 0;
@@ -521,11 +523,13 @@ bool targets_young_work(const struct targets *t, uint64_t now_ns)
 	return t->npending || t->nexits || (!targets_whole_host(t) && now_ns < t->young_until_ns);
 }
 
-const struct target_proc *targets_refresh(struct targets *t, pid_t pid)
+const struct target_proc *targets_refresh(struct targets *t, pid_t pid, uint64_t since_ns)
 {
 	struct target_proc *p = find(t, pid);
 	if (p) {
-		if (!p->gone && evaluate(t, p, false) < 0)
+		if (p->gone || (since_ns && p->read_ns >= since_ns))
+			return p;
+		if (evaluate(t, p, false) < 0)
 			p->gone = true;
 		return p;
 	}

@@ -36,6 +36,7 @@ struct target_proc {
 	bool gone;
 	bool gone_kept; /* gone, kept through one targets_forget_gone() */
 	uint64_t first_seen_ns, checked_ns;
+	uint64_t read_ns;    /* CLOCK_MONOTONIC: when comm, exe and cgroup were read */
 	uint64_t start_time; /* clock ticks since boot, tells pid reuse */
 	char comm[16];
 	char *exe;    /* "" when unreadable (kernel thread) */
@@ -136,10 +137,14 @@ int targets_event(struct targets *t, pid_t pid, uint64_t now_ns, targets_change_
 /* Evaluate one process now (new or known). */
 int targets_check_pid(struct targets *t, pid_t pid, uint64_t now_ns, targets_change_fn cb,
 		      void *arg);
-/* Re-read a process's label facts now (comm, exe, cgroup); keeps the old
- * ones when it is gone. Returns the entry, adding one for an unknown live
- * process; NULL when unknown and gone. */
-const struct target_proc *targets_refresh(struct targets *t, pid_t pid);
+/* Re-read a process's label facts (comm, exe, cgroup) unless they were
+ * read at or after since_ns (CLOCK_MONOTONIC; 0: read them now); keeps the
+ * old ones when it is gone. A CPU window passes its start: a process found
+ * or re-read during the window (a new one: a few seconds before, by its
+ * events or a scan) is not read a second time to build it, which was a
+ * third of the window's work for each new process. Returns the entry,
+ * adding one for an unknown live process; NULL when unknown and gone. */
+const struct target_proc *targets_refresh(struct targets *t, pid_t pid, uint64_t since_ns);
 
 /* Drop processes found gone before the previous call (those found gone
  * since are kept once more); cb (optional) hears each pid dropped. */

@@ -19,6 +19,12 @@
  * work only while a target is young (targets_young_work), and the BPF
  * ring wakes a poll on procev_fd() with the first event after a drain
  * (wake_case: a fork while the poll sleeps must end it).
+ *
+ * A CPU window re-reads the label facts (comm, exe, cgroup) of each
+ * process it holds, unless they were read since the window began
+ * (refresh_case: a process renames itself; targets_refresh() with a
+ * `since` before its last read keeps the old name, with one after it
+ * reads the new one).
  */
 #include <errno.h>
 #include <poll.h>
@@ -369,6 +375,49 @@ static void wake_case(void)
 	targets_free(tp.h);
 }
 
+static void refresh_case(void)
+{
+	struct targets *t = NULL;
+	int go[2], done[2];
+
+	CHECK(targets_new(NULL, &t, NULL) == 0, "refresh: targets_new");
+	CHECK(pipe(go) == 0 && pipe(done) == 0, "refresh: pipes");
+	pid_t c = fork();
+	if (c == 0) {
+		char b;
+		prctl(PR_SET_NAME, "pp-before", 0, 0, 0);
+		if (write(done[1], "r", 1) != 1 || read(go[0], &b, 1) != 1)
+			_exit(1);
+		prctl(PR_SET_NAME, "pp-after", 0, 0, 0);
+		if (write(done[1], "r", 1) != 1)
+			_exit(1);
+		pause();
+		_exit(0);
+	}
+	char b;
+	CHECK(read(done[0], &b, 1) == 1, "refresh: child named");
+	const struct target_proc *p = targets_refresh(t, c, 0);
+	CHECK(p && !strcmp(p->comm, "pp-before"), "refresh: first read (%s)", p ? p->comm : "-");
+	uint64_t read1 = p ? p->read_ns : 0;
+	CHECK(read1 && read1 <= now_ns(), "refresh: the read is stamped");
+	CHECK(write(go[1], "g", 1) == 1 && read(done[0], &b, 1) == 1, "refresh: child renamed");
+	/* read during the window (since before the read): current, not read */
+	p = targets_refresh(t, c, read1 - 1000000);
+	CHECK(p && !strcmp(p->comm, "pp-before") && p->read_ns == read1,
+	      "refresh: read since the window began: kept (%s)", p ? p->comm : "-");
+	/* not read since the window began: read again */
+	p = targets_refresh(t, c, now_ns());
+	CHECK(p && !strcmp(p->comm, "pp-after") && p->read_ns > read1,
+	      "refresh: read before the window: read again (%s)", p ? p->comm : "-");
+	kill(c, SIGKILL);
+	waitpid(c, NULL, 0);
+	/* gone: the last facts are kept, whatever since says */
+	p = targets_refresh(t, c, 0);
+	CHECK(p && p->gone && !strcmp(p->comm, "pp-after"), "refresh: gone keeps the last facts");
+	close(go[0]), close(go[1]), close(done[0]), close(done[1]);
+	targets_free(t);
+}
+
 int main(void)
 {
 	reuse_case(0);
@@ -376,5 +425,6 @@ int main(void)
 	exit_case(false);
 	exit_case(true);
 	wake_case();
+	refresh_case();
 	return check_done();
 }
