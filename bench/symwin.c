@@ -5,7 +5,10 @@
  * resolving 24 addresses in its executable mappings, sym_exe_info), once a
  * round, rounds 1.1 s apart (the symbolizer's maps age out between them, as
  * between windows). Prints the CPU time (user+sys) per round and process,
- * and of it the label reads (targets_refresh: stat, exe, cgroup).
+ * and of it the label reads (targets_refresh: stat, exe, cgroup); then,
+ * apart, what finding a process's executable mapping costs (the frameless
+ * tables do it for every process found): all of /proc/PID/maps read, or
+ * one PROCMAP_QUERY (proc_maps_each_exec, stopping at the first).
  *
  *   cc -O2 $(find agent -mindepth 1 -maxdepth 1 -type d -printf ' -I%p') -Ibuild -o /tmp/symwin \
  *      bench/symwin.c build/libpushprof.a -lelf -lz -lzstd -lyaml -lpcre2-8 -lm -lpthread
@@ -34,6 +37,14 @@ static double cpu_ms(void)
 }
 
 #define NADDR 24
+
+#ifndef OLD_API
+static int first_exec(const struct proc_map *m, void *arg)
+{
+	(void)m, (void)arg;
+	return 1;
+}
+#endif
 
 int main(int argc, char **argv)
 {
@@ -95,9 +106,27 @@ int main(int argc, char **argv)
 #endif
 		}
 		double c1 = cpu_ms();
+		/* what the frameless tables do for each process found: its
+		 * executable's mapping, from the whole maps or asked of the
+		 * kernel one executable mapping at a time (the first, here) */
+		double whole_ms = 0, query_ms = 0;
+#ifndef OLD_API
+		for (int i = 0; i < np; i++) {
+			struct proc_maps m;
+			double q0 = cpu_ms();
+			if (proc_maps_read(pids[i], &m, NULL) == 0)
+				proc_maps_free(&m);
+			double q1 = cpu_ms();
+			proc_maps_each_exec(pids[i], first_exec, NULL);
+			whole_ms += q1 - q0;
+			query_ms += cpu_ms() - q1;
+		}
+#endif
 		if (r) /* round 0 loads every file: the warm-up */
-			printf("round=%d cpu_ms=%.2f us_per_process=%.1f labels_us_per_process=%.1f\n",
-			       r, c1 - c0, (c1 - c0) * 1e3 / np, labels_ms * 1e3 / np);
+			printf("round=%d cpu_ms=%.2f us_per_process=%.1f labels_us_per_process=%.1f "
+			       "exe_map_whole_us=%.1f exe_map_query_us=%.1f\n",
+			       r, c1 - c0, (c1 - c0) * 1e3 / np, labels_ms * 1e3 / np,
+			       whole_ms * 1e3 / np, query_ms * 1e3 / np);
 		fflush(stdout);
 		usleep(1100000);
 	}

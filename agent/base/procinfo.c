@@ -232,6 +232,53 @@ int proc_maps_still(pid_t pid, const struct proc_maps *maps, const uint64_t *add
 	return rc;
 }
 
+#define PP_FILE_BACKED 0x20
+#define EACH_EXEC_MAX 1024
+
+int proc_maps_each_exec(pid_t pid, int (*fn)(const struct proc_map *m, void *arg), void *arg)
+{
+	char path[64], name[PATH_MAX + 32];
+	struct pp_procmap_query q;
+	uint64_t addr = 0;
+	int rc = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0)
+		return gone(errno);
+	for (int i = 0;; i++) {
+		if (i == EACH_EXEC_MAX) {
+			rc = -E2BIG;
+			break;
+		}
+		int r = map_query(fd, addr, PP_COVERING_OR_NEXT | PP_FILE_BACKED | PP_VMA_X, &q, name,
+				  sizeof(name));
+		if (r <= 0) {
+			rc = r; /* 0: no more of them */
+			break;
+		}
+		struct proc_map m = {
+			.start = q.vma_start,
+			.end = q.vma_end,
+			.offset = q.vma_offset,
+			.inode = q.inode,
+			.dev_major = q.dev_major,
+			.dev_minor = q.dev_minor,
+			.path = q.vma_name_size ? name : (char *)"",
+		};
+		snprintf(m.perms, sizeof(m.perms), "%c%c%c%c", q.vma_flags & PP_VMA_R ? 'r' : '-',
+			 q.vma_flags & PP_VMA_W ? 'w' : '-', q.vma_flags & PP_VMA_X ? 'x' : '-',
+			 q.vma_flags & PP_VMA_SHARED ? 's' : 'p');
+		if ((rc = fn(&m, arg)) != 0)
+			break;
+		if (q.vma_end <= addr)
+			break; /* cannot happen: the kernel answers at or after addr */
+		addr = q.vma_end;
+	}
+	close(fd);
+	return rc;
+}
+
 const struct proc_map *proc_maps_first_of(const struct proc_maps *m, const char *path)
 {
 	for (size_t i = 0; i < m->n; i++)

@@ -51,6 +51,18 @@ const struct proc_map *proc_maps_find(const struct proc_maps *m, uint64_t addr);
  */
 int proc_maps_still(pid_t pid, const struct proc_maps *maps, const uint64_t *addrs, size_t n);
 /*
+ * pid's executable file mappings in address order, one PROCMAP_QUERY each
+ * (Linux 6.11), handed to fn until it returns non-zero: a caller after one
+ * mapping (the executable's text: usually the first) asks the kernel for
+ * one line instead of having all of /proc/PID/maps formatted. m is fn's to
+ * read during the call only (path points into a buffer reused for the
+ * next). Returns fn's non-zero value; 0 when fn wanted none of them;
+ * -ENOTTY when the kernel has no such query, -E2BIG past 1,024 mappings (a
+ * hostile process: read the maps instead), other negative codes when the
+ * process cannot be asked (-ESRCH: gone).
+ */
+int proc_maps_each_exec(pid_t pid, int (*fn)(const struct proc_map *m, void *arg), void *arg);
+/*
  * Load bias of the file mapped at path: the runtime address minus the ELF
  * virtual address, i.e. (map.start - map.offset) of its lowest mapping
  * when the first PT_LOAD has p_offset == p_vaddr alignment as usual.

@@ -306,35 +306,60 @@ void frameless_untrack(struct frameless *f, pid_t pid)
 	*p = f->pids[--f->npids];
 }
 
-/* The runtime text range of b in pid, from its executable mapping. */
+struct text_find {
+	const struct fl_bin *b;
+	const char *exe;
+	uint64_t start, end;
+};
+
+/* 1 when m is b's executable mapping holding its text (start, end set). */
+static int text_in(const struct proc_map *m, void *arg)
+{
+	struct text_find *tf = arg;
+	const struct fl_bin *b = tf->b;
+	/* the very file (overlayfs shows the lower layer's device: the path
+	 * then) */
+	bool same = (m->inode == b->ino && makedev(m->dev_major, m->dev_minor) == b->dev) ||
+		    (m->path && !strcmp(m->path, tf->exe));
+	if (m->perms[2] != 'x' || !same)
+		return 0;
+	uint64_t bias = proc_map_bias(m, b->seg_vaddr, b->seg_offset);
+	uint64_t lo = b->lo + bias, hi = b->hi + bias;
+	if (lo < b->lo || hi < lo || hi <= m->start || lo >= m->end)
+		return 0; /* this mapping does not hold the text */
+	/* the bitmap starts at lo (chunk 0); clip the end to the mapping */
+	tf->start = lo;
+	tf->end = hi < m->end ? hi : m->end;
+	return 1;
+}
+
+/* The runtime text range of b in pid, from its executable mapping: asked
+ * of the kernel one executable file mapping at a time (the executable's
+ * is usually the first), else from all of /proc/PID/maps (kernels before
+ * 6.11, a process with over 1,024 executable mappings). This runs for
+ * every process found; the symbolizer reads the whole maps only for the
+ * ones a window samples. */
 static int runtime_range(pid_t pid, const struct fl_bin *b, const char *exe, uint64_t *start,
 			 uint64_t *end)
 {
-	struct proc_maps maps = { 0 };
-	int rc = proc_maps_read(pid, &maps, NULL);
-	if (rc)
-		return rc == -ENOENT ? -ESRCH : rc;
-	rc = -ENOENT;
-	for (size_t i = 0; i < maps.n; i++) {
-		const struct proc_map *m = &maps.v[i];
-		/* the very file (overlayfs shows the lower layer's device: the
-		 * path then) */
-		bool same = (m->inode == b->ino && makedev(m->dev_major, m->dev_minor) == b->dev) ||
-			    (m->path && !strcmp(m->path, exe));
-		if (m->perms[2] != 'x' || !same)
-			continue;
-		uint64_t bias = proc_map_bias(m, b->seg_vaddr, b->seg_offset);
-		uint64_t lo = b->lo + bias, hi = b->hi + bias;
-		if (lo < b->lo || hi < lo || hi <= m->start || lo >= m->end)
-			continue; /* this mapping does not hold the text */
-		/* the bitmap starts at lo (chunk 0); clip the end to the mapping */
-		*start = lo;
-		*end = hi < m->end ? hi : m->end;
-		rc = 0;
-		break;
+	struct text_find tf = { .b = b, .exe = exe };
+	int rc = proc_maps_each_exec(pid, text_in, &tf);
+	if (rc == -ENOTTY || rc == -E2BIG) {
+		struct proc_maps maps = { 0 };
+		rc = proc_maps_read(pid, &maps, NULL);
+		if (rc)
+			return rc == -ENOENT ? -ESRCH : rc;
+		for (size_t i = 0; i < maps.n && rc == 0; i++)
+			rc = text_in(&maps.v[i], &tf);
+		proc_maps_free(&maps);
 	}
-	proc_maps_free(&maps);
-	return rc;
+	if (rc < 0)
+		return rc == -ENOENT ? -ESRCH : rc;
+	if (rc == 0)
+		return -ENOENT;
+	*start = tf.start;
+	*end = tf.end;
+	return 0;
 }
 
 /* Hand p's runtime text range to BPF. 1 done, 0 not, -ESRCH gone

@@ -39,6 +39,66 @@ static int cg_count_cb(const char *ctrls, const char *path, void *arg)
 	return 0;
 }
 
+/* proc_maps_each_exec against /proc/PID/maps read whole: the same
+ * executable file mappings, in order, field by field; fn's value stops it. */
+struct each_seen {
+	const struct proc_maps *want; /* the exec file mappings, read whole */
+	size_t n, stop_at;
+	int bad;
+};
+
+static int each_cb(const struct proc_map *m, void *arg)
+{
+	struct each_seen *e = arg;
+	size_t k = 0;
+	const struct proc_map *w = NULL;
+	for (size_t i = 0; i < e->want->n; i++) {
+		const struct proc_map *x = &e->want->v[i];
+		if (x->perms[2] != 'x' || !x->inode || x->path[0] != '/')
+			continue;
+		if (k++ == e->n) {
+			w = x;
+			break;
+		}
+	}
+	if (!w || w->start != m->start || w->end != m->end || w->offset != m->offset ||
+	    w->inode != m->inode || w->dev_major != m->dev_major || w->dev_minor != m->dev_minor ||
+	    strcmp(w->perms, m->perms) || strcmp(w->path, m->path)) {
+		if (!e->bad)
+			printf("each_exec: #%zu %llx-%llx %s %s, maps say %s\n", e->n,
+			       (unsigned long long)m->start, (unsigned long long)m->end, m->perms,
+			       m->path, w ? w->path : "(none)");
+		e->bad++;
+	}
+	e->n++;
+	return e->n == e->stop_at ? 7 : 0;
+}
+
+static void each_exec_case(pid_t pid, const char *what)
+{
+	struct proc_maps mm = { 0 };
+	CHECK(proc_maps_read(pid, &mm, NULL) == 0, "%s: maps read", what);
+	size_t nx = 0;
+	for (size_t i = 0; i < mm.n; i++)
+		nx += mm.v[i].perms[2] == 'x' && mm.v[i].inode && mm.v[i].path[0] == '/';
+	struct each_seen e = { .want = &mm };
+	int r = proc_maps_each_exec(pid, each_cb, &e);
+	if (r == -ENOTTY) {
+		printf("%s: no PROCMAP_QUERY on this kernel (before 6.11): callers read the maps\n",
+		       what);
+		proc_maps_free(&mm);
+		return;
+	}
+	CHECK(r == 0 && e.n == nx && nx > 0 && !e.bad,
+	      "%s: every executable file mapping, as in the maps (%d; %zu of %zu, %d differ)", what,
+	      r, e.n, nx, e.bad);
+	struct each_seen first = { .want = &mm, .stop_at = 1 };
+	r = proc_maps_each_exec(pid, each_cb, &first);
+	CHECK(r == 7 && first.n == 1 && !first.bad, "%s: stops at fn's value (%d after %zu)", what,
+	      r, first.n);
+	proc_maps_free(&mm);
+}
+
 int main(void)
 {
 	struct proc_maps maps;
@@ -116,6 +176,27 @@ int main(void)
 	CHECK(proc_comm_start(child, buf, 16, &t1) == 0, "zombie leader with a live thread: alive");
 	kill(child, SIGKILL);
 	waitpid(child, NULL, 0);
+
+	/* the executable's mappings one query at a time: this process (libc,
+	 * ld.so, the test) and a child that exec'd sleep */
+	each_exec_case(getpid(), "each_exec self");
+	child = fork();
+	if (child == 0) {
+		execl("/bin/sleep", "sleep", "30", (char *)NULL);
+		_exit(127);
+	}
+	for (int i = 0; i < 500; i++) { /* until the exec is done */
+		char c[16] = "";
+		uint64_t t;
+		if (proc_comm_start(child, c, sizeof(c), &t) == 0 && !strcmp(c, "sleep"))
+			break;
+		usleep(10000);
+	}
+	each_exec_case(child, "each_exec sleep");
+	kill(child, SIGKILL);
+	waitpid(child, NULL, 0);
+	CHECK(proc_maps_each_exec(child, each_cb, &(struct each_seen){ 0 }) == -ESRCH,
+	      "each_exec: a reaped process is gone");
 
 	return check_done();
 }
