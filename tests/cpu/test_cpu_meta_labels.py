@@ -8,6 +8,7 @@ and a Go program. The __meta_* labels themselves never reach the store.
 import os
 import platform
 import re
+import signal
 import subprocess
 import time
 
@@ -56,12 +57,20 @@ try:
             f"targets:\n  - pids: [{procs[0].pid}, {procs[1].pid}]\n"
             f"relabel_configs:\n{rules}")
     cfg, _ = ct.write_config(d, body)
-    agent = pptest.Agent(cfg, args=["--duration", "4s"])
-    rc, _ = agent.wait(60)
+    # run until both programs' series arrived (at most 60 s): a fixed short
+    # run lost them on a loaded host, where the receiver (Python, checking
+    # every profile) answered too slowly for pushes made without a spool
+    agent = pptest.Agent(cfg, args=["--duration", "120s"])
+    want = {str(procs[0].pid): truth(chain), str(procs[1].pid): truth(split)}
+    deadline = time.time() + 60
+    while time.time() < deadline and agent.p.poll() is None:
+        if set(want) <= {s["labels"].get("pid") for s in rcv.series()}:
+            break
+        time.sleep(0.5)
+    rc, _ = agent.stop(signal.SIGINT, 60)
     log = agent.log()
     check(rc == 0, "agent exits 0", log[-800:])
     series = rcv.series()
-    want = {str(procs[0].pid): truth(chain), str(procs[1].pid): truth(split)}
     seen = set()
     for s in series:
         lab = s["labels"]
