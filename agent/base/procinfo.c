@@ -118,6 +118,29 @@ void proc_maps_free(struct proc_maps *m)
 	m->n = 0;
 }
 
+int proc_maps_insert(struct proc_maps *m, const struct proc_map *add)
+{
+	size_t at = 0;
+	while (at < m->n && m->v[at].end <= add->start)
+		at++;
+	if ((at < m->n && m->v[at].start < add->end) || add->start >= add->end)
+		return 0; /* overlaps what is known (or empty) */
+	if (m->n >= MAX_MAPS)
+		return 0;
+	char *path = strdup(add->path ? add->path : "");
+	struct proc_map *v = path ? realloc(m->v, (m->n + 1) * sizeof(*v)) : NULL;
+	if (!v) {
+		free(path);
+		return -ENOMEM;
+	}
+	m->v = v;
+	memmove(&v[at + 1], &v[at], (m->n - at) * sizeof(*v));
+	v[at] = *add;
+	v[at].path = path;
+	m->n++;
+	return 1;
+}
+
 const struct proc_map *proc_maps_find(const struct proc_maps *m, uint64_t addr)
 {
 	size_t lo = 0, hi = m->n;
@@ -693,12 +716,16 @@ int proc_root_open(pid_t pid, const char *path, uint64_t max_size, struct stat *
 	if (path[0] != '/' || strstr(path, "/../") ||
 	    (strlen(path) >= 3 && !strcmp(path + strlen(path) - 3, "/..")))
 		return -EINVAL;
-	if (fuse_on_path(pid, path))
-		return -EINVAL;
+	/* the root first: a process that is gone is -ESRCH, not a mount
+	 * table that cannot be read */
 	snprintf(p, sizeof(p), "/proc/%d/root", (int)pid);
 	root = open(p, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (root < 0)
 		return gone(errno);
+	if (fuse_on_path(pid, path)) {
+		close(root);
+		return -EINVAL;
+	}
 	/* O_PATH: opening a FIFO or a device node this way has no effect on
 	 * it (no blocking, no driver open), so it can be looked at first */
 	struct open_how how = {

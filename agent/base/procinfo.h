@@ -36,6 +36,9 @@ int proc_maps_read(pid_t pid, struct proc_maps *out, struct pp_err *err);
  * path names it in errors). Malformed lines are skipped. For fuzzing. */
 int proc_maps_parse(char *buf, const char *path, struct proc_maps *out, struct pp_err *err);
 void proc_maps_free(struct proc_maps *m);
+/* Add a copy of add to m in address order: 1, or 0 when it overlaps a
+ * mapping m has (kept as is) or m is full, or -ENOMEM. */
+int proc_maps_insert(struct proc_maps *m, const struct proc_map *add);
 /* The mapping holding addr, or NULL. */
 const struct proc_map *proc_maps_find(const struct proc_maps *m, uint64_t addr);
 /*

@@ -149,6 +149,23 @@ static void on_target_seen(pid_t pid, bool matched, void *arg)
 		frameless_track(a->fl, pid);
 }
 
+static void on_maprec(pid_t pid, uint64_t time_ns, const struct proc_map *m, void *arg)
+{
+	struct agent *a = arg;
+	/* out of memory: the mapping stays unknown, as without its record */
+	(void)sym_add_mapping(a->sym, pid, time_ns, m);
+}
+
+/* What the kernel recorded processes mapping since the last call (maprec.h)
+ * to the symbolizer: a profiled process that maps a library after its last
+ * maps read and exits before the next one still has it. Cheap when the
+ * rings are empty (one load per CPU). */
+static void drain_maprecs(struct agent *a)
+{
+	if (a->cpu && a->sym)
+		cpu_sampler_drain_maps(a->cpu, on_maprec, a);
+}
+
 static void on_procev(enum procev_kind kind, pid_t pid, void *arg)
 {
 	struct agent *a = arg;
@@ -324,6 +341,7 @@ static void window(struct agent *a)
 		pp_log(PP_ERROR, "cpu window drain failed", "error=%s", pp_q(err.msg));
 		return;
 	}
+	drain_maprecs(a); /* mappings made up to the window's last sample */
 	bool changed = false;
 	pp_err_clear(&err);
 	if (cpu_sampler_sync_cpus(a->cpu, &changed, &err) < 0)
@@ -815,10 +833,14 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 			/* between full scans: the young may still join a cgroup */
 			targets_recheck_young(a.targets, now, on_target_change, &a);
 			next_young = now + SCAN_NS;
+			drain_maprecs(&a);
 		}
-		/* new targets' maps again once ld.so has mapped their libraries */
-		if (a.sym && now >= sym_prepare_due(a.sym) && !stop)
+		/* new targets' maps again once ld.so has mapped their libraries
+		 * (what they map in between comes from the kernel's records) */
+		if (a.sym && now >= sym_prepare_due(a.sym) && !stop) {
 			sym_prepare_run(a.sym, now);
+			drain_maprecs(&a);
+		}
 		if (now >= next_recheck && !stop) {
 			gotrack_recheck(a.go);
 			last_recheck = now;

@@ -75,6 +75,18 @@ void agent_window_report(const struct window_report *r)
 				METRIC_GAUGE, NULL),
 			(double)fw);
 	}
+	uint64_t mr_records, mr_lost, mr_errors;
+	cpu_sampler_maprec_stats(r->cpu, &mr_records, &mr_lost, &mr_errors);
+	metric_set(metric_get("pushprof_cpu_mapping_records_total",
+			      "Executable mappings the kernel recorded processes making "
+			      "(the symbolizer adds those of profiled processes it read before).",
+			      METRIC_COUNTER, NULL),
+		   (double)mr_records);
+	metric_set(metric_get("pushprof_cpu_mapping_records_lost_total",
+			      "Mapping records lost to a full ring (those processes' later "
+			      "libraries come from /proc reads alone).",
+			      METRIC_COUNTER, NULL),
+		   (double)mr_lost);
 	metric_set(metric_get("pushprof_cpu_sampled_cpus", "CPUs with a perf event attached.",
 			      METRIC_GAUGE, NULL),
 		   (double)cpu_sampler_ncpus(r->cpu));
@@ -98,7 +110,8 @@ void agent_window_report(const struct window_report *r)
 	       "frameless_fault=%llu g0_switch=%llu g0_fail=%llu fl_search=%llu "
 	       "targets=%zu/%zu "
 	       "locations=%llu named=%llu cpus=%u duration_ms=%lld agent_cpu_ms=%.1f "
-	       "loop_cpu_ms=%.1f events_cpu_ms=%.1f maps_read=%llu maps_kept=%llu%s%s",
+	       "loop_cpu_ms=%.1f events_cpu_ms=%.1f maps_read=%llu maps_kept=%llu "
+	       "maps_recorded=%llu map_records_lost=%llu%s%s",
 	       (unsigned long long)r->window, (unsigned long long)r->win->samples,
 	       (unsigned long long)user_frames, r->ps->profiles, (unsigned long long)r->ps->bytes,
 	       (unsigned long long)s[CPU_STAT_LOST_COUNTS_FULL],
@@ -118,5 +131,6 @@ void agent_window_report(const struct window_report *r)
 	       (long long)(r->dur_ns / 1000000), r->cpu_ms, r->loop_cpu_ms,
 	       r->events_cpu_ms,
 	       (unsigned long long)r->sst->maps_reads, (unsigned long long)r->sst->maps_kept,
+	       (unsigned long long)r->sst->maps_recorded, (unsigned long long)mr_lost,
 	       r->flush_error ? " flush_error=" : "", r->flush_error ? pp_q(r->flush_error) : "");
 }

@@ -5,6 +5,7 @@
 #include "cpu.h"
 #include "cpu_internal.h"
 #include "fileutil.h"
+#include "maprec.h"
 #include "procinfo.h"
 #include "u64map.h"
 
@@ -80,6 +81,7 @@ static int open_perf_event(int cpu, uint32_t hz)
 	attr.config = PERF_COUNT_SW_CPU_CLOCK;
 	attr.freq = 1;
 	attr.sample_freq = hz;
+	maprec_attr(&attr); /* the kernel's mmap records come with the samples' event */
 	long fd = syscall(SYS_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
 	return fd < 0 ? -errno : (int)fd;
 }
@@ -123,9 +125,16 @@ int cpu_sampler_set_cpus(struct cpu_sampler *s, const char *cpulist, bool *chang
 			}
 			s->links[c] = l;
 			s->nattached++;
+			/* its mapping records: without them (over perf_event_mlock_kb)
+			 * the /proc reads alone find libraries, as before */
+			int mr = maprec_map(fd, &s->rings[c]);
+			if (mr < 0)
+				s->maprec_errors++;
 			if (changed)
 				*changed = true;
 		} else if (!on && s->links[c]) {
+			maprec_unmap(s->rings[c]);
+			s->rings[c] = NULL;
 			bpf_link__destroy(s->links[c]); /* closes the perf event too */
 			s->links[c] = NULL;
 			s->nattached--;
@@ -136,6 +145,24 @@ int cpu_sampler_set_cpus(struct cpu_sampler *s, const char *cpulist, bool *chang
 	if (s->nattached == 0)
 		return pp_errf(err, -ENODEV, "no online CPU could be sampled");
 	return 0;
+}
+
+int cpu_sampler_drain_maps(struct cpu_sampler *s, maprec_fn fn, void *arg)
+{
+	int n = 0;
+	for (int c = 0; c < s->ncpu_slots; c++)
+		if (s->rings[c]) /* bounded: a ring holds ~200 records */
+			n += maprec_drain(s->rings[c], 4096, fn, arg, &s->maprec_lost);
+	s->maprec_records += (uint64_t)n;
+	return n;
+}
+
+void cpu_sampler_maprec_stats(const struct cpu_sampler *s, uint64_t *records, uint64_t *lost,
+			      uint64_t *errors)
+{
+	*records = s->maprec_records;
+	*lost = s->maprec_lost;
+	*errors = s->maprec_errors;
 }
 
 unsigned cpu_sampler_ncpus(const struct cpu_sampler *s)
@@ -171,7 +198,8 @@ int cpu_sampler_new(const struct cpu_sampler_opts *o, struct cpu_sampler **out, 
 	}
 	s->ncpu_slots = s->possible;
 	s->links = calloc((size_t)s->ncpu_slots, sizeof(*s->links));
-	if (!s->links) {
+	s->rings = calloc((size_t)s->ncpu_slots, sizeof(*s->rings));
+	if (!s->links || !s->rings) {
 		r = pp_errf(err, -ENOMEM, "out of memory");
 		goto fail;
 	}
@@ -251,11 +279,15 @@ void cpu_sampler_free(struct cpu_sampler *s)
 	if (!s)
 		return;
 	if (s->links) {
-		for (int c = 0; c < s->ncpu_slots; c++)
+		for (int c = 0; c < s->ncpu_slots; c++) {
+			if (s->rings)
+				maprec_unmap(s->rings[c]);
 			if (s->links[c])
 				bpf_link__destroy(s->links[c]);
+		}
 		free(s->links);
 	}
+	free(s->rings);
 	cpu_bpf__destroy(s->skel);
 	for (size_t i = 0; i < s->ncopies; i++)
 		free(s->copies[i].ips);

@@ -19,6 +19,7 @@
 
 #include "bpf/cpu_abi.h"
 #include "err.h"
+#include "maprec.h"
 
 struct cpu_sampler;
 
@@ -75,6 +76,14 @@ void cpu_sampler_free(struct cpu_sampler *s);
  * gone ones. *changed (optional) tells whether anything changed. */
 int cpu_sampler_sync_cpus(struct cpu_sampler *s, bool *changed, struct pp_err *err);
 unsigned cpu_sampler_ncpus(const struct cpu_sampler *s);
+/* Hand the executable file mappings the kernel recorded since the last
+ * call, on every CPU, to fn (maprec.h: each CPU's event keeps a ring of
+ * them). Returns how many. Called from the agent's loop only. */
+int cpu_sampler_drain_maps(struct cpu_sampler *s, maprec_fn fn, void *arg);
+/* Mapping records handed over, lost to full rings, and CPUs whose ring
+ * could not be mapped (they rely on /proc reads alone), since the start. */
+void cpu_sampler_maprec_stats(const struct cpu_sampler *s, uint64_t *records, uint64_t *lost,
+			      uint64_t *errors);
 /* What sync does with the file's contents, given as a cpulist ("0-3,5");
  * lets tests exercise attach/detach without taking CPUs offline. */
 int cpu_sampler_set_cpus(struct cpu_sampler *s, const char *cpulist, bool *changed,

@@ -31,6 +31,8 @@ struct stack_copy {
 struct cpu_sampler {
 	struct cpu_bpf *skel;
 	struct bpf_link **links; /* by cpu number; NULL = not attached */
+	struct maprec_ring **rings; /* by cpu number: its event's mmap records, or NULL */
+	uint64_t maprec_records, maprec_lost, maprec_errors;
 	int ncpu_slots;
 	unsigned nattached;
 	uint32_t frequency_hz;

@@ -195,8 +195,10 @@ static int open_mapped(pid_t pid, const struct proc_map *m, struct stat *st, cha
 	return fd;
 }
 
-/* (Re)load f from the file behind mapping m. */
-static void fentry_load(struct symbolizer *s, struct fentry *f, pid_t pid, const struct proc_map *m,
+/* (Re)load f from the file behind mapping m. Returns the open's error
+ * (-ESRCH: the process is gone, or it unmapped the file and its root has no
+ * such path), or 0. */
+static int fentry_load(struct symbolizer *s, struct fentry *f, pid_t pid, const struct proc_map *m,
 			uint64_t now)
 {
 	s->bytes -= f->bytes;
@@ -245,6 +247,7 @@ static void fentry_load(struct symbolizer *s, struct fentry *f, pid_t pid, const
 	}
 	f->bytes = sizeof(*f) + (f->e ? f->e->bytes : 0) + (f->err ? strlen(f->err) + 1 : 0);
 	s->bytes += f->bytes;
+	return fd < 0 && !f->e ? fd : 0;
 }
 
 /* The cached file for mapping m of pid, loading or revalidating it. */
@@ -291,7 +294,18 @@ static struct fentry *file_get(struct symbolizer *s, pid_t pid, const struct pro
 	s->buckets[h] = f;
 	lru_front(s, f);
 	s->nfiles++;
-	fentry_load(s, f, pid, m, now);
+	if (fentry_load(s, f, pid, m, now) == -ESRCH) {
+		/* not remembered as unloadable: the file is fine, this process
+		 * cannot show it any more (gone: a mapping known from its mmap
+		 * record, maprec.h); a live process that maps it loads it */
+		s->buckets[h] = f->hnext;
+		lru_unlink(s, f);
+		s->nfiles--;
+		s->bytes -= f->bytes;
+		free(f->err);
+		free(f);
+		return NULL;
+	}
 	evict(s);
 	return f;
 }
@@ -357,6 +371,7 @@ static struct pentry *proc_get_for(struct symbolizer *s, pid_t pid, uint64_t now
 	}
 	s->st.maps_reads++;
 	struct proc_maps mm;
+	uint64_t read_ns = pp_mono_ns();
 	int r = proc_maps_read(pid, &mm, err);
 	if (r == 0 && mm.n == 0) {
 		/* a process that has released its memory on the way out (a
@@ -397,6 +412,7 @@ static struct pentry *proc_get_for(struct symbolizer *s, pid_t pid, uint64_t now
 	p->start_time = st;
 	p->maps = mm;
 	p->read_ms = now;
+	p->read_ns = read_ns;
 	p->used = ++s->proc_tick;
 	return p;
 }
@@ -405,6 +421,32 @@ static struct pentry *proc_get(struct symbolizer *s, pid_t pid, uint64_t now, ui
 			       uint64_t known_start, int *rc, struct pp_err *err)
 {
 	return proc_get_for(s, pid, now, max_age, known_start, NULL, 0, rc, err);
+}
+
+int sym_add_mapping(struct symbolizer *s, pid_t pid, uint64_t time_ns, const struct proc_map *m)
+{
+	struct pentry *p = NULL;
+	if (s->last_add < s->nprocs && s->procs[s->last_add].pid == pid)
+		p = &s->procs[s->last_add];
+	for (size_t i = 0; !p && i < s->nprocs; i++)
+		if (s->procs[i].pid == pid) {
+			p = &s->procs[i];
+			s->last_add = i;
+		}
+	/* mapped before the maps were read: in them, or unmapped since */
+	if (!p || time_ns <= p->read_ns)
+		return 0;
+	int r = proc_maps_insert(&p->maps, m);
+	if (r <= 0)
+		return r;
+	s->st.maps_recorded++;
+	/* its file now, while map_files still has it (gone: not loaded) */
+	uint64_t st;
+	if (proc_start_time(pid, &st) == 0 && st == p->start_time) {
+		s->gen++;
+		file_get(s, pid, m, pp_mono_ns() / 1000000);
+	}
+	return 1;
 }
 
 void sym_forget(struct symbolizer *s, pid_t pid)

@@ -148,9 +148,11 @@ struct sym_stats {
 	/* /proc/PID/maps read in full; stale maps kept because the kernel
 	 * reported every mapping the addresses hit unchanged */
 	uint64_t maps_reads, maps_kept;
+	uint64_t maps_recorded; /* mappings added from the kernel's mmap records */
 };
 
 struct symbolizer;
+struct proc_map; /* procinfo.h */
 
 int sym_new(const struct sym_opts *opts, struct symbolizer **out, struct pp_err *err);
 void sym_free(struct symbolizer *s);
@@ -199,6 +201,17 @@ int sym_prepare(struct symbolizer *s, pid_t pid, struct pp_err *err);
  */
 uint64_t sym_prepare_due(const struct symbolizer *s);
 void sym_prepare_run(struct symbolizer *s, uint64_t now_ns);
+
+/*
+ * An executable file mapping the kernel recorded pid making at time_ns
+ * (CLOCK_MONOTONIC; maprec.h), added to the maps known for pid when they
+ * were read before it and it overlaps none of them, and its file loaded
+ * while the process can still be asked: what a process that exits before
+ * its next re-read mapped is still resolved. 1 added, 0 not (pid not
+ * known here: not a process being profiled; read since; overlapping), or
+ * -ENOMEM.
+ */
+int sym_add_mapping(struct symbolizer *s, pid_t pid, uint64_t time_ns, const struct proc_map *m);
 
 /* Forget pid's maps (process exited and its window is done). */
 void sym_forget(struct symbolizer *s, pid_t pid);

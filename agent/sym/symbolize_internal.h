@@ -51,6 +51,7 @@ struct pentry {
 	uint64_t start_time;
 	struct proc_maps maps;
 	uint64_t read_ms, used;
+	uint64_t read_ns; /* CLOCK_MONOTONIC when maps were last read (begun) */
 	/* re-reads after sym_prepare(): the next is due at prep_start_ms +
 	 * prep_delay_ms[prep_step - 1]; prep_step 0 = none pending */
 	uint64_t prep_start_ms;
@@ -117,6 +118,9 @@ struct symbolizer {
 	struct elfsym *vdso;
 	bool vdso_tried;
 	bool no_maps_query; /* the kernel has no PROCMAP_QUERY */
+	/* the pentry of the last sym_add_mapping() (records come in runs of
+	 * one process): an index into procs, or SIZE_MAX */
+	size_t last_add;
 	struct sym_stats st;
 };
 
