@@ -183,6 +183,17 @@ def median(xs):
     return statistics.median(xs) if xs else float("nan")
 
 
+def print_ab(res, fields):
+    """The A/B scripts' summary: per field, the median of each build's
+    rounds (res["a"], res["b"]: dicts; a round without the figure, None, is
+    left out) and the ratio B/A ("-" when A's is 0: a build without it)."""
+    for field in fields:
+        ma = median([x[field] for x in res["a"] if x[field] is not None])
+        mb = median([x[field] for x in res["b"] if x[field] is not None])
+        ratio = f"{mb / ma:.3f}" if ma else "-"
+        print(f"{field}: A {ma:.2f}  B {mb:.2f}  B/A {ratio}")
+
+
 def logfields(line):
     out = {}
     for m in re.finditer(r'(\w+)=("(?:[^"\\]|\\.)*"|\S*)', line):

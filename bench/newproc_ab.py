@@ -98,11 +98,7 @@ def main():
             x = run_one(b, os.path.abspath(binary), a.hz, a.procs)
             res[key].append(x)
             print(f"round {r} {key}: {x}", flush=True)
-    for field in ("window_ms", "next_window_ms"):
-        ma = statistics.median([x[field] for x in res["a"] if x[field] is not None])
-        mb = statistics.median([x[field] for x in res["b"] if x[field] is not None])
-        print(f"{field}: A {ma:.2f}  B {mb:.2f}  B/A {mb / ma:.3f}" if ma else
-              f"{field}: A {ma:.2f}  B {mb:.2f}")
+    bench.print_ab(res, ("window_ms", "next_window_ms"))
     per = [x["window_ms"] / max(1, x["processes"]) for x in res["a"]], \
           [x["window_ms"] / max(1, x["processes"]) for x in res["b"]]
     print(f"ms per process in that window: A {statistics.median(per[0]):.3f}  "

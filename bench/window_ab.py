@@ -146,13 +146,10 @@ def main():
                 print(f"round {r} {key}: " + json.dumps(x), flush=True)
     finally:
         pop.stop()
-    for field in ("cpu_pct_of_one", "rss_anon_kib", "own_rss_kib", "cpu_ms_per_1000",
-                  "win_ms_per_1000", "win_ms_median", "loop_ms_per_1000", "events_ms_per_1000",
-                  "push_ms_per_1000", "path_ms_per_1000", "path_ms_per_1000_median_window"):
-        ma = statistics.median([x[field] for x in res["a"] if x[field] is not None])
-        mb = statistics.median([x[field] for x in res["b"] if x[field] is not None])
-        ratio = f"{mb / ma:.3f}" if ma else "-"  # a build without that figure: 0
-        print(f"{field}: A {ma:.2f}  B {mb:.2f}  B/A {ratio}")
+    bench.print_ab(res, ("cpu_pct_of_one", "rss_anon_kib", "own_rss_kib", "cpu_ms_per_1000",
+                         "win_ms_per_1000", "win_ms_median", "loop_ms_per_1000",
+                         "events_ms_per_1000", "push_ms_per_1000", "path_ms_per_1000",
+                         "path_ms_per_1000_median_window"))
 
 
 if __name__ == "__main__":

@@ -205,18 +205,27 @@ static int map_query(int fd, uint64_t addr, uint64_t flags, struct pp_procmap_qu
 	return e == ENOTTY || e == EINVAL || e == EOPNOTSUPP ? -ENOTTY : e == ENOENT ? 0 : gone(e);
 }
 
+/* /proc/PID/maps opened for PROCMAP_QUERY: the descriptor, or -ESRCH (gone)
+ * or another negative errno. */
+static int open_maps(pid_t pid)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	return fd < 0 ? gone(errno) : fd;
+}
+
 int proc_maps_still(pid_t pid, const struct proc_maps *maps, const uint64_t *addrs, size_t n)
 {
-	char path[64], name[PATH_MAX + 32];
+	char name[PATH_MAX + 32];
 	uint64_t asked[32]; /* mapping starts asked about: the few the addresses hit */
 	size_t nasked = 0, queries = 0;
 	struct pp_procmap_query q;
 	int rc = 1;
 
-	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
-	int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	int fd = open_maps(pid);
 	if (fd < 0)
-		return gone(errno);
+		return fd;
 	for (size_t i = 0; i < n && rc == 1; i++) {
 		const struct proc_map *m = proc_maps_find(maps, addrs[i]);
 		bool seen = false;
@@ -260,15 +269,14 @@ int proc_maps_still(pid_t pid, const struct proc_maps *maps, const uint64_t *add
 
 int proc_maps_each_exec(pid_t pid, int (*fn)(const struct proc_map *m, void *arg), void *arg)
 {
-	char path[64], name[PATH_MAX + 32];
+	char name[PATH_MAX + 32];
 	struct pp_procmap_query q;
 	uint64_t addr = 0;
 	int rc = 0;
 
-	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
-	int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	int fd = open_maps(pid);
 	if (fd < 0)
-		return gone(errno);
+		return fd;
 	for (int i = 0;; i++) {
 		if (i == EACH_EXEC_MAX) {
 			rc = -E2BIG;

@@ -348,13 +348,13 @@ static int runtime_range(pid_t pid, const struct fl_bin *b, const char *exe, uin
 		struct proc_maps maps = { 0 };
 		rc = proc_maps_read(pid, &maps, NULL);
 		if (rc)
-			return rc == -ENOENT ? -ESRCH : rc;
+			return rc;
 		for (size_t i = 0; i < maps.n && rc == 0; i++)
 			rc = text_in(&maps.v[i], &tf);
 		proc_maps_free(&maps);
 	}
 	if (rc < 0)
-		return rc == -ENOENT ? -ESRCH : rc;
+		return rc; /* -ESRCH: gone (both ways say so) */
 	if (rc == 0)
 		return -ENOENT;
 	*start = tf.start;
