@@ -120,9 +120,14 @@ void proc_maps_free(struct proc_maps *m)
 
 int proc_maps_insert(struct proc_maps *m, const struct proc_map *add)
 {
-	size_t at = 0;
-	while (at < m->n && m->v[at].end <= add->start)
-		at++;
+	size_t at = 0, hi = m->n; /* the first mapping ending after add starts */
+	while (at < hi) {
+		size_t mid = at + (hi - at) / 2;
+		if (m->v[mid].end <= add->start)
+			at = mid + 1;
+		else
+			hi = mid;
+	}
 	if ((at < m->n && m->v[at].start < add->end) || add->start >= add->end)
 		return 0; /* overlaps what is known (or empty) */
 	if (m->n >= MAX_MAPS)

@@ -546,6 +546,13 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 		r = cpu_sampler_new(&so, &a.cpu, err);
 		if (r < 0)
 			goto out;
+		uint64_t mr_rec, mr_lost, mr_err;
+		cpu_sampler_maprec_stats(a.cpu, &mr_rec, &mr_lost, &mr_err);
+		if (mr_err)
+			pp_log(PP_WARN,
+			       "mmap records unavailable on some CPUs (perf_event_mlock_kb?): "
+			       "libraries a short-lived process maps late may stay unnamed",
+			       "cpus=%llu", (unsigned long long)mr_err);
 		/* Frameless Go leaves, C/C++ prologues, epilogues and
 		 * frameless leaves (bpf/cpu_abi.h); off: plain frame-pointer
 		 * stacks, go: Go only (no .eh_frame tables), for comparisons */

@@ -35,6 +35,11 @@
 #include "symbolize_internal.h"
 
 static const unsigned prep_delay_ms[] = { 20, 100, 500, 2000 };
+/* sym_add_mapping: at most this many recorded mappings per process between
+ * two reads of its maps, and none into maps this long (each insertion moves
+ * the array: a hostile process's 65,000 mappings would make it slow) */
+#define SYM_RECORDED_MAX 64
+#define SYM_RECORDED_MAPS_MAX 4096
 #define PREP_STEPS (sizeof(prep_delay_ms) / sizeof(prep_delay_ms[0]))
 
 int sym_new(const struct sym_opts *opts, struct symbolizer **out, struct pp_err *err)
@@ -413,6 +418,7 @@ static struct pentry *proc_get_for(struct symbolizer *s, pid_t pid, uint64_t now
 	p->maps = mm;
 	p->read_ms = now;
 	p->read_ns = read_ns;
+	p->recorded = 0;
 	p->used = ++s->proc_tick;
 	return p;
 }
@@ -436,6 +442,11 @@ int sym_add_mapping(struct symbolizer *s, pid_t pid, uint64_t time_ns, const str
 	/* mapped before the maps were read: in them, or unmapped since */
 	if (!p || time_ns <= p->read_ns)
 		return 0;
+	/* bounded work for a process that maps code in a loop: what a loader
+	 * adds between two reads is a few dozen; past that, the next read */
+	if (p->recorded >= SYM_RECORDED_MAX || p->maps.n >= SYM_RECORDED_MAPS_MAX)
+		return 0;
+	p->recorded++;
 	int r = proc_maps_insert(&p->maps, m);
 	if (r <= 0)
 		return r;

@@ -52,6 +52,7 @@ struct pentry {
 	struct proc_maps maps;
 	uint64_t read_ms, used;
 	uint64_t read_ns; /* CLOCK_MONOTONIC when maps were last read (begun) */
+	unsigned recorded; /* mappings added from mmap records since that read */
 	/* re-reads after sym_prepare(): the next is due at prep_start_ms +
 	 * prep_delay_ms[prep_step - 1]; prep_step 0 = none pending */
 	uint64_t prep_start_ms;
