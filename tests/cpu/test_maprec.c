@@ -54,7 +54,7 @@ static void on_rec(pid_t pid, uint64_t t, const struct proc_map *m, void *arg)
 
 /* One child as described above; *addr gets where it mapped libz's text. */
 static pid_t run_child(struct symbolizer *sym, const char *path, const struct proc_map *text,
-		       uint64_t *addr, uint64_t *t_read, uint64_t *t_reaped)
+		       int extra, uint64_t *addr, uint64_t *t_read, uint64_t *t_reaped)
 {
 	int c2p[2], p2c[2];
 	if (pipe(c2p) || pipe(p2c))
@@ -69,6 +69,8 @@ static pid_t run_child(struct symbolizer *sym, const char *path, const struct pr
 			_exit(1);
 		void *m1 = mmap(NULL, text->end - text->start, PROT_READ | PROT_EXEC, MAP_PRIVATE,
 				fd, (off_t)text->offset);
+		for (int i = 0; i < extra; i++) /* one page each, apart */
+			mmap(NULL, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE, fd, 0);
 		uint64_t a = (uint64_t)(uintptr_t)m1;
 		if (write(c2p[1], &a, sizeof(a)) != sizeof(a))
 			_exit(1);
@@ -139,7 +141,7 @@ int main(void)
 	for (int round = 0; round < 2; round++) {
 		uint64_t addr = 0, t_read = 0, t_reaped = 0;
 		struct seen s = { .sym = sym };
-		s.child = run_child(sym, copy, zt, &addr, &t_read, &t_reaped);
+		s.child = run_child(sym, copy, zt, 0, &addr, &t_read, &t_reaped);
 		CHECK(s.child > 0 && addr, "round %d: the child ran", round);
 		struct sym_stats st0, st1;
 		sym_get_stats(sym, &st0);
@@ -178,6 +180,18 @@ int main(void)
 		} else {
 			CHECK(!strcmp(fn, "zlibVersion"), "round 1: named with libz cached (%s)", fn);
 		}
+	}
+	/* a process mapping code in a loop: 64 added between two reads, no more */
+	{
+		uint64_t addr = 0, t_read = 0, t_reaped = 0;
+		struct seen s = { .sym = sym };
+		s.child = run_child(sym, copy, zt, 100, &addr, &t_read, &t_reaped);
+		cpu_sampler_drain_maps(cpu, on_rec, &s);
+		printf("a child mapping 101 times after its read: %d records, %d added\n",
+		       s.records, s.added);
+		CHECK(s.records == 102 && s.added == 64,
+		      "bounded: 64 of 101 recorded mappings added (%d of %d)", s.added,
+		      s.records - 1);
 	}
 	uint64_t rec1, lost1;
 	cpu_sampler_maprec_stats(cpu, &rec1, &lost1, &errors);
