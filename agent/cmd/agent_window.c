@@ -111,7 +111,7 @@ void agent_window_report(const struct window_report *r)
 	       "targets=%zu/%zu "
 	       "locations=%llu named=%llu cpus=%u duration_ms=%lld agent_cpu_ms=%.1f "
 	       "loop_cpu_ms=%.1f events_cpu_ms=%.1f maps_read=%llu maps_kept=%llu "
-	       "maps_recorded=%llu map_records_lost=%llu%s%s",
+	       "maps_recorded=%llu maps_from_records=%llu map_records_lost=%llu%s%s",
 	       (unsigned long long)r->window, (unsigned long long)r->win->samples,
 	       (unsigned long long)user_frames, r->ps->profiles, (unsigned long long)r->ps->bytes,
 	       (unsigned long long)s[CPU_STAT_LOST_COUNTS_FULL],
@@ -131,6 +131,7 @@ void agent_window_report(const struct window_report *r)
 	       (long long)(r->dur_ns / 1000000), r->cpu_ms, r->loop_cpu_ms,
 	       r->events_cpu_ms,
 	       (unsigned long long)r->sst->maps_reads, (unsigned long long)r->sst->maps_kept,
-	       (unsigned long long)r->sst->maps_recorded, (unsigned long long)mr_lost,
+	       (unsigned long long)r->sst->maps_recorded,
+	       (unsigned long long)r->sst->maps_from_records, (unsigned long long)mr_lost,
 	       r->flush_error ? " flush_error=" : "", r->flush_error ? pp_q(r->flush_error) : "");
 }

@@ -41,6 +41,10 @@ static const unsigned prep_delay_ms[] = { 20, 100, 500, 2000 };
 #define SYM_RECORDED_MAX 64
 #define SYM_RECORDED_MAPS_MAX 4096
 #define PREP_STEPS (sizeof(prep_delay_ms) / sizeof(prep_delay_ms[0]))
+/* mmap records kept for processes never read (struct symbolizer.orphans):
+ * ~500 process starts, a few seconds of a busy build node; 288 KiB and the
+ * distinct paths when full (nothing on a node where nothing starts) */
+#define SYM_ORPHANS 4096
 
 int sym_new(const struct sym_opts *opts, struct symbolizer **out, struct pp_err *err)
 {
@@ -92,6 +96,12 @@ void sym_free(struct symbolizer *s)
 		perfmap_free(&s->procs[i].pm);
 	}
 	free(s->procs);
+	free(s->orphans);
+	for (size_t i = 0; i < OPATH_BUCKETS; i++)
+		for (struct opath *o = s->opaths[i], *n; o; o = n) {
+			n = o->next;
+			free(o);
+		}
 	free(s->ksyms);
 	free(s->kidx);
 	free(s->knames);
@@ -336,6 +346,122 @@ static struct elfsym *vdso_get(struct symbolizer *s)
 	return s->vdso;
 }
 
+/* A free entry: a new one, or the least recently used one emptied. */
+static struct pentry *pentry_new(struct symbolizer *s)
+{
+	struct pentry *p;
+	if (s->nprocs < s->o.max_procs) {
+		p = &s->procs[s->nprocs++];
+	} else {
+		p = &s->procs[0];
+		for (size_t i = 1; i < s->nprocs; i++)
+			if (s->procs[i].used < p->used)
+				p = &s->procs[i];
+		proc_maps_free(&p->maps);
+	}
+	p->prep_step = 0;
+	perfmap_free(&p->pm);
+	p->pm_checked = false;
+	return p;
+}
+
+/* An entry for pid, gone and never read, from its mmap records kept in
+ * s->orphans (the newest wins where two overlap: a library unmapped and
+ * another mapped there); NULL when there are none. Its files load only
+ * if cached: a gone process cannot show them (file_get). */
+static struct pentry *from_orphans(struct symbolizer *s, pid_t pid, uint64_t now)
+{
+	struct proc_maps mm = { 0 };
+	/* at most the newest SYM_RECORDED_MAPS_MAX / 16 of them: a loader's
+	 * few dozen, and bounded insertion work for a process that mapped
+	 * code in a loop */
+	for (size_t k = 0; k < s->norphans && mm.n < SYM_RECORDED_MAPS_MAX / 16; k++) {
+		/* newest first: orphan_next - 1, - 2, ... */
+		const struct orphan_rec *o =
+			&s->orphans[(s->orphan_next + SYM_ORPHANS - 1 - k) % SYM_ORPHANS];
+		if (o->pid == pid && proc_maps_insert(&mm, &o->m) < 0) {
+			proc_maps_free(&mm);
+			return NULL;
+		}
+	}
+	if (!mm.n)
+		return NULL;
+	struct pentry *p = pentry_new(s);
+	p->pid = pid;
+	p->start_time = 0; /* unknown: a live process of that pid is read anew */
+	p->maps = mm;
+	p->read_ms = now;
+	p->read_ns = 0;
+	p->recorded = 0;
+	p->used = ++s->proc_tick;
+	s->st.maps_from_records++;
+	return p;
+}
+
+static size_t opath_hash(const char *p)
+{
+	uint32_t h = 2166136261u; /* FNV-1a */
+	for (; *p; p++)
+		h = (h ^ (unsigned char)*p) * 16777619u;
+	return h % OPATH_BUCKETS;
+}
+
+/* A counted reference to the shared copy of path, or NULL (out of memory). */
+static char *opath_get(struct symbolizer *s, const char *path)
+{
+	size_t h = opath_hash(path);
+	for (struct opath *o = s->opaths[h]; o; o = o->next)
+		if (!strcmp(o->s, path)) {
+			o->refs++;
+			return o->s;
+		}
+	size_t len = strlen(path);
+	struct opath *o = malloc(sizeof(*o) + len + 1);
+	if (!o)
+		return NULL;
+	memcpy(o->s, path, len + 1);
+	o->refs = 1;
+	o->next = s->opaths[h];
+	s->opaths[h] = o;
+	return o->s;
+}
+
+/* Drop a reference opath_get() gave; NULL-safe. */
+static void opath_put(struct symbolizer *s, char *path)
+{
+	if (!path)
+		return;
+	struct opath *o = (struct opath *)(path - offsetof(struct opath, s));
+	if (--o->refs)
+		return;
+	for (struct opath **pp = &s->opaths[opath_hash(path)]; *pp; pp = &(*pp)->next)
+		if (*pp == o) {
+			*pp = o->next;
+			free(o);
+			return;
+		}
+}
+
+/* Keep the record of a process with no entry (the oldest kept goes). */
+static int orphan_keep(struct symbolizer *s, pid_t pid, uint64_t time_ns, const struct proc_map *m)
+{
+	if (!s->orphans && !(s->orphans = calloc(SYM_ORPHANS, sizeof(*s->orphans))))
+		return -ENOMEM;
+	struct orphan_rec *o = &s->orphans[s->orphan_next];
+	char *path = opath_get(s, m->path ? m->path : "");
+	if (!path)
+		return -ENOMEM;
+	opath_put(s, o->m.path);
+	o->pid = pid;
+	o->time_ns = time_ns;
+	o->m = *m;
+	o->m.path = path;
+	s->orphan_next = (s->orphan_next + 1) % SYM_ORPHANS;
+	if (s->norphans < SYM_ORPHANS)
+		s->norphans++;
+	return 0;
+}
+
 /* The process entry for pid with maps at most max_age old (or the last
  * maps seen when the process is gone). addrs (n of them; NULL: none): the
  * addresses about to be resolved: stale maps the kernel still reports the
@@ -360,6 +486,10 @@ static struct pentry *proc_get_for(struct symbolizer *s, pid_t pid, uint64_t now
 		return p;
 	}
 	if (!alive) {
+		/* never read: what its mmap records say it mapped */
+		p = from_orphans(s, pid, now); /* (p was NULL: one is returned above) */
+		if (p)
+			return p;
 		*rc = pp_errf(err, -ESRCH, "symbolize: process %d is gone", (int)pid);
 		return NULL;
 	}
@@ -394,18 +524,7 @@ static struct pentry *proc_get_for(struct symbolizer *s, pid_t pid, uint64_t now
 		return NULL;
 	}
 	if (!p) {
-		if (s->nprocs < s->o.max_procs) {
-			p = &s->procs[s->nprocs++];
-		} else {
-			p = &s->procs[0];
-			for (size_t i = 1; i < s->nprocs; i++)
-				if (s->procs[i].used < p->used)
-					p = &s->procs[i];
-			proc_maps_free(&p->maps);
-		}
-		p->prep_step = 0;
-		perfmap_free(&p->pm);
-		p->pm_checked = false;
+		p = pentry_new(s);
 	} else {
 		proc_maps_free(&p->maps);
 		if (p->start_time != st) { /* pid reused */
@@ -439,8 +558,10 @@ int sym_add_mapping(struct symbolizer *s, pid_t pid, uint64_t time_ns, const str
 			p = &s->procs[i];
 			s->last_add = i;
 		}
+	if (!p) /* not read (yet): kept in case it exits before it is */
+		return orphan_keep(s, pid, time_ns, m) < 0 ? -ENOMEM : 0;
 	/* mapped before the maps were read: in them, or unmapped since */
-	if (!p || time_ns <= p->read_ns)
+	if (time_ns <= p->read_ns)
 		return 0;
 	/* bounded work for a process that maps code in a loop: what a loader
 	 * adds between two reads is a few dozen; past that, the next read */

@@ -149,6 +149,7 @@ struct sym_stats {
 	 * reported every mapping the addresses hit unchanged */
 	uint64_t maps_reads, maps_kept;
 	uint64_t maps_recorded; /* mappings added from the kernel's mmap records */
+	uint64_t maps_from_records; /* processes never read, resolved from those records */
 };
 
 struct symbolizer;
@@ -207,8 +208,11 @@ void sym_prepare_run(struct symbolizer *s, uint64_t now_ns);
  * (CLOCK_MONOTONIC; maprec.h), added to the maps known for pid when they
  * were read before it and it overlaps none of them, and its file loaded
  * while the process can still be asked: what a process that exits before
- * its next re-read mapped is still resolved. 1 added, 0 not (pid not
- * known here: not a process being profiled; read since; overlapping), or
+ * its next re-read mapped is still resolved. The record of a pid not known
+ * here is kept (the last 1,024 such): a process that exits before it is ever
+ * read (whole-host mode reads none ahead) is resolved with its records
+ * alone: its mappings, and the symbols of files other processes loaded.
+ * 1 added, 0 not (kept for a pid not known; read since; overlapping), or
  * -ENOMEM.
  */
 int sym_add_mapping(struct symbolizer *s, pid_t pid, uint64_t time_ns, const struct proc_map *m);

@@ -46,6 +46,21 @@ struct fentry {
 	struct fentry *hnext, *prev, *next; /* hash chain, LRU list */
 };
 
+struct orphan_rec {
+	pid_t pid;
+	uint64_t time_ns;
+	struct proc_map m; /* m.path: an opath's s (a reference) */
+};
+
+/* A path orphan records share (the same libc for every process started):
+ * one copy, counted. */
+struct opath {
+	struct opath *next;
+	uint32_t refs;
+	char s[];
+};
+#define OPATH_BUCKETS 256
+
 struct pentry {
 	pid_t pid;
 	uint64_t start_time;
@@ -122,6 +137,13 @@ struct symbolizer {
 	/* the pentry of the last sym_add_mapping() (records come in runs of
 	 * one process): an index into procs, or SIZE_MAX */
 	size_t last_add;
+	/* mmap records of processes with no entry (never read: whole-host mode
+	 * does not read new processes ahead), newest last, a ring of
+	 * SYM_ORPHANS: what a process that exits before it is ever read is
+	 * resolved with (proc_get_for) */
+	struct orphan_rec *orphans;
+	size_t orphan_next, norphans;
+	struct opath *opaths[OPATH_BUCKETS];
 	struct sym_stats st;
 };
 

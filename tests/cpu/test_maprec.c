@@ -193,6 +193,78 @@ int main(void)
 		      "bounded: 64 of 101 recorded mappings added (%d of %d)", s.added,
 		      s.records - 1);
 	}
+	/* A process never read (whole-host mode reads none ahead): its records
+	 * are kept; gone, it resolves with them. It maps in batches, each
+	 * drained before the next (a ring holds ~200), 4,250 in all: more than
+	 * the 4,096 kept, so its first mapping is gone from them and its last
+	 * is there. */
+	{
+		int c2p[2], p2c[2];
+		if (pipe(c2p) || pipe(p2c))
+			return 1;
+		enum { BATCHES = 17, PER = 250 };
+		pid_t pid = fork();
+		if (pid == 0) {
+			int fd = open(copy, O_RDONLY | O_CLOEXEC);
+			uint64_t first = 0, last = 0;
+			for (int bi = 0; bi < BATCHES; bi++) {
+				for (int i = 0; i < PER; i++) {
+					void *m = mmap(NULL, 4096, PROT_READ | PROT_EXEC,
+						       MAP_PRIVATE, fd, 0);
+					last = (uint64_t)(uintptr_t)m;
+					if (!first)
+						first = last;
+				}
+				char c = 'x';
+				if (write(c2p[1], &c, 1) != 1 || read(p2c[0], &c, 1) != 1)
+					_exit(1);
+			}
+			uint64_t a[2] = { first, last };
+			if (write(c2p[1], a, sizeof(a)) != sizeof(a))
+				_exit(1);
+			_exit(0);
+		}
+		struct seen s = { .sym = sym, .child = pid };
+		uint64_t lost_before, lost_after, r0;
+		cpu_sampler_maprec_stats(cpu, &r0, &lost_before, &errors);
+		for (int bi = 0; bi < BATCHES; bi++) {
+			char c;
+			if (read(c2p[0], &c, 1) != 1)
+				return 1;
+			cpu_sampler_drain_maps(cpu, on_rec, &s);
+			c = 'y';
+			if (write(p2c[1], &c, 1) != 1)
+				return 1;
+		}
+		uint64_t a[2];
+		if (read(c2p[0], a, sizeof(a)) != sizeof(a))
+			return 1;
+		waitpid(pid, NULL, 0);
+		cpu_sampler_drain_maps(cpu, on_rec, &s);
+		cpu_sampler_maprec_stats(cpu, &r0, &lost_after, &errors);
+		struct sym_stats st0, st1;
+		sym_get_stats(sym, &st0);
+		int r = sym_resolve_user(sym, pid, 0, a, 2, &b, &err);
+		sym_get_stats(sym, &st1);
+		printf("a child never read mapped %d times: %d records (%llu lost), "
+		       "resolved from them: first %s, last %s\n",
+		       BATCHES * PER, s.records, (unsigned long long)(lost_after - lost_before),
+		       r == 0 && b.r[0].mapping >= 0 ? "mapped" : "not mapped",
+		       r == 0 && b.r[1].mapping >= 0 ? b.mappings[b.r[1].mapping].path : "not mapped");
+		CHECK(s.records == BATCHES * PER && s.added == 0 && lost_after == lost_before,
+		      "never read: every record drained and kept, none added (%d, %d)", s.records,
+		      s.added);
+		CHECK(r == 0 && b.r[1].mapping >= 0 &&
+			      !strcmp(b.mappings[b.r[1].mapping].path, copy),
+		      "gone, never read: its last mapping from its records");
+		CHECK(r == 0 && b.r[0].mapping < 0,
+		      "bounded: its first mapping is no longer kept (4,096 records)");
+		CHECK(st1.maps_from_records == st0.maps_from_records + 1, "counted");
+		close(c2p[0]);
+		close(c2p[1]);
+		close(p2c[0]);
+		close(p2c[1]);
+	}
 	uint64_t rec1, lost1;
 	cpu_sampler_maprec_stats(cpu, &rec1, &lost1, &errors);
 	printf("records handed over %llu, lost %llu\n", (unsigned long long)(rec1 - rec0),
