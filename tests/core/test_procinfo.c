@@ -185,10 +185,22 @@ int main(void)
 		execl("/bin/sleep", "sleep", "30", (char *)NULL);
 		_exit(127);
 	}
-	for (int i = 0; i < 500; i++) { /* until the exec is done */
-		char c[16] = "";
+	for (int i = 0; i < 500; i++) {
+		/* until the exec is done and ld.so too: the process sleeps
+		 * (state S, in its nanosleep); before, the maps read and the
+		 * queries could see libc mapped in between */
+		char c[16] = "", line[512] = "", path[64];
 		uint64_t t;
-		if (proc_comm_start(child, c, sizeof(c), &t) == 0 && !strcmp(c, "sleep"))
+		snprintf(path, sizeof(path), "/proc/%d/stat", (int)child);
+		FILE *sf = fopen(path, "r");
+		if (sf) {
+			if (!fgets(line, sizeof(line), sf))
+				line[0] = 0;
+			fclose(sf);
+		}
+		const char *rp = strrchr(line, ')');
+		if (proc_comm_start(child, c, sizeof(c), &t) == 0 && !strcmp(c, "sleep") && rp &&
+		    rp[1] == ' ' && rp[2] == 'S')
 			break;
 		usleep(10000);
 	}
