@@ -199,6 +199,10 @@ static void read_netlink(struct agent *a, uint64_t now)
 		a->rescan = true;
 	else if (n > 0)
 		a->took_events = true;
+	/* processes start: their mmap records come in now, and a ring holds
+	 * ~200 (a node starting processes fast filled it between windows) */
+	if (n != 0)
+		drain_maprecs(a);
 }
 
 /* The BPF process events: the same contract as read_netlink. */
@@ -214,6 +218,8 @@ static void drain_procev(struct agent *a)
 	} else if (m > 0) {
 		a->took_events = true;
 	}
+	if (m != 0)
+		drain_maprecs(a); /* as read_netlink */
 }
 
 /* Process events now (at most every 50 ms): new targets are let through the
