@@ -13,8 +13,8 @@
  *
  * The rings belong to the sampler's own cpu-clock events (one per CPU,
  * cpu.c), opened with mmap2 and a timestamp in CLOCK_MONOTONIC: no extra
- * event, no wake-up (the agent drains them when it reads processes anyway;
- * nobody polls them). A ring is MAPREC_PAGES data pages (32 KiB, ~200
+ * event, no wake-up (the agent drains them when it reads processes anyway:
+ * process events, re-reads, windows; nobody polls them). A ring is MAPREC_PAGES data pages (32 KiB, ~200
  * records); what overflows between two drains is counted as lost and the
  * /proc reads cover it, as they did before.
  *
