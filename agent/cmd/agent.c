@@ -846,6 +846,9 @@ int agent_run(const struct config *cfg, struct agent_opts *o, struct pp_err *err
 			/* between full scans: the young may still join a cgroup */
 			targets_recheck_young(a.targets, now, on_target_change, &a);
 			next_young = now + SCAN_NS;
+			/* mappings made without any process event (dlopen in a
+			 * running program) fill a ring of ~200 records: drained
+			 * each second, not only at the window */
 			drain_maprecs(&a);
 		}
 		/* new targets' maps again once ld.so has mapped their libraries

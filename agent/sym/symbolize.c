@@ -45,6 +45,10 @@ static const unsigned prep_delay_ms[] = { 20, 100, 500, 2000 };
  * ~500 process starts, a few seconds of a busy build node; 288 KiB and the
  * distinct paths when full (nothing on a node where nothing starts) */
 #define SYM_ORPHANS 4096
+/* from_orphans: at most the newest this many of a gone process's kept
+ * records make its entry: a loader's few dozen, and bounded insertion work
+ * for a process that mapped code in a loop */
+#define SYM_ORPHAN_MAPS_MAX 256
 
 int sym_new(const struct sym_opts *opts, struct symbolizer **out, struct pp_err *err)
 {
@@ -372,10 +376,7 @@ static struct pentry *pentry_new(struct symbolizer *s)
 static struct pentry *from_orphans(struct symbolizer *s, pid_t pid, uint64_t now)
 {
 	struct proc_maps mm = { 0 };
-	/* at most the newest SYM_RECORDED_MAPS_MAX / 16 of them: a loader's
-	 * few dozen, and bounded insertion work for a process that mapped
-	 * code in a loop */
-	for (size_t k = 0; k < s->norphans && mm.n < SYM_RECORDED_MAPS_MAX / 16; k++) {
+	for (size_t k = 0; k < s->norphans && mm.n < SYM_ORPHAN_MAPS_MAX; k++) {
 		/* newest first: orphan_next - 1, - 2, ... */
 		const struct orphan_rec *o =
 			&s->orphans[(s->orphan_next + SYM_ORPHANS - 1 - k) % SYM_ORPHANS];

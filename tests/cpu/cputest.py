@@ -194,6 +194,35 @@ def profiles(store_dir):
     return sorted(glob.glob(os.path.join(store_dir, "*.pb.gz")))
 
 
+def wait_pid_window(store, pid, timeout=20):
+    """Wait (at most timeout s) for a profile of pid in store (local_store
+    names carry the pid), then one 1 s window more: the one holding a
+    process's last samples, when it just exited."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if any(pptest.local_name(p).pid == pid for p in profiles(store)):
+            time.sleep(1.2)
+            return True
+        time.sleep(0.3)
+    return False
+
+
+def pid_samples(files, pids):
+    """(pid, frames, kinds, value) of every sample in the profiles among
+    files (local_store paths) of the processes pids."""
+    for path in files:
+        pid = pptest.local_name(path).pid
+        if pid in pids:
+            for frames, kinds, v, _ in Prof(path).samples:
+                yield pid, frames, kinds, v
+
+
+def user_frame(frame, kind):
+    """A frame of the process's own code (kind: its mapping's file, or
+    none), not a kernel, [vdso] or pseudo frame."""
+    return not (kind.startswith("[") or frame.startswith("["))
+
+
 def pprof_parses(path):
     try:
         pptest.pprof("-raw", "-symbolize=none", path)

@@ -19,7 +19,7 @@ import time
 
 import cputest as ct
 import pptest
-from pptest import check, done, tmpdir, local_name
+from pptest import check, done, tmpdir
 
 KERNEL_START = 0xffff800000000000
 RUNS = 6
@@ -53,15 +53,7 @@ for i in range(2):
     p = subprocess.Popen([lateprog, "2.6", "0.4"])
     pids["late"].append(p.pid)
     p.wait()
-# wait (at most 20 s) for the window holding the last run's samples, then
-# one window more
-deadline = time.time() + 20
-last = pids["late"][-1]
-while time.time() < deadline:
-    if any(local_name(p).pid == last for p in ct.profiles(store)):
-        time.sleep(1.2)
-        break
-    time.sleep(0.3)
+ct.wait_pid_window(store, pids["late"][-1])
 log, files = ct.stop_checked(agent, store)
 stats = {}
 nomap_where = []
@@ -70,39 +62,34 @@ for name in pids:
     want = set(pids[name])
     samples = named = unnamed = nomap = chains = libc = libz = 0
     unnamed_ex = []
-    for path in files:
-        if local_name(path).pid not in want:
-            continue
-        pr = ct.Prof(path)
-        for frames, kinds, v, labels in pr.samples:
-            samples += v
-            for f, k in zip(frames, kinds):
-                if k.startswith("[") or f.startswith("["):
-                    continue    # kernel, [vdso], pseudo frames
-                if not k.startswith("/"):
-                    nomap += v
-                    unnamed_ex.append(f"{f} (no mapping)")
-                    pid = local_name(path).pid
-                    a = int(f, 16) if f.startswith("0x") else 0
-                    nomap_where.append((pid, f, [m for m in maps.get(pid, []) if
-                                        int(m.split("-")[0], 16) <= a <
-                                        int(m.split()[0].split("-")[1], 16)],
-                                        frames.index(f)))
-                elif "/libz.so" in k:
-                    libz += v
-                elif "/libc.so" in k:
-                    libc += v if not f.startswith("0x") else 0
-                elif k != prog[name]:
-                    continue    # ld.so: stripped, its internal functions have no names
-                elif f.startswith("0x"):
-                    unnamed += v
-                    unnamed_ex.append(f"{f} {k}")
-                else:
-                    named += v
-            if name == "c" and ct.has_chain(frames, ["mix", "burn", "main"]):
-                chains += v
-            if name == "go" and ct.has_chain(frames, ["main.spin", "main.hot", "main.main"]):
-                chains += v
+    for pid, frames, kinds, v in ct.pid_samples(files, want):
+        samples += v
+        for f, k in zip(frames, kinds):
+            if not ct.user_frame(f, k):
+                continue
+            if not k.startswith("/"):
+                nomap += v
+                unnamed_ex.append(f"{f} (no mapping)")
+                a = int(f, 16) if f.startswith("0x") else 0
+                nomap_where.append((pid, f, [m for m in maps.get(pid, []) if
+                                    int(m.split("-")[0], 16) <= a <
+                                    int(m.split()[0].split("-")[1], 16)],
+                                    frames.index(f)))
+            elif "/libz.so" in k:
+                libz += v
+            elif "/libc.so" in k:
+                libc += v if not f.startswith("0x") else 0
+            elif k != prog[name]:
+                continue    # ld.so: stripped, its internal functions have no names
+            elif f.startswith("0x"):
+                unnamed += v
+                unnamed_ex.append(f"{f} {k}")
+            else:
+                named += v
+        if name == "c" and ct.has_chain(frames, ["mix", "burn", "main"]):
+            chains += v
+        if name == "go" and ct.has_chain(frames, ["main.spin", "main.hot", "main.main"]):
+            chains += v
     stats[name] = (samples, named, unnamed, nomap, chains, libc)
     print(f"{name}: samples {samples}, executable frames named {named}, unnamed {unnamed}, "
           f"frames without a mapping {nomap} {sorted(set(unnamed_ex))[:8]}, "

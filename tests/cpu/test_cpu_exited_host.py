@@ -15,7 +15,7 @@ import time
 
 import cputest as ct
 import pptest
-from pptest import check, done, tmpdir, local_name
+from pptest import check, done, tmpdir
 
 RUNS = 5
 
@@ -32,31 +32,20 @@ for i in range(RUNS):
     pids.append(p.pid)
     p.wait()
     time.sleep(0.2)
-# wait (at most 20 s) for the window holding the last run's samples, then
-# one window more
-deadline = time.time() + 20
-while time.time() < deadline:
-    if any(local_name(f).pid == pids[-1] for f in ct.profiles(store)):
-        time.sleep(1.2)
-        break
-    time.sleep(0.3)
+ct.wait_pid_window(store, pids[-1])
 log, files = ct.stop_checked(agent, store)
 samples = mapped = nomap = libc = 0
-for path in files:
-    if local_name(path).pid not in pids:
-        continue
-    pr = ct.Prof(path)
-    for frames, kinds, v, labels in pr.samples:
-        samples += v
-        for f, k in zip(frames, kinds):
-            if k.startswith("[") or f.startswith("["):
-                continue  # kernel, [vdso], pseudo frames
-            if not k.startswith("/"):
-                nomap += v
-            else:
-                mapped += v
-                if "/libc.so" in k and not f.startswith("0x"):
-                    libc += v
+for _, frames, kinds, v in ct.pid_samples(files, set(pids)):
+    samples += v
+    for f, k in zip(frames, kinds):
+        if not ct.user_frame(f, k):
+            continue
+        if not k.startswith("/"):
+            nomap += v
+        else:
+            mapped += v
+            if "/libc.so" in k and not f.startswith("0x"):
+                libc += v
 print(f"{len(pids)} runs: samples {samples}, user frames with a mapping {mapped}, "
       f"without {nomap}, named libc frames {libc}")
 print("\n".join(l for l in log.splitlines() if "cpu window" in l)[-1500:])
