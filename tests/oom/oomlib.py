@@ -108,6 +108,9 @@ class Lines:
                 self.cv.wait(left)
 
 
+VICTIMS = set()  # pids of every Victim started by this test
+
+
 class Watcher:
     def __init__(self, outdir, *args):
         self.outdir = outdir
@@ -147,6 +150,13 @@ class Watcher:
         return self.event(lambda e: e.get("event") in ("profile", "oom_event")
                           and e.get("pid") == pid, timeout)
 
+    def foreign_events(self):
+        """Results for OOM victims this test did not start (another test
+        run's kills on the same host: the watcher sees every victim), which
+        its stats count too."""
+        return sum(1 for e in self.events() if e.get("event") == "oom_event"
+                   and e.get("pid") not in VICTIMS)
+
     def alive(self):
         return self.p.poll() is None
 
@@ -180,6 +190,7 @@ class Victim:
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             text=True, env=e)
         self.pid = self.p.pid
+        VICTIMS.add(self.pid)
         self.lines = Lines(self.p.stdout)
 
     def ready(self, timeout=60):

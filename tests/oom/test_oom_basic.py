@@ -9,9 +9,27 @@ import time
 
 from pptest import check, tmpdir
 import oomlib
-from schedstat import thread_runs
+from schedstat import thread_wakeups
 
 KILLS = int(os.environ.get("OOM_KILLS", "5"))
+
+
+def quiet_wakeups(w, secs, limit, tries=3):
+    """Wake-ups (voluntary context switches: a preemption on a busy host
+    is not one) of the watcher's thread over secs, measured again up to
+    tries times while above limit: another OOM kill on the host (the
+    watcher sees every victim) rightly wakes it. A watcher that wakes too
+    often does so in every stretch. Returns (wake-ups, seconds) of the
+    last stretch."""
+    for _ in range(tries):
+        r0, t0 = thread_wakeups(w.p.pid, "pushprof-oom"), time.monotonic()
+        time.sleep(secs)
+        runs = thread_wakeups(w.p.pid, "pushprof-oom") - r0
+        took = time.monotonic() - t0
+        if runs <= limit:
+            break
+        print(f"  {runs} wake-ups in {took:.1f}s: measuring again")
+    return runs, took
 
 
 def main():
@@ -87,8 +105,9 @@ def main():
     finally:
         st = w.stop()
     check(ok == KILLS, f"{KILLS} kills -> {KILLS} profiles", f"{ok}")
-    check(st is not None and st["profiles"] == KILLS and st["events"] == 0,
-          "watcher counted every profile and no event", str(st))
+    check(st is not None and st["profiles"] == KILLS and st["events"] == w.foreign_events(),
+          "watcher counted every profile and no event (of this test's victims)",
+          f"{st}, other processes' events {w.foreign_events()}")
 
     # idle programs are read together, on a 4 s grid, and the watcher
     # sleeps until the next is due (oom_internal.h): with the agent's 1 s
@@ -102,13 +121,10 @@ def main():
                 check(all(v.ready() and w.tracked(v.pid) for v in vs),
                       "three idle programs tracked")
                 time.sleep(10)  # empty reads 1 s, 2 s, then 4 s apart
-                r0, t0 = thread_runs(w.p.pid, "pushprof-oom"), time.monotonic()
-                time.sleep(16)
-                runs = thread_runs(w.p.pid, "pushprof-oom") - r0
-                took = time.monotonic() - t0
-                print(f"watcher thread ran {runs} times in {took:.1f}s with 3 idle programs")
+                runs, took = quiet_wakeups(w, 16, 8)
+                print(f"watcher thread woke {runs} times in {took:.1f}s with 3 idle programs")
                 check(runs <= 8, "the watcher of idle programs wakes about every 4 s",
-                      f"{runs} runs in {took:.1f}s")
+                      f"{runs} wake-ups in {took:.1f}s")
                 check(w.alive(), "watcher alive with idle programs")
             finally:
                 for v in vs:
@@ -118,12 +134,9 @@ def main():
         # target, a victim's ring record, the stop) wakes it; it woke every
         # second before (8 times in 8 s)
         time.sleep(6)  # the exits are seen at the next pass (<= 4 s)
-        r0, t0 = thread_runs(w.p.pid, "pushprof-oom"), time.monotonic()
-        time.sleep(8)
-        runs = thread_runs(w.p.pid, "pushprof-oom") - r0
-        took = time.monotonic() - t0
-        print(f"watcher thread ran {runs} times in {took:.1f}s without targets")
-        check(runs <= 2, "the watcher without targets sleeps", f"{runs} runs in {took:.1f}s")
+        runs, took = quiet_wakeups(w, 8, 2)
+        print(f"watcher thread woke {runs} times in {took:.1f}s without targets")
+        check(runs <= 2, "the watcher without targets sleeps", f"{runs} wake-ups in {took:.1f}s")
         check(w.alive(), "watcher alive without targets")
     finally:
         w.stop()

@@ -81,6 +81,7 @@ try:
     took = time.time() - t
     during = status(agent.pid)
     time.sleep(4)
+    t_end = time.time()
     # an fd open for a moment (a /proc file being read) is not a leak: the
     # count must come back to where it was
     rl.wait_for(lambda: status(agent.pid)["fds"] <= before["fds"], 10, 0.5)
@@ -110,9 +111,12 @@ try:
     # ASan makes the agent several times slower and bigger: the figures that
     # matter are the plain build's; under ASan the point is memory errors
     slow = 4 if ASAN else 1
-    want = (took + 4) * 0.6 if not ASAN else 1
-    check(w1 - w0 >= want, "windows kept coming during the storm",
-          f"{w1 - w0} in {took + 4:.0f}s")
+    # the loop handles the storm's process events between windows: it
+    # must never stall (a rate of windows would also fall on a host loaded
+    # by something else: "8 in 19 s" once beside a churn test)
+    gap = rl.largest_window_gap(agent, t, t_end)
+    check(gap <= 5 * slow, f"windows kept coming during the storm (none {5 * slow} s apart)",
+          f"{w1 - w0} in {t_end - t:.0f}s, largest gap {gap:.1f} s")
     check(after["fds"] <= before["fds"], "no fd leak", f"{before['fds']} -> {after['fds']}")
     check(after["VmHWM"] < 400 * 1024 * slow and
           after["VmRSS"] <= before["VmRSS"] + 64 * 1024 * slow,
