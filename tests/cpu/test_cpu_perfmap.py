@@ -107,9 +107,11 @@ except ProcessLookupError:
     pass
 wins = ct.window_lines(log)
 # a blocked agent builds no window after its first look at the FIFO (and
-# would not exit on SIGINT); half the schedule leaves room for a loaded host
-check(len(wins) >= max(3, int(elapsed / 2)), "windows keep coming (nothing blocked)",
-      f"{len(wins)} windows in {elapsed:.1f} s")
+# would not exit on SIGINT); a busy host may merge a late window into the
+# next, never hold them off for long
+gap = pptest.largest_window_gap(log.splitlines(), t0 + 2, t0 + elapsed)
+check(len(wins) >= 3 and gap <= 5, "windows keep coming (nothing blocked)",
+      f"{len(wins)} windows in {elapsed:.1f} s, largest gap {gap:.1f} s")
 jit_frames = {n: {} for n in pids}
 for path in files:
     pid = local_name(path).pid

@@ -272,6 +272,37 @@ def _kill_forgotten_agents():
             a.p.wait()
 
 
+def window_times(lines):
+    """When each "cpu window" line among lines (an agent's log, logfmt or
+    JSON) was logged, in seconds since the epoch (its ts)."""
+    import datetime
+    out = []
+    for line in lines:
+        if 'msg="cpu window"' not in line and '"msg":"cpu window"' not in line:
+            continue
+        if line.startswith("{"):
+            ts = json.loads(line).get("ts", "")
+        else:
+            ts = line.split("ts=", 1)[1].split()[0] if "ts=" in line else ""
+        try:
+            out.append(datetime.datetime.strptime(ts, "%Y-%m-%dT%H:%M:%S.%fZ")
+                       .replace(tzinfo=datetime.timezone.utc).timestamp())
+        except ValueError:
+            pass
+    return out
+
+
+def largest_window_gap(lines, t0, t1):
+    """The longest stretch within [t0, t1] (epoch seconds, time.time())
+    without a CPU window in lines: a loop that stalls shows here whatever
+    the host's load, where a count of windows also falls when a busy host
+    makes windows late (a window more than one interval late is merged into
+    the next one, not queued)."""
+    ts = [t for t in window_times(lines) if t0 <= t <= t1]
+    edges = [t0] + ts + [t1]
+    return max(b - a for a, b in zip(edges, edges[1:]))
+
+
 def go_env():
     # shared by the plain and the sanitizer builds: Go's cache is safe to share
     cache = os.environ.get("PUSHPROF_GO_CACHE", "/tmp/pushprof-go-cache")

@@ -193,35 +193,6 @@ def wait_delivered(store, rcvs, timeout=120):
     return missing(want)
 
 
-def window_times(agent):
-    """When each "cpu window" line of agent (pptest.Agent) was logged, in
-    seconds since the epoch (its ts=, logfmt or JSON)."""
-    import datetime
-    out = []
-    for line in agent.windows():
-        if line.startswith("{"):
-            ts = json.loads(line).get("ts", "")
-        else:
-            ts = line.split("ts=", 1)[1].split()[0] if "ts=" in line else ""
-        try:
-            out.append(datetime.datetime.strptime(ts, "%Y-%m-%dT%H:%M:%S.%fZ")
-                       .replace(tzinfo=datetime.timezone.utc).timestamp())
-        except ValueError:
-            pass
-    return out
-
-
-def largest_window_gap(agent, t0, t1):
-    """The longest stretch within [t0, t1] (epoch seconds) without a CPU
-    window: a loop that stalls shows here whatever the host's load, where a
-    count of windows also falls when a busy host makes windows late (a
-    window more than one interval late is merged into the next one, not
-    queued)."""
-    ts = [t for t in window_times(agent) if t0 <= t <= t1]
-    edges = [t0] + ts + [t1]
-    return max(b - a for a, b in zip(edges, edges[1:]))
-
-
 def wait_for(pred, timeout, step=0.2):
     end = time.time() + timeout
     while time.time() < end:

@@ -18,7 +18,6 @@ import errno
 import os
 import re
 import shutil
-import signal
 import subprocess
 import time
 

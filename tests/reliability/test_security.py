@@ -7,10 +7,8 @@
 - Spool and local_store: directories 0700, files 0600, even under umask 000.
 - The HTTP endpoint binds loopback when http_address is not set."""
 import os
-import signal
 import socket
 import stat
-import time
 
 import pptest
 import rellib as rl

@@ -8,8 +8,6 @@
    it, the oldest batches go first, each drop is logged and counted, and
    delivered + dropped == handed over."""
 import os
-import shutil
-import signal
 import subprocess
 import time
 

@@ -114,7 +114,7 @@ try:
     # the loop handles the storm's process events between windows: it
     # must never stall (a rate of windows would also fall on a host loaded
     # by something else: "8 in 19 s" once beside a churn test)
-    gap = rl.largest_window_gap(agent, t, t_end)
+    gap = pptest.largest_window_gap(agent.windows(), t, t_end)
     check(gap <= 5 * slow, f"windows kept coming during the storm (none {5 * slow} s apart)",
           f"{w1 - w0} in {t_end - t:.0f}s, largest gap {gap:.1f} s")
     check(after["fds"] <= before["fds"], "no fd leak", f"{before['fds']} -> {after['fds']}")
