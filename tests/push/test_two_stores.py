@@ -154,13 +154,18 @@ try:
     # ---- 3. Parca down -----------------------------------------------------
     rcv1.stop()
     t_down = time.time()
-    n_before = len(ycpu)
     rl.wait_for(lambda: len(rl.spool_files(pdir)) >= 3, 40, 0.2)
     time.sleep(6)
     m = agent.metrics()
-    ycpu = by_name(pyro.series(), "process_cpu")
     t_up = time.time()
-    during = [s for s in ycpu[n_before:] if s["time_nanos"] / 1e9 > t_down]
+
+    def pyro_during(t0, t1):
+        return [s for s in by_name(pyro.series(), "process_cpu")
+                if t0 < s["time_nanos"] / 1e9 <= t1]
+    # the windows up to now may still be on their way (a busy host)
+    rl.wait_for(lambda: len(pyro_during(t_down, t_up)) >= (t_up - t_down) / 2, 30, 0.5)
+    ycpu = by_name(pyro.series(), "process_cpu")
+    during = pyro_during(t_down, t_up)
     check(len(during) >= (t_up - t_down) / 2,
           "Pyroscope keeps receiving while Parca is down",
           f"{len(during)} CPU profiles in {t_up - t_down:.0f} s")
@@ -197,8 +202,9 @@ try:
     check(hung, "Parca's calls hang")
     t_hang = time.time()
     time.sleep(8)
+    rl.wait_for(lambda: len(pyro_during(t_hang, t_hang + 8)) >= 5, 30, 0.5)
     ycpu = by_name(pyro.series(), "process_cpu")
-    during = [s for s in ycpu if s["time_nanos"] / 1e9 > t_hang]
+    during = pyro_during(t_hang, time.time())
     times = sorted({s["time_nanos"] for s in ycpu})
     gaps = [(b - a) / 1e9 for a, b in zip(times, times[1:])]
     check(len(during) >= 5 and max(gaps) < 3.5,
