@@ -18,6 +18,7 @@ import hashlib
 import os
 import re
 import shutil
+import signal
 import subprocess
 import time
 
@@ -42,7 +43,11 @@ check("no symbols" in (syms.stderr if hasattr(syms, "stderr") else str(syms)),
 work = subprocess.Popen([binary, "60"])
 
 
-def agent_run(name, mode, duration="4s", extra="", pids=None):
+def agent_run(name, mode, duration="4s", extra="", pids=None, until=None):
+    """An agent against a receiver whose DebuginfoService is in mode, for
+    duration; with until (a predicate on the receiver), on past it until
+    until holds (at most 60 s more): what a run must have done by its end
+    takes longer on a loaded host (uploads to this Python receiver)."""
     out = os.path.join(d, name)
     os.makedirs(out, exist_ok=True)
     rcv = Receiver(os.path.join(out, "rcv"), debuginfo=mode).start()
@@ -52,8 +57,16 @@ def agent_run(name, mode, duration="4s", extra="", pids=None):
                 f"targets:\n  - pids: [{', '.join(str(p) for p in (pids or [work.pid]))}]\n")
         cfg, _ = ct.write_config(out, body, store=False, spool=os.path.join(out, "spool"))
         t0 = time.time()
-        agent = pptest.Agent(cfg, args=["--duration", duration])
-        rc, _ = agent.wait(60)
+        if until is None:
+            agent = pptest.Agent(cfg, args=["--duration", duration])
+            rc, _ = agent.wait(60)
+        else:
+            agent = pptest.Agent(cfg, args=["--duration", "120s"])
+            secs = float(duration.rstrip("s"))
+            while time.time() - t0 < secs + 60 and agent.p.poll() is None and \
+                    (time.time() - t0 < secs or not until(rcv)):
+                time.sleep(0.2)
+            rc, _ = agent.stop(signal.SIGINT, 60)
         log = agent.log()
         took = time.time() - t0
         return rcv, rc, log, took
@@ -83,9 +96,14 @@ def rpcs(rcv, rpc, bid=None):
             if c["rpc"] == rpc and (bid is None or c["build_id"] == bid)]
 
 
+
+def uploaded(rcv):
+    return rpcs(rcv, "MarkUploadFinished", build_id)
+
+
 try:
     # (1) uploaded once, bytes equal
-    rcv, rc, log, took = agent_run("yes", "yes")
+    rcv, rc, log, took = agent_run("yes", "yes", until=uploaded)
     nwin = len(ct.window_lines(log))
     check(rc == 0 and nwin >= 3, "agent ran >= 3 windows and exited 0", f"rc={rc} nwin={nwin}")
     for u in rpcs(rcv, "Upload"):
@@ -125,7 +143,8 @@ try:
           log[-1500:])
 
     # (2) the server says no
-    rcv, rc, log, took = agent_run("no", "no", duration="3s")
+    rcv, rc, log, took = agent_run("no", "no", duration="3s",
+                                   until=lambda r: rpcs(r, "ShouldInitiateUpload", build_id))
     check(rc == 0, "agent exits 0 (server says no)", f"rc={rc}")
     check(len(rpcs(rcv, "ShouldInitiateUpload", build_id)) == 1,
           "asked once when the server says no", f"{rcv.debuginfo_calls()}")
@@ -156,7 +175,7 @@ try:
     os.makedirs(os.path.dirname(planted), exist_ok=True)
     shutil.copy("/bin/true", planted)
     try:
-        rcv, rc, log, took = agent_run("planted", "yes")
+        rcv, rc, log, took = agent_run("planted", "yes", until=uploaded)
         ups = rpcs(rcv, "Upload", build_id)
         got = open(os.path.join(rcv.out, ups[0]["file"]), "rb").read() if ups else b""
         check(rc == 0 and len(ups) == 1 and got == data,
