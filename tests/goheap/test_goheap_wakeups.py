@@ -44,7 +44,10 @@ try:
     tracked = 0
     end = time.time() + 20
     while time.time() < end and tracked < NPROG:
-        tracked = sum(1 for ln in agent.lines if "tracking go process" in ln)
+        # this test's programs (another test run's of the same name
+        # may be tracked too)
+        tracked = sum(1 for w in progs if any("tracking go process" in ln and
+                                              f"pid={w.pid} " in ln for ln in agent.lines))
         time.sleep(0.1)
     check(tracked == NPROG, f"all {NPROG} programs tracked", f"{tracked}")
     # the start's young targets (5 s of re-reads) and first snapshots done
