@@ -35,12 +35,15 @@ for source, shown in (("netlink", "netlink"), ("bpf", "bpf"), ("off", "none")):
         t0 = time.time()
         with ghlib.Workload(binary, ["1000", os.path.join(d, "own.pb.gz")],
                             os.path.join(d, "ready"), env={"PP_MEMPROFILERATE": "1"}) as w:
-            line = agent.wait_log(f"pid={w.pid} ", 10)
+            line = agent.wait_log(f"pid={w.pid} ", 20)
             took = time.time() - t0
             check(line is not None and "tracking go process" in line,
                   f"{source}: the new Go program is tracked ({took:.1f} s after its start)",
                   "".join(agent.lines[-20:]))
-            check(took < 4, f"{source}: tracked within 4 s", f"{took:.1f} s")
+            # from events (or the 1 s scans without them), not the full
+            # /proc listing once a minute; the time includes the program's
+            # own start-up, which a loaded host stretches
+            check(took < 15, f"{source}: tracked within 15 s", f"{took:.1f} s")
             end = time.time() + 10
             files = []
             while time.time() < end and not files:
@@ -58,11 +61,20 @@ for source, shown in (("netlink", "netlink"), ("bpf", "bpf"), ("off", "none")):
             # the kept analysis instead of analysing the file again (the
             # agent lets go of an exited one at its next interval, 2 s here;
             # before that the second would share the first's analysis)
-            time.sleep(3)
-            with ghlib.Workload(binary, ["1000", os.path.join(d, "own2.pb.gz")],
-                                os.path.join(d, "ready2"),
-                                env={"PP_MEMPROFILERATE": "1"}) as w2:
-                line = agent.wait_log(f"pid={w2.pid} ", 10)
+            # (on a loaded host, later: a run that still shares is ended and
+            # the next one tried, at most three)
+            for i in range(2, 5):
+                time.sleep(3)
+                w2 = ghlib.Workload(binary, ["1000", os.path.join(d, f"own{i}.pb.gz")],
+                                    os.path.join(d, f"ready{i}"),
+                                    env={"PP_MEMPROFILERATE": "1"})
+                line = agent.wait_log(f"pid={w2.pid} ", 20)
+                if line is not None and "analysis=shared" in line and i < 4:
+                    print(f"run {i}: {line.strip()}: the first not let go yet")
+                    w2.stop()
+                    continue
+                break
+            with w2:
                 check(line is not None and "analysis=kept" in line,
                       f"{source}: a second run is tracked from the kept analysis", str(line))
                 end = time.time() + 10

@@ -213,12 +213,16 @@ def scenario_exec_later(a, rcv, leak):
     shell, and must still notice the exec and arm the Go program."""
     with oomlib.Cgroup("execlater", 100) as cg:
         p = subprocess.Popen(
-            ["/bin/sh", "-c", 'echo $$ > "$0/cgroup.procs" && sleep 1.5 && exec "$1"',
+            # the shell execs once told to (a line on stdin, which `read`
+            # takes byte by byte: the next line is the Go program's)
+            ["/bin/sh", "-c", 'echo $$ > "$0/cgroup.procs" && read x && exec "$1"',
              cg.path, leak], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         try:
             added = a.event("target added", timeout=10, pid=p.pid)
             comm = open(f"/proc/{p.pid}/comm").read().strip() if added else None
             check(comm == "sh", "1b: the shell matched the target before its exec", str(comm))
+            p.stdin.write("exec\n")
+            p.stdin.flush()
             check(p.stdout.readline().strip() == "ready", "1b: Go program running")
             tr = a.event("tracking go process", timeout=10, pid=p.pid)
             check(tr is not None, "1b: the agent tracks the Go program it exec'd")
@@ -313,8 +317,9 @@ def label_cgroup(pid):
 
 def scenario_pressure(a, rcv, leak):
     with oomlib.Cgroup("pressure", 100) as cg:
-        # ~3.3 MiB per 100 ms: 60 % of the limit after ~1.8 s, the kill ~1.2 s later
-        v = victim(a, cg, [leak, "-slow", "30ms"])
+        # ~1.6 MiB per 100 ms: 60 % of the limit after ~3.6 s, the kill
+        # ~2.4 s later (room for a loaded host to take and push the snapshot)
+        v = victim(a, cg, [leak, "-slow", "60ms"])
         if not check(v is not None, "3: slow leaker started and tracked"):
             return
         snap_cg = label_cgroup(v.pid)
