@@ -102,8 +102,13 @@ if p0:
     check(st[p0.period_type.type] == "cpu" and st[p0.period_type.unit] == "nanoseconds"
           and p0.period == 1000000000 // ct.FREQ, "period cpu/nanoseconds 1e9/frequency",
           f"{p0.period}")
-    check(abs(p0.duration_nanos - 1e9) < 0.2e9 and abs(p0.time_nanos / 1e9 - time.time()) < 60,
-          "time and duration of the window", f"{p0.time_nanos} {p0.duration_nanos}")
+    # 1 s windows; on a busy host a window more than an interval late is
+    # merged into the next one (2 s), so: all within that, most on the dot
+    # (the last is cut short by the stop)
+    durs = [p.p.duration_nanos / 1e9 for p in cp]
+    check(abs(p0.time_nanos / 1e9 - time.time()) < 60 and all(0 < x < 2.5 for x in durs)
+          and sum(abs(x - 1) < 0.2 for x in durs) > len(durs) / 2,
+          "time and duration of the windows", f"{p0.time_nanos} {durs}")
 
 # Go split
 gp = merged(pids["split"])

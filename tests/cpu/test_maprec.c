@@ -195,14 +195,15 @@ int main(void)
 	}
 	/* A process never read (whole-host mode reads none ahead): its records
 	 * are kept; gone, it resolves with them. It maps in batches, each
-	 * drained before the next (a ring holds ~200), 4,250 in all: more than
+	 * drained before the next (a ring holds ~200 records; a batch of 125
+	 * leaves room for the host's other processes), 4,250 in all: more than
 	 * the 4,096 kept, so its first mapping is gone from them and its last
 	 * is there. */
 	{
 		int c2p[2], p2c[2];
 		if (pipe(c2p) || pipe(p2c))
 			return 1;
-		enum { BATCHES = 17, PER = 250 };
+		enum { BATCHES = 34, PER = 125 };
 		pid_t pid = fork();
 		if (pid == 0) {
 			int fd = open(copy, O_RDONLY | O_CLOEXEC);
