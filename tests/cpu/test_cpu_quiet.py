@@ -70,8 +70,12 @@ for source in ("bpf", "netlink"):
               f"{forked}, exits: {exited}")
         if not forked and not exited:
             break
-    check(forked or exited or runs <= MAX_RUNS, f"{source}: the loop sleeps through a quiet host",
-          f"{runs} wake-ups in {QUIET_S} s (at most {MAX_RUNS}; one a second before)")
+    if forked or exited:
+        # said, not passed: a host this busy has no quiet stretch to judge
+        print(f"{source}: NOT MEASURED: no quiet {QUIET_S} s stretch in 5 tries")
+    else:
+        check(runs <= MAX_RUNS, f"{source}: the loop sleeps through a quiet host",
+              f"{runs} wake-ups in {QUIET_S} s (at most {MAX_RUNS}; one a second before)")
 
     t0 = time.time()
     p = subprocess.Popen([quiet, "30"])
