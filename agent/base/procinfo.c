@@ -472,6 +472,23 @@ static int stat_fields(const char *s, struct proc_stat *st)
 		f[i] = (unsigned long long)sv;
 		q = end;
 	}
+	/* field 51, env_end: execve() sets it last, after mapping the ELF
+	 * (fs/binfmt_elf.c create_elf_tables); 0 while the exec is under way
+	 * (also shown 0 to a reader without ptrace access). Kernels before
+	 * 3.5 end the line sooner: unknown. */
+	st->env_end = UINT64_MAX;
+	for (int i = 25; i <= 51; i++) {
+		char *end;
+		while (*q == ' ')
+			q++;
+		errno = 0;
+		unsigned long long v = strtoull(q, &end, 10);
+		if (end == q || errno)
+			break;
+		q = end;
+		if (i == 51)
+			st->env_end = v;
+	}
 	st->flags = f[9 - 4];
 	st->utime = f[14 - 4];
 	st->stime = f[15 - 4];

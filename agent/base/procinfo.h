@@ -98,6 +98,7 @@ struct proc_stat {
 	uint64_t vsize;	       /* virtual memory, bytes */
 	uint64_t rss_pages;    /* resident set, pages */
 	uint64_t threads;      /* live threads (a zombie leader's other threads: > 1) */
+	uint64_t env_end;      /* 0 inside execve() (stat_fields); UINT64_MAX: not shown */
 };
 int proc_stat(pid_t pid, struct proc_stat *st);
 /* Start time in clock ticks since boot (field 22 of /proc/PID/stat):

@@ -495,9 +495,26 @@ static bool proc_alive(pid_t pid)
 	return proc_stat(pid, &st) == 0 && st.state != 'Z' && st.state != 'X';
 }
 
+/* -EAGAIN for a failure of a process that was inside its execve() before
+ * we read its maps: execve() installs the new address space (and
+ * /proc/PID/exe) first, then maps the ELF's segments one by one, its bss
+ * last; caught in between, the text, the data or the variables are not
+ * there yet. Seen in 1 of 10 execs read the moment /proc/PID/exe changed. */
+static int exec_or(bool in_exec, pid_t pid, int rc, struct pp_err *err)
+{
+	if (!in_exec || rc == -ESRCH)
+		return rc;
+	pp_err_clear(err);
+	return pp_errf(err, -EAGAIN, "pid %d: inside its exec (the executable is not mapped yet)",
+		       (int)pid);
+}
+
 int gobin_attach(struct gobin *g, pid_t pid, struct pp_err *err)
 {
 	struct proc_maps maps = { 0 };
+	struct proc_stat st;
+	bool in_exec = proc_stat(pid, &st) == 0 && st.env_end == 0 && st.state != 'Z' &&
+		       st.state != 'X';
 	int rc = proc_maps_read(pid, &maps, err);
 	if (rc)
 		return rc == -ESRCH ? pp_errf(err, -ESRCH, "pid %d: no such process", (int)pid)
@@ -528,8 +545,10 @@ int gobin_attach(struct gobin *g, pid_t pid, struct pp_err *err)
 			usleep(20000);
 		if (empty || !proc_alive(pid))
 			return pp_errf(err, -ESRCH, "pid %d: the process exited", (int)pid);
-		return pp_errf(err, -ENOENT, "pid %d: %s is not mapped executable", (int)pid,
-			       g->exe);
+		return exec_or(in_exec, pid,
+			       pp_errf(err, -ENOENT, "pid %d: %s is not mapped executable",
+				       (int)pid, g->exe),
+			       err);
 	}
 	g->pid = pid;
 	g->bias = proc_map_bias(text, g->text_vaddr, g->text_offset);
@@ -552,7 +571,7 @@ int gobin_attach(struct gobin *g, pid_t pid, struct pp_err *err)
 				      : "stripped, and not recognized in the runtime's code");
 	if (g->vars.source == GOBIN_VARS_CODE && (rc = verify_live(g, err))) {
 		g->mbuckets_addr = g->rate_addr = g->cycle_addr = 0;
-		return rc;
+		return exec_or(in_exec, pid, rc, err);
 	}
 	return 0;
 }

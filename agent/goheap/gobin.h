@@ -119,7 +119,9 @@ struct gobin_opts {
  * explains nothing then: check vars.source).
  * With a pid: analyze /proc/PID/exe and attach. -ESRCH: no such process;
  * -ENOEXEC: not Go; -EACCES/-EPERM: not allowed; -ENOENT: a Go program
- * whose profile variables could not be located (err says which).
+ * whose profile variables could not be located (err says which); -EAGAIN:
+ * caught inside its execve() (the executable is not mapped yet): ask again
+ * a moment later, do not remember the executable as untrackable.
  * Either: 0 with *out set, or negative with err filled and *out NULL;
  * -EINVAL without a path or pid. No thread. The symbols are shared with
  * other modules holding the same file (elfshare.h).
@@ -129,7 +131,8 @@ int gobin_new(const struct gobin_opts *o, struct gobin **out, struct pp_err *err
 /*
  * Bind to a running process of this executable: bias from /proc/PID/maps,
  * runtime addresses, and for code-derived candidates a check against the
- * live memory. -ESRCH when the process is gone.
+ * live memory. -ESRCH when the process is gone; -EAGAIN when it is inside
+ * its execve() (see gobin_new).
  */
 int gobin_attach(struct gobin *g, pid_t pid, struct pp_err *err);
 

@@ -73,7 +73,15 @@ struct candidate {
 	pid_t pid;
 	uint64_t start;
 	struct pp_file_id id;
+	/* caught inside its execve() (gobin -EAGAIN) this many times in a
+	 * row: looked at again at each recheck, up to EXEC_RETRIES */
+	unsigned retries;
 };
+
+/* An exec completes in well under a millisecond; 8 rechecks (2 s) cover a
+ * starved one. A process that still does not map its own executable after
+ * that (it unmapped it) is treated as any other failure. */
+#define EXEC_RETRIES 8
 
 struct gotrack {
 	const struct config *cfg;
@@ -341,6 +349,19 @@ static int add(struct gotrack *t, pid_t pid, bool remember)
 	}
 	if (rc == -ESRCH)
 		return 0;
+	struct candidate *c = find_cand(t, pid);
+	unsigned tries = c && c->start == start ? c->retries : 0;
+	if (rc == -EAGAIN && tries < EXEC_RETRIES) {
+		/* inside its execve(): never remember this executable as not
+		 * Go (every later process of it would go untracked); the
+		 * whole-host scan comes back by itself */
+		if (remember) {
+			cand_set(t, pid, start, &id);
+			if ((c = find_cand(t, pid)) != NULL)
+				c->retries = tries + 1;
+		}
+		return 0;
+	}
 	if (rc) {
 		/* once per executable: whole-host scans come back every second */
 		remember_not_go(t, &id);
@@ -432,7 +453,7 @@ void gotrack_recheck(struct gotrack *t)
 			*c = t->cand[--t->ncand];
 			continue;
 		}
-		if (changed && nagain < sizeof(again) / sizeof(again[0]))
+		if ((changed || c->retries) && nagain < sizeof(again) / sizeof(again[0]))
 			again[nagain++] = c->pid;
 		i++;
 	}

@@ -15,22 +15,36 @@
  *       minor page faults per snapshot
  *   goheap_tool enable PID
  *       gobin_enable_profiling(): prints "rc=N old=N"
+ *   goheap_tool exec-race EXE N [ARG]...
+ *       N times: fork, exec EXE ARG... at nice 19 on this CPU,
+ *       and gobin_new() on the child the moment it has EXE's name (often
+ *       inside its execve(), before the ELF is mapped; the analysis is held,
+ *       so gobin_new() is as fast as for a replica); -EAGAIN is asked again
+ *       every ms for up to 10 s. Prints
+ *       "tries=N ok=A again_then_ok=B failed=C msg=FIRST_FAILURE"
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "givemem.h"
 #include "gobin.h"
 #include "goheap.h"
+#include "ppclock.h"
 #include "pprof.h"
+#include "procinfo.h"
 #include "proto/profile.pb-c.h"
 
 static const char *src_name(enum gobin_source s)
@@ -493,6 +507,95 @@ static int cmd_scale(void)
 	return 0;
 }
 
+static int cmd_exec_race(const char *exe, int n, char **args)
+{
+	char want[PATH_MAX];
+	int ok = 0, again_ok = 0, failed = 0;
+	char first[256] = "-";
+
+	if (!realpath(exe, want)) {
+		printf("exec-race: %s: %s\n", exe, strerror(errno));
+		return 1;
+	}
+	cpu_set_t one;
+	CPU_ZERO(&one);
+	CPU_SET(sched_getcpu() > 0 ? sched_getcpu() : 0, &one);
+	sched_setaffinity(0, sizeof(one), &one);
+	prctl(PR_SET_TIMERSLACK, 1UL);
+	struct gobin *base;
+	struct pp_err berr = { 0 };
+	if (gobin_new(&(struct gobin_opts){ .path = want }, &base, &berr)) {
+		printf("exec-race: %s\n", berr.msg);
+		return 1;
+	}
+	char want_comm[16]; /* TASK_COMM_LEN: the file name, cut to 15 */
+	snprintf(want_comm, sizeof(want_comm), "%s", strrchr(want, '/') + 1);
+	for (int i = 0; i < n; i++) {
+		int fds[2];
+		char c;
+		if (pipe(fds))
+			return 1;
+		pid_t pid = fork();
+		if (pid < 0)
+			return 1;
+		if (pid == 0) {
+			/* nice 19 on the reader's CPU: the exec runs
+			 * in the reader's sleeps and its wakeups preempt it at any
+			 * point, as a busy host's load does */
+			if (nice(19) < 0)
+				_exit(126);
+			int dn = open("/dev/null", O_RDWR);
+			if (dn >= 0) {
+				dup2(dn, 0);
+				dup2(dn, 1);
+			}
+			close(fds[1]);
+			args[-1] = want; /* argv[3], N, is not needed by then */
+			if (read(fds[0], &c, 1) == 1)
+				execv(want, args - 1);
+			_exit(127);
+		}
+		close(fds[0]);
+		if (write(fds[1], "x", 1) != 1)
+			return 1;
+		close(fds[1]);
+		/* execve() sets the name right after it installs the new
+		 * address space, before it maps the ELF: look every 100 us
+		 * (the child runs in between) for 10 s at most */
+		uint64_t t0 = pp_mono_ns(), ticks;
+		char comm[32];
+		while (pp_mono_ns() - t0 < 10000000000ull &&
+		       (proc_comm_start(pid, comm, sizeof(comm), &ticks) ||
+			strcmp(comm, want_comm)))
+			usleep(100);
+		struct gobin *g = NULL;
+		struct pp_err err = { 0 };
+		int rc = gobin_new(&(struct gobin_opts){ .pid = pid }, &g, &err), asked = 1;
+		while (rc == -EAGAIN && pp_mono_ns() - t0 < 10000000000ull) {
+			pp_err_clear(&err);
+			usleep(1000);
+			rc = gobin_new(&(struct gobin_opts){ .pid = pid }, &g, &err);
+			asked++;
+		}
+		if (rc == 0 && asked == 1)
+			ok++;
+		else if (rc == 0)
+			again_ok++;
+		else if (failed++ == 0)
+			snprintf(first, sizeof(first), "rc=%d:%s", rc, err.msg);
+		gobin_free(g);
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+	}
+	gobin_free(base);
+	for (char *p = first; *p; p++)
+		if (*p == ' ')
+			*p = '_';
+	printf("tries=%d ok=%d again_then_ok=%d failed=%d msg=%s\n", n, ok, again_ok, failed,
+	       first);
+	return failed ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
 	pp_malloc_policy(); /* as pushprof runs: the benches measure its allocator too */
@@ -515,8 +618,10 @@ int main(int argc, char **argv)
 		return cmd_canon(atoi(argv[2]));
 	if (argc >= 3 && !strcmp(argv[1], "enable"))
 		return cmd_enable(atoi(argv[2]));
+	if (argc >= 4 && !strcmp(argv[1], "exec-race"))
+		return cmd_exec_race(argv[2], atoi(argv[3]), argv + 4);
 	fprintf(stderr, "usage: goheap_tool vars FILE | kill-then-read PID | "
 			"bench PID ITERATIONS [MAX_BUCKETS] | snapbench PID ITERATIONS | canon PID "
-			"| enable PID\n");
+			"| enable PID | exec-race EXE N [ARG]...\n");
 	return 2;
 }

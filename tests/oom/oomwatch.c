@@ -116,6 +116,10 @@ static void try_track(struct oom_watch *w, pid_t pid)
 		printf("{\"event\":\"track_failed\",\"pid\":%d,\"code\":%d,\"error\":", (int)pid, rc);
 		json_str(stdout, err.msg);
 		printf("}\n");
+		if (rc == -EAGAIN) /* inside its execve(): look again next scan */
+			for (size_t i = 0; i < nseen; i++)
+				if (seen[i].pid == pid)
+					seen[i].pid = 0;
 	}
 	fflush(stdout);
 }
