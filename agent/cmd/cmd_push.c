@@ -16,6 +16,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +34,58 @@
 #include "upload.h"
 
 #define PUSH_MAX_FILE_BYTES (64u << 20)
+
+/*
+ * A command must end. Each call is bounded (3 x --timeout per request,
+ * upload.c), but gRPC's own waits are not ours to bound: draining a
+ * cancelled call, closing the channel, grpc_shutdown(). Once a push ran
+ * past a 60 s limit with no line printed. The watchdog ends the process
+ * with exit 1 and says which stage did not return, once the stage's
+ * deadline (moved by the main thread) has passed.
+ */
+#define PUSH_GRACE_NS 15000000000ull /* connect, TLS, close and shutdown */
+
+static _Atomic uint64_t wd_deadline; /* CLOCK_MONOTONIC ns; 0: not armed */
+static const char *_Atomic wd_stage = "starting";
+static uint64_t wd_start;
+
+static void wd_set(const char *stage, uint64_t budget_ns)
+{
+	atomic_store(&wd_stage, stage);
+	atomic_store(&wd_deadline, pp_mono_ns() + budget_ns);
+}
+
+static void *watchdog(void *arg)
+{
+	(void)arg;
+	for (;;) {
+		uint64_t d = atomic_load(&wd_deadline), now = pp_mono_ns();
+		if (d && now >= d) {
+			fprintf(stderr,
+				"pushprof push: gave up %.0f s after the start: %s did not "
+				"return in time (a gRPC wait that never ended)\n",
+				(double)(now - wd_start) / 1e9, atomic_load(&wd_stage));
+			fflush(stderr);
+			_exit(EXIT_FAIL);
+		}
+		usleep(200000);
+	}
+	return NULL;
+}
+
+static void wd_start_thread(void)
+{
+	pthread_t t;
+	pthread_attr_t a;
+
+	wd_start = pp_mono_ns();
+	pthread_attr_init(&a);
+	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&a, 64 << 10);
+	if (pthread_create(&t, &a, watchdog, NULL))
+		fprintf(stderr, "pushprof push: no watchdog thread (%s)\n", strerror(errno));
+	pthread_attr_destroy(&a);
+}
 
 static void usage(FILE *f)
 {
@@ -355,6 +409,9 @@ int cmd_push(int argc, char **argv)
 		series[i] = (struct upload_series){ &labels, buf, len };
 	}
 
+	/* every request may take its 3 attempts */
+	wd_start_thread();
+	wd_set("the delivery", (uint64_t)nfiles * 3 * rs->timeout_ns + PUSH_GRACE_NS);
 	if (uploader_new(&(struct uploader_opts){ .rs = rs }, &up, &err)) {
 		fprintf(stderr, "pushprof push: %s\n", err.msg);
 		goto out;
@@ -379,6 +436,8 @@ int cmd_push(int argc, char **argv)
 	       (unsigned long long)st->retries, st->retries == 1 ? "y" : "ies");
 	rc = EXIT_OK;
 out:
+	if (up)
+		wd_set("closing the connection", PUSH_GRACE_NS);
 	uploader_free(up);
 	if (bufs)
 		for (int i = 0; i < nfiles; i++)

@@ -65,6 +65,7 @@ struct uploader {
 	char metric_label[96];		  /* uploader_set_metric_label(); "" none */
 	const char *method, *method_name; /* gRPC path; its short name for logs */
 	bool tls;			  /* remote_store.insecure is false */
+	bool client_cert;		  /* remote_store.cert_file is set (mTLS) */
 	struct pp_labels headers;	  /* lower-cased keys, checked legal */
 	struct upload_stats stats;
 	_Atomic uint64_t
@@ -210,6 +211,7 @@ int uploader_new(const struct uploader_opts *opts, struct uploader **out, struct
 		goto fail;
 
 	u->tls = !rs->insecure;
+	u->client_cert = rs->cert_file && *rs->cert_file;
 	if (rs->http) {
 		if (connect_new(&(struct connect_opts){ .rs = rs }, &u->conn, err))
 			goto fail;
@@ -410,6 +412,17 @@ static const char *hint(const struct uploader *u, grpc_status_code st, const cha
 		return " (hint: the server's certificate is not trusted: set remote_store.ca_file "
 		       "to "
 		       "the CA that signed it)";
+	/* a TLS channel sees the same words for a closed port and for a
+	 * server that ended the handshake over the client certificate (the
+	 * reason is only in the server's log): name both */
+	if (u->tls && strstr(both, "handshaker shutdown"))
+		return u->client_cert
+			       ? " (hint: cannot connect to remote_store.address: nothing listens "
+				 "there, a wrong port, a firewall, or the server refuses the client "
+				 "certificate in remote_store.cert_file)"
+			       : " (hint: cannot connect to remote_store.address: nothing listens "
+				 "there, a wrong port, a firewall, or the server requires a client "
+				 "certificate: set remote_store.cert_file and key_file)";
 	if (!u->tls && (strstr(both, "Socket closed") || strstr(both, "Empty reply from server") ||
 			strstr(both, "HTTP/0.9")))
 		return " (hint: plaintext to a server that may want TLS: try "

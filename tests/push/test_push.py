@@ -327,9 +327,13 @@ p = push_tls(r, "-l", "__name__=parca_agent", *tls_ok, "--cert-file", f"{pki}/cl
 check(p.returncode == 0, "mtls: client certificate accepted", p.stderr)
 p = push(r, "-l", "__name__=parca_agent", *tls_ok, CPU, insecure=False)
 check(p.returncode == 1, "mtls: no client certificate -> refused", p.stderr)
+check("requires a client certificate" in p.stderr,
+      "mtls: the hint says a client certificate may be needed", p.stderr)
 p = push(r, "-l", "__name__=parca_agent", *tls_ok, "--cert-file", f"{pki}/rogue.pem",
          "--key-file", f"{pki}/rogue.key", CPU, insecure=False)
 check(p.returncode == 1, "mtls: client certificate from another CA -> refused", p.stderr)
+check("refuses the client certificate" in p.stderr,
+      "mtls: the hint names the client certificate", p.stderr)
 p = push(r, "-l", "__name__=parca_agent", *tls_ok, "--cert-file", f"{pki}/client.pem", CPU,
          insecure=False)
 check(p.returncode == 2, "mtls: --cert-file without --key-file -> exit 2", p.stderr)
