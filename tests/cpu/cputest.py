@@ -217,10 +217,11 @@ def pid_samples(files, pids):
                 yield pid, frames, kinds, v
 
 
-def user_frame(frame, kind):
-    """A frame of the process's own code (kind: its mapping's file, or
-    none), not a kernel, [vdso] or pseudo frame."""
-    return not (kind.startswith("[") or frame.startswith("["))
+def user_frames(frames, kinds):
+    """(frame, kind) of a sample's frames in the process's own code (kind:
+    its mapping's file, or none), not kernel, [vdso] or pseudo frames."""
+    return [(f, k) for f, k in zip(frames, kinds)
+            if not (k.startswith("[") or f.startswith("["))]
 
 
 def pprof_parses(path):

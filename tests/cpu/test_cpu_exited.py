@@ -64,9 +64,7 @@ for name in pids:
     unnamed_ex = []
     for pid, frames, kinds, v in ct.pid_samples(files, want):
         samples += v
-        for f, k in zip(frames, kinds):
-            if not ct.user_frame(f, k):
-                continue
+        for f, k in ct.user_frames(frames, kinds):
             if not k.startswith("/"):
                 nomap += v
                 unnamed_ex.append(f"{f} (no mapping)")

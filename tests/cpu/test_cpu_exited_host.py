@@ -37,9 +37,7 @@ log, files = ct.stop_checked(agent, store)
 samples = mapped = nomap = libc = 0
 for _, frames, kinds, v in ct.pid_samples(files, set(pids)):
     samples += v
-    for f, k in zip(frames, kinds):
-        if not ct.user_frame(f, k):
-            continue
+    for f, k in ct.user_frames(frames, kinds):
         if not k.startswith("/"):
             nomap += v
         else:

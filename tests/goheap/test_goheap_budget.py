@@ -163,19 +163,8 @@ p99 = lat_ms[min(len(lat_ms) - 1, int(len(lat_ms) * 0.99))]
 check(p99 < 100 and lat_ms[-1] < 1000,
       f"/healthz within 100 ms during the snapshot (p99 {p99:.1f} ms, max {lat_ms[-1]:.1f} ms)")
 # windows on time: the gap between consecutive windows stays near 1 s
-wt = []
-for l in log.splitlines():
-    if 'msg="cpu window"' in l:
-        m = re.search(r"ts=(\S+)", l)
-        wt.append(m.group(1))
-
-
-def ts_s(ts):
-    m = re.match(r"(\d+)-(\d+)-(\d+)T(\d+):(\d+):([\d.]+)", ts)
-    return int(m.group(4)) * 3600 + int(m.group(5)) * 60 + float(m.group(6))
-
-
-gaps = [ts_s(b) - ts_s(a) for a, b in zip(wt, wt[1:])]
+wt = pptest.window_times(log.splitlines())
+gaps = [b - a for a, b in zip(wt, wt[1:])]
 # 8.4 s before the worker thread; a window more than 1 s late on a busy host
 # is merged into the next one (a 2 s gap), not a stall
 check(len(gaps) >= 8 and max(gaps) < 4.5,
