@@ -5,7 +5,6 @@ validation to everything it receives and records accepted requests; the
 profiles it stored are read back with `go tool pprof`.
 """
 import gzip
-import json
 import os
 import re
 import shutil
@@ -15,7 +14,7 @@ import subprocess
 import sys
 import time
 
-from pptest import PUSHPROF, check, done, go_build, pprof, pushprof, run, tmpdir
+from pptest import check, done, go_build, pprof, pushprof, run, tmpdir
 from receiver import Receiver
 
 GEN, PROBE = sys.argv[1], sys.argv[2]
@@ -43,6 +42,13 @@ def push(r_or_addr, *args, env=None, timeout=60, insecure=True):
     p.elapsed = time.monotonic() - t0
     p.argv = argv
     return p
+
+
+def delivery_ms(p):
+    """How long a failed push spent delivering, by its own clock ("delivery
+    failed after N ms")."""
+    m = re.search(r"delivery failed after (\d+) ms", p.stderr)
+    return int(m.group(1)) if m else None
 
 
 def push_tls(r, *args, **kw):
@@ -225,15 +231,21 @@ s.close()                               # nothing listens there now
 p = push(dead, "-l", "__name__=parca_agent", "--timeout", "2s", CPU)
 check(p.returncode == 1 and "UNAVAILABLE" in p.stderr and "5 attempts" in p.stderr,
       "down: clear UNAVAILABLE error after bounded retries", p.stderr)
-check(0.3 < p.elapsed < 6.0, f"down: gave up in {p.elapsed:.2f}s (bounded by 3x timeout)", p.elapsed)
-print(f"FIGURE server down: push gave up after {p.elapsed:.2f}s")
+# the delivery's own time (the process's start and gRPC's set-up are not
+# what the bound is about: slow under ASan on a loaded host)
+down_ms = delivery_ms(p)
+check(down_ms is not None and down_ms < 6500,
+      f"down: gave up in {down_ms} ms (bounded by 3x timeout)", p.stderr)
+print(f"FIGURE server down: push gave up after {down_ms} ms ({p.elapsed:.2f}s in all)")
 
 r = receiver(hang=True)
 p = push(r, "-l", "__name__=parca_agent", "--timeout", "1s", CPU)
 check(p.returncode == 1 and "DEADLINE_EXCEEDED" in p.stderr, "hang: DEADLINE_EXCEEDED reported", p.stderr)
-check(2.5 < p.elapsed < 5.5, f"hang: all attempts within 3x the 1s timeout ({p.elapsed:.2f}s)", p.elapsed)
-print(f"FIGURE hanging server, --timeout 1s: gave up after {p.elapsed:.2f}s, "
-      f"{len(r.calls())} attempts")
+hang_ms = delivery_ms(p)
+check(hang_ms is not None and 2500 < hang_ms < 3500,
+      f"hang: all attempts within 3x the 1s timeout ({hang_ms} ms)", p.stderr)
+print(f"FIGURE hanging server, --timeout 1s: gave up after {hang_ms} ms "
+      f"({p.elapsed:.2f}s in all), {len(r.calls())} attempts")
 r.stop()
 
 # ---- request splitting by max_request_bytes -------------------------------
