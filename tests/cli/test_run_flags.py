@@ -191,7 +191,9 @@ try:
                  "cannot connect to remote_store.address")):
             c = rl.write_config(os.path.join(d, "hint.yaml"), cpu=True, interval="1s",
                                 targets=f"targets:\n  - pids: [{busy.pid}]\n", extra=extra)
-            r = run("--config", c, "--duration", "4s")
+            # 8 s: a loaded host's ASan start-up (BPF load, symbols) may
+            # take the first seconds before any window is pushed
+            r = run("--config", c, "--duration", "8s")
             errs = [ln for ln in r.stderr.splitlines() if "flush_error=" in ln]
             # gRPC may log the handshake's reason just after the first call
             # failed: a later window's error carries it
